@@ -1,0 +1,142 @@
+"""pinsight-python: trace Python calls and calls into native code into LTTng-UST.
+
+    import pinsight_python
+    pinsight_python.activate()
+
+inside an LTTng session (``lttng create``; ``lttng enable-event -u
+'python_pinsight_lttng_ust:*'``; ``lttng start``), or without changing the
+program: ``pinsight-python trace -- python sim.py``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import sys
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Union
+
+from . import _pinsight_python as _core
+
+__all__ = [
+    "ActivationError",
+    "ConfigError",
+    "activate",
+    "deactivate",
+    "lexgions",
+    "reload",
+    "set_mode",
+    "status",
+]
+__version__ = "0.1.0"
+
+ConfigError = _core.ConfigError
+ActivationError = _core.ActivationError
+
+_EVENT_NAMES = ("function", "c_call")
+_BACKENDS = ("auto", "sys.monitoring", "setprofile")
+# Launchers' variables for the MPI rank and size: read, never MPI_Init.
+_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
+_lock = threading.Lock()
+_hooks_installed = False
+
+
+def _env_int(names: Iterable[str]) -> int:
+    for name in names:
+        value = os.environ.get(name)
+        if value is not None and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return -1
+
+
+def _install_process_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    # LTTng-UST must hear about forks, or the child's events never reach the
+    # session; the child also needs its own control thread.
+    os.register_at_fork(
+        before=_core._before_fork,
+        after_in_parent=_core._after_fork_parent,
+        after_in_child=_core._after_fork_child,
+    )
+    # Join the control thread before the interpreter finalizes.
+    atexit.register(_core._stop_control_thread)
+
+
+def activate(
+    events: Iterable[str] = _EVENT_NAMES,
+    *,
+    config: Optional[Union[str, "os.PathLike[str]"]] = None,
+    mode: Optional[str] = None,
+    backend: str = "auto",
+) -> None:
+    """Start tracing this process.
+
+    events: any of "function" (function_begin/end) and "c_call" (c_call_begin/end).
+    config: a PInsight trace configuration file; default PINSIGHT_TRACE_CONFIG_FILE,
+        else ./pinsight_trace_config.txt if present, else trace everything.
+    mode: OFF, STANDBY, MONITORING or TRACING; default PINSIGHT_TRACE_PYTHON, else
+        the configuration's trace_mode.
+    backend: "auto" (sys.monitoring on 3.12+, else setprofile), "sys.monitoring"
+        or "setprofile".
+
+    Idempotent and thread-safe. Raises ConfigError (a ValueError) for a bad
+    configuration and ActivationError (a RuntimeError) when tracing cannot start,
+    e.g. when every sys.monitoring tool id is taken.
+    """
+    if isinstance(events, str):
+        events = [e.strip() for e in events.split(",") if e.strip()]
+    chosen = list(events)
+    unknown = [e for e in chosen if e not in _EVENT_NAMES]
+    if unknown:
+        raise ValueError(
+            f"activate(events=...): unknown event {unknown[0]!r} (expected 'function' or 'c_call')"
+        )
+    if backend not in _BACKENDS:
+        raise ValueError(
+            f"activate(backend=...): unknown backend {backend!r} (expected one of {', '.join(_BACKENDS)})"
+        )
+    with _lock:
+        _install_process_hooks()
+        _core.activate(
+            function_events="function" in chosen,
+            c_call_events="c_call" in chosen,
+            config_path=os.fspath(config) if config is not None else "",
+            mode=mode or "",
+            backend=backend,
+            main_thread_ident=threading.main_thread().ident or 0,
+            mpi_rank=_env_int(_RANK_VARIABLES),
+            mpi_size=_env_int(_SIZE_VARIABLES),
+            hostname=socket.gethostname(),
+            argv=" ".join(sys.argv),
+        )
+
+
+def deactivate() -> None:
+    """Stop tracing. Frames still running keep their begin without an end."""
+    with _lock:
+        _core.deactivate()
+
+
+def status() -> Dict[str, Any]:
+    """Backend, mode, events, counts of events emitted and of code objects seen."""
+    return dict(_core.status())
+
+
+def lexgions() -> List[Dict[str, Any]]:
+    """Per function: qualname, filename, lineno, module, executions, traced."""
+    return list(_core.lexgions())
+
+
+def set_mode(mode: str) -> None:
+    """Switch the Python domain to OFF, STANDBY, MONITORING or TRACING."""
+    _core.set_mode(mode)
+
+
+def reload() -> None:
+    """Re-read the configuration file now, as SIGUSR1 does."""
+    _core.reload()

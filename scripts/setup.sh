@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One-command set-up on a fresh Debian 12 machine (run as root, from anywhere):
+#   bash scripts/setup.sh
+# Installs the Debian packages, then creates .venv (newest CPython >= 3.12) and
+# .venv-fallback (CPython 3.11, the PyEval_SetProfile backend) in the
+# repository root, each with pinsight-python and its test dependencies.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+die() { echo "setup: error: $*" >&2; exit 1; }
+
+debian_packages=(
+  lttng-tools liblttng-ust-dev liburcu-dev libinih-dev
+  babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
+  pkg-config g++ make procps
+)
+
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  [[ $(id -u) -eq 0 ]] || die "need root to install: ${missing[*]}"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Newest interpreter with the given minimum minor version, from PATH or pyenv.
+find_python() {
+  local min_minor=$1 max_minor=$2 best="" cand v minor
+  local candidates=()
+  for minor in $(seq "$max_minor" -1 "$min_minor"); do
+    candidates+=("python3.$minor")
+    for d in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3."$minor".*; do
+      [[ -x "$d/bin/python3.$minor" ]] && candidates+=("$d/bin/python3.$minor")
+    done
+  done
+  for cand in "${candidates[@]}"; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import venv, ensurepip' 2>/dev/null; then
+      best=$(command -v "$cand")
+      break
+    fi
+  done
+  echo "$best"
+}
+
+make_venv() {
+  local dir=$1 python=$2
+  echo "setup: $dir with $("$python" -V 2>&1) ($python)"
+  if [[ ! -x "$dir/bin/python" ]] || ! "$dir/bin/python" -c pass 2>/dev/null; then
+    rm -rf "$dir"
+    "$python" -m venv "$dir"
+  fi
+  "$dir/bin/python" -m pip install -q --upgrade pip
+  "$dir/bin/python" -m pip install -q -e ".[test]"
+}
+
+py_main=$(find_python 12 14)
+[[ -n $py_main ]] || die "no CPython >= 3.12 with venv found on PATH or in pyenv (\$PYENV_ROOT/versions)"
+make_venv .venv "$py_main"
+
+py_fallback=$(find_python 11 11)
+[[ -n $py_fallback ]] || die "no CPython 3.11 found on PATH or in pyenv: needed for .venv-fallback"
+make_venv .venv-fallback "$py_fallback"
+
+echo "setup: done. Run the tests with: bash scripts/test.sh"

@@ -1,0 +1,31 @@
+// Which callables are native code, and what a user would call them.
+//
+// CPython's own boundary (C_RETURN/C_RAISE fire for every callable that is
+// not a Python function) is the starting point; callables whose call runs
+// Python code anyway (Python classes with a Python __init__/__new__,
+// instances with a Python __call__, bound methods of Python functions) are
+// left to PY_START. PyCFunction_Check alone would miss NumPy ufuncs and
+// dispatchers, ctypes function pointers, Cython functions and pybind11 methods.
+#pragma once
+
+#include "compat.h"
+
+namespace pinsight::callables {
+
+struct NativeCallable {
+  const char *name;      // interned, valid for the life of the process
+  const void *identity;  // what C_RETURN/C_RAISE will pass for this call
+};
+
+bool native_slow(PyObject *callable, NativeCallable *out);
+
+// True when calling `callable` runs native code; fills `out`.
+inline bool native(PyObject *callable, NativeCallable *out) {
+  if (Py_IS_TYPE(callable, &PyFunction_Type)) return false;
+  return native_slow(callable, out);
+}
+
+// Drops cached names and the references that keep their keys alive.
+void clear_cache();
+
+}  // namespace pinsight::callables

@@ -1,0 +1,92 @@
+#include "code_info.h"
+
+#include <algorithm>
+
+namespace pinsight::code_registry {
+
+Py_ssize_t extra_index = -1;
+
+namespace {
+CodeInfo *live_head = nullptr;
+size_t live = 0;
+uint64_t created = 0;
+
+// Called by CPython (GIL held) when a code object carrying a CodeInfo dies.
+void free_code_info(void *extra) {
+  auto *info = static_cast<CodeInfo *>(extra);
+  if (info->prev) info->prev->next = info->next;
+  if (info->next) info->next->prev = info->prev;
+  if (live_head == info) live_head = info->next;
+  --live;
+  delete info;
+}
+
+std::string utf8_or(PyObject *text, const char *fallback) {
+  if (text && PyUnicode_Check(text)) {
+    Py_ssize_t size = 0;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (utf8) return std::string(utf8, static_cast<size_t>(size));
+    PyErr_Clear();
+  }
+  return fallback;
+}
+
+// Module name from the globals the code runs with: the running frame's at
+// PY_START (callee) and CALL (caller) alike.
+std::string module_name(PyObject *globals) {
+  if (!globals) globals = PyEval_GetGlobals();  // borrowed
+  if (!globals || !PyDict_Check(globals)) return std::string();
+  PyObject *name = PyDict_GetItemString(globals, "__name__");  // borrowed
+  return utf8_or(name, "");
+}
+}  // namespace
+
+bool init() {
+  if (extra_index >= 0) return true;
+  extra_index = compat::request_code_extra_index(free_code_info);
+  return extra_index >= 0;
+}
+
+CodeInfo *create(PyObject *code, PyObject *globals) {
+  if (!PyCode_Check(code)) return nullptr;
+  auto *pycode = reinterpret_cast<PyCodeObject *>(code);
+  PyObject *exc_type, *exc_value, *exc_tb;
+  PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+  auto info = std::make_unique<CodeInfo>();
+  info->code = code;
+  info->qualname = utf8_or(compat::code_qualname(pycode), "<unknown>");
+  info->filename = utf8_or(pycode->co_filename, "<unknown>");
+  info->lineno = pycode->co_firstlineno;
+  info->module = module_name(globals);
+  CodeInfo *result = nullptr;
+  if (compat::code_set_extra(code, extra_index, info.get()) == 0) {
+    result = info.release();
+    result->next = live_head;
+    if (live_head) live_head->prev = result;
+    live_head = result;
+    ++live;
+    ++created;
+  } else {
+    PyErr_Clear();
+  }
+  PyErr_Restore(exc_type, exc_value, exc_tb);
+  return result;
+}
+
+CodeInfo *first() { return live_head; }
+size_t live_count() { return live; }
+uint64_t created_count() { return created; }
+
+}  // namespace pinsight::code_registry
+
+namespace pinsight {
+
+int CodeInfo::line_at(int offset) {
+  auto it = std::lower_bound(call_lines.begin(), call_lines.end(), std::make_pair(offset, INT32_MIN));
+  if (it != call_lines.end() && it->first == offset) return it->second;
+  int line = compat::code_line_at(reinterpret_cast<PyCodeObject *>(code), offset);
+  call_lines.insert(it, {offset, line});
+  return line;
+}
+
+}  // namespace pinsight

@@ -1,0 +1,88 @@
+// Per-code-object state, found in O(1) through the code object's co_extra
+// slot and freed by CPython when the code object dies: no hash map on the hot
+// path and no table that fills up.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "compat.h"
+#include "config.h"
+#include "lexgion.h"
+
+namespace pinsight {
+
+// The rate-control state of one code object on one Python thread, with the
+// events decided for that thread under config generation `generation`.
+struct ThreadLexgion {
+  LexgionCounters counters;
+  uint32_t events = 0;
+  uint64_t generation = UINT64_MAX;
+};
+
+struct CodeInfo {
+  PyObject *code = nullptr;  // borrowed: this CodeInfo dies with the code object
+  std::string qualname;
+  std::string filename;
+  std::string module;  // __name__ of the globals the code first ran with
+  int lineno = 0;
+
+  // Decision under config generation `generation` (see Tracer::decide).
+  uint64_t generation = UINT64_MAX;
+  LexgionSettings limits;  // copy: the Config it came from may be freed on reload
+  const LexgionSettings *lexgion = nullptr;  // in the Config of `generation` (RCU)
+  bool module_selected = true;
+  ThreadLexgion main_thread;  // python_thread_id 0, the common case, inline
+  std::unique_ptr<std::unordered_map<int, ThreadLexgion>> other_threads;
+
+  // Balance bookkeeping: frames of this code with a record on some thread's
+  // shadow stack, and traced generator frames suspended at a yield. A return
+  // location may be disabled only when both are zero (see tracer.cpp).
+  uint32_t open_records = 0;
+  uint32_t suspended_traced = 0;
+  // Begins of this code were disabled (DISABLE returned) in this epoch.
+  uint64_t begins_disabled_epoch = 0;
+
+  uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
+  uint64_t traced = 0;      // starts whose function_begin was emitted
+
+  // Lines of call sites, by instruction offset (c_call caller_lineno).
+  std::vector<std::pair<int, int>> call_lines;
+
+  // Every live CodeInfo, for lexgions() and resets.
+  CodeInfo *prev = nullptr;
+  CodeInfo *next = nullptr;
+
+  ThreadLexgion &for_thread(int python_thread_id) {
+    if (python_thread_id == 0) return main_thread;
+    if (!other_threads) other_threads = std::make_unique<std::unordered_map<int, ThreadLexgion>>();
+    return (*other_threads)[python_thread_id];
+  }
+  int line_at(int offset);
+};
+
+namespace code_registry {
+
+extern Py_ssize_t extra_index;  // -1 until init()
+bool init();
+// Slow path; null on failure (no exception set). `globals` (borrowed) are
+// those the code runs with; null means the running frame's.
+CodeInfo *create(PyObject *code, PyObject *globals = nullptr);
+CodeInfo *first();                 // the list of live CodeInfo
+size_t live_count();
+uint64_t created_count();
+
+// The CodeInfo of `code`, created on first sight.
+inline CodeInfo *get(PyObject *code, PyObject *globals = nullptr) {
+  void *extra = nullptr;
+  if (compat::code_get_extra(code, extra_index, &extra) == 0 && extra != nullptr) {
+    return static_cast<CodeInfo *>(extra);
+  }
+  return create(code, globals);
+}
+
+}  // namespace code_registry
+}  // namespace pinsight

@@ -1,0 +1,159 @@
+// The Python domain's trace configuration: PInsight's INI format, parsed with
+// inih into an immutable Config. A Config is published by the control thread
+// (control.h) and read lock-free by the callbacks; nothing in it changes after
+// parse_config_* returns. docs/configuration.md describes the format.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pinsight {
+
+enum class TraceMode : uint8_t { Off = 0, Standby = 1, Monitoring = 2, Tracing = 3 };
+
+const char *trace_mode_name(TraceMode mode);
+// Accepts OFF, STANDBY, MONITORING, TRACING (any case); false if none matches.
+bool parse_trace_mode(std::string_view text, TraceMode *out);
+
+// Event selection: PInsight's pysysmon_* keys and the design's `events = ...`.
+enum EventBits : uint32_t {
+  kEventPyStart = 1u << 0,   // pysysmon_py_start  -> function_begin
+  kEventPyReturn = 1u << 1,  // pysysmon_py_return -> function_end
+  kEventCStart = 1u << 2,    // pysysmon_c_start   -> c_call_begin
+  kEventCReturn = 1u << 3,   // pysysmon_c_return  -> c_call_end
+  kEventImport = 1u << 4,    // pysysmon_import    (reserved)
+  kEventFunction = kEventPyStart | kEventPyReturn,
+  kEventCCall = kEventCStart | kEventCReturn,
+  kEventAll = kEventFunction | kEventCCall,
+};
+
+// A set of python_thread_id values: "(0-3)", "0-0", "(0, 2, 5-7)".
+struct ThreadSet {
+  bool everything = true;
+  std::vector<std::pair<int, int>> ranges;  // inclusive, sorted, disjoint; used when !everything
+  bool contains(int python_thread_id) const;
+};
+
+// window_end_action / trace_mode_after: what happens when a lexgion reaches
+// max_num_traces.
+struct WindowEndAction {
+  bool has_python_mode = false;  // "MONITORING" or "Python:MONITORING"
+  TraceMode python_mode = TraceMode::Tracing;
+  // "INTROSPECT:pause:script[:modes]" parsed; not supported yet (a warning says
+  // so). python_mode is then the resume mode (MONITORING when none is given).
+  bool introspect = false;
+};
+
+// Rate control of one lexgion (PInsight semantics, see lexgion.h).
+struct LexgionSettings {
+  int64_t trace_starts_at = 0;
+  int64_t max_num_traces = -1;  // -1: unlimited
+  int64_t tracing_rate = 1;
+  uint32_t events = kEventAll;  // pysysmon_* keys given in the lexgion section
+  // False: the section set no event (no pysysmon_* key, no ": Python.default"),
+  // so `events` is unused and the thread's mask ([Python.thread(...)] section
+  // or [Python.default]) applies.
+  bool events_given = false;
+  ThreadSet threads;  // punit constraint ": Python.thread(1-2)"
+  WindowEndAction window_end;
+  double window_timeout_s = 0;  // 0: none (only [Lexgion.default]'s is used, see Config)
+
+  // Filled by the parser.
+  std::string section;  // "Lexgion(Python:compute)", "Lexgion.default", "default" (built-in)
+  int line = 0;         // line of the section header that created it; 0 when built in
+  // No execution on any thread can emit an event under the Config this came
+  // from (max_num_traces = 0, or no event on any admitted thread): the code
+  // object's events may be disabled until the next reload.
+  bool never_traced = false;
+};
+
+// Where a code object stands under a Config; computed once per code object
+// per config generation (slow path), kept in its CodeInfo.
+struct CodeDecision {
+  const LexgionSettings *lexgion = nullptr;  // never null after decide_code
+  bool module_selected = true;               // module_filter / module_exclude
+};
+
+// [Lexgion(Python:file.py:qualname)] and its forms, after parsing.
+struct NamedLexgion {
+  std::string qualname;
+  std::string file_hint;          // "" when none: matches a basename, stem or path suffix
+  bool python_qualified = false;  // "Python:name" rather than the domain-agnostic "name"
+  LexgionSettings settings;
+};
+
+// [Python.thread(0-1)] after parsing: the events of the threads it lists.
+struct ThreadSection {
+  ThreadSet threads;
+  uint32_t events = kEventAll;
+  int line = 0;
+};
+
+struct Config {
+  std::string path;  // file it was read from; empty for the built-in default
+  uint64_t generation = 0;  // set by the publisher (control.cpp)
+  TraceMode mode = TraceMode::Tracing;
+  uint32_t events = kEventAll;  // domain default event mask
+  ThreadSet threads;            // Python.thread = (...) / [Python.punit.thread] range
+  std::vector<std::string> module_filter;   // empty: every module
+  std::vector<std::string> module_exclude;  // names or dotted prefixes
+
+  // Union of every mask events_for can return under this Config: an event
+  // outside it is never emitted, so its sys.monitoring callback is not needed.
+  uint32_t events_possible = kEventAll;
+  // PInsight arms one process-wide wall-clock timer from [Lexgion.default]'s
+  // window_timeout (seconds, 0: none); when it fires, this action applies.
+  double window_timeout_s = 0;
+  WindowEndAction window_timeout_action;
+
+  // Named lexgion section, else [Lexgion(Python).default], else
+  // [Lexgion.default], else the built-in default (trace everything).
+  CodeDecision decide_code(std::string_view qualname, std::string_view filename,
+                           std::string_view module) const;
+  // Events to emit for a code object governed by `lexgion` on one thread:
+  // domain mask, [Python.thread(...)] sections, lexgion events and punit
+  // constraint combined. 0 means nothing on this thread. `lexgion` may be a
+  // copy of what decide_code returned (it carries all it needs).
+  uint32_t events_for(const LexgionSettings &lexgion, int python_thread_id) const;
+
+  // The configuration as parsed, for reports and the test bindings.
+  const LexgionSettings &lexgion_default() const;         // [Lexgion.default]
+  const LexgionSettings &python_lexgion_default() const;  // [Lexgion(Python).default]
+  const std::vector<NamedLexgion> &named_lexgions() const;
+  const std::vector<ThreadSection> &thread_sections() const;
+
+  // Implementation detail of config.cpp (sections, named lexgions, ...).
+  struct Impl;
+  std::shared_ptr<const Impl> impl;
+};
+
+struct ConfigDiagnostic {
+  std::string file;
+  int line = 0;  // 0 when the problem is not tied to a line
+  std::string message;
+  std::string to_string() const;  // "file:line: message"
+};
+
+struct ParseResult {
+  std::unique_ptr<Config> config;  // null when errors is not empty
+  std::vector<ConfigDiagnostic> errors;
+  std::vector<ConfigDiagnostic> warnings;  // unknown keys, unsupported actions
+};
+
+ParseResult parse_config_file(const std::string &path);
+ParseResult parse_config_string(const std::string &text, const std::string &name);
+// PInsight's reload semantics: the file is applied on top of `previous` (SET
+// merges into it, RESET/REMOVE undo parts of it), except that named lexgions
+// and [Lexgion(Python).default] start afresh, as PInsight clears them on
+// reload. A null `previous` is the same as the overloads above.
+ParseResult parse_config_file(const std::string &path, const Config *previous);
+ParseResult parse_config_string(const std::string &text, const std::string &name,
+                                const Config *previous);
+// Everything traced: used when no file is given or found.
+std::unique_ptr<Config> default_config();
+
+}  // namespace pinsight

@@ -1,0 +1,178 @@
+#include "control.h"
+
+#include <semaphore.h>
+#include <unistd.h>
+#include <signal.h>
+#include <urcu/urcu-memb.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <new>
+#include <thread>
+
+#include "compat.h"
+#include "tracer.h"
+
+namespace pinsight {
+
+namespace config_store {
+namespace {
+Config *current = nullptr;
+std::atomic<uint64_t> next_generation{1};
+std::mutex publish_mutex;
+
+// Registration with urcu for the readers' threads; undone at thread exit.
+struct ReaderRegistration {
+  bool registered = false;
+  ~ReaderRegistration() {
+    if (registered) urcu_memb_unregister_thread();
+  }
+};
+thread_local ReaderRegistration reader;
+}  // namespace
+
+const Config *read_lock() {
+  if (!reader.registered) {
+    urcu_memb_register_thread();
+    reader.registered = true;
+  }
+  urcu_memb_read_lock();
+  return rcu_dereference(current);
+}
+
+void read_unlock() { urcu_memb_read_unlock(); }
+
+uint64_t publish(std::unique_ptr<Config> config) {
+  std::lock_guard<std::mutex> lock(publish_mutex);
+  uint64_t generation = next_generation.fetch_add(1);
+  config->generation = generation;
+  Config *old = rcu_xchg_pointer(&current, config.release());
+  if (old) {
+    urcu_memb_synchronize_rcu();
+    delete old;
+  }
+  return generation;
+}
+
+void forget_thread() {
+  if (reader.registered) {
+    urcu_memb_unregister_thread();
+    reader.registered = false;
+  }
+}
+}  // namespace config_store
+
+namespace control {
+namespace {
+
+sem_t wakeup;
+std::once_flag init_once;
+std::atomic<bool> running{false};
+pid_t running_pid = 0;  // a forked child has no control thread: start anew
+std::atomic<bool> stopping{false};
+std::thread worker;
+std::mutex path_mutex;
+std::string config_path;
+struct sigaction previous_action;
+
+// Async-signal-safe: wakes the control thread, then lets a handler installed
+// before ours (libpinsight.so installs one) see the signal too.
+void on_sigusr1(int signo, siginfo_t *info, void *context) {
+  int saved_errno = errno;
+  sem_post(&wakeup);
+  errno = saved_errno;
+  if (previous_action.sa_flags & SA_SIGINFO) {
+    if (previous_action.sa_sigaction) previous_action.sa_sigaction(signo, info, context);
+  } else if (previous_action.sa_handler != SIG_DFL && previous_action.sa_handler != SIG_IGN &&
+             previous_action.sa_handler != nullptr) {
+    previous_action.sa_handler(signo);
+  }
+}
+
+void install_handler() {
+  struct sigaction action = {};
+  action.sa_sigaction = on_sigusr1;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  struct sigaction old = {};
+  if (sigaction(SIGUSR1, &action, &old) == 0 && old.sa_sigaction != on_sigusr1) {
+    previous_action = old;
+  }
+}
+
+void run() {
+  // Any thread may take SIGUSR1; the handler only posts the semaphore, and
+  // the reload happens here, outside the signal context.
+  while (!stopping.load()) {
+    if (sem_wait(&wakeup) != 0) continue;  // EINTR
+    if (stopping.load()) break;
+    std::string error;
+    reload_now(&error);
+  }
+  config_store::forget_thread();
+}
+
+}  // namespace
+
+void set_path(const std::string &path) {
+  std::lock_guard<std::mutex> lock(path_mutex);
+  config_path = path;
+}
+
+void start(const std::string &path) {
+  set_path(path);
+  std::call_once(init_once, [] { sem_init(&wakeup, 0, 0); });
+  install_handler();
+  if (running_pid != getpid()) {
+    // In a forked child the parent's control thread does not exist: forget
+    // its handle without touching it.
+    running.store(false);
+    new (&worker) std::thread();
+  }
+  if (running.exchange(true)) return;
+  running_pid = getpid();
+  stopping.store(false);
+  worker = std::thread(run);
+}
+
+void stop() {
+  if (!running.exchange(false)) return;
+  stopping.store(true);
+  sem_post(&wakeup);
+  if (worker.joinable()) worker.join();
+}
+
+bool reload_now(std::string *error) {
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(path_mutex);
+    path = config_path;
+  }
+  Tracer &tracer = Tracer::instance();
+  if (path.empty()) {
+    // Nothing to re-read: the built-in default stays in force.
+    if (error) *error = "no configuration file to reload";
+    return false;
+  }
+  ParseResult parsed = parse_config_file(path);
+  for (const auto &warning : parsed.warnings) {
+    std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
+  }
+  if (!parsed.config) {
+    std::string message = "pinsight-python: configuration reload failed; the previous "
+                          "configuration stays in force:";
+    for (const auto &e : parsed.errors) message += "\n  " + e.to_string();
+    std::fprintf(stderr, "%s\n", message.c_str());
+    tracer.reload_errors_.fetch_add(1);
+    if (error) *error = message;
+    return false;
+  }
+  tracer.publish_config(std::move(parsed.config), "reload", /*gil_held=*/false);
+  tracer.reloads_.fetch_add(1);
+  return true;
+}
+
+}  // namespace control
+}  // namespace pinsight

@@ -1,0 +1,88 @@
+// The tracepoint definitions live here (one translation unit); the probes in
+// the provider object.
+#define LTTNG_UST_TRACEPOINT_DEFINE
+#define LTTNG_UST_TRACEPOINT_PROBE_DYNAMIC_LINKAGE
+#include "emitter.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <mutex>
+
+namespace pinsight::emitter {
+namespace {
+
+const char kProviderFile[] = "libpython_pinsight_lttng_ust.so";
+
+std::once_flag load_once;
+void *provider_handle = nullptr;
+std::string load_error;
+sigset_t fork_sigset;
+
+using ForkHook = void (*)(sigset_t *);
+ForkHook hook_before_fork = nullptr;
+ForkHook hook_after_fork_parent = nullptr;
+ForkHook hook_after_fork_child = nullptr;
+
+std::string module_directory() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&module_directory), &info) == 0 || !info.dli_fname) {
+    return std::string();
+  }
+  std::string path = info.dli_fname;
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+void load() {
+  std::string path = module_directory() + "/" + kProviderFile;
+  // Never dlclose'd: tracepoints may fire until the process ends.
+  provider_handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!provider_handle) {
+    const char *why = dlerror();
+    load_error = std::string("LTTng-UST is unavailable: cannot load ") + path + ": " +
+                 (why ? why : "unknown error");
+    return;
+  }
+  hook_before_fork = reinterpret_cast<ForkHook>(dlsym(provider_handle, "lttng_ust_before_fork"));
+  hook_after_fork_parent =
+      reinterpret_cast<ForkHook>(dlsym(provider_handle, "lttng_ust_after_fork_parent"));
+  hook_after_fork_child =
+      reinterpret_cast<ForkHook>(dlsym(provider_handle, "lttng_ust_after_fork_child"));
+}
+
+}  // namespace
+
+bool load_provider(std::string *error) {
+  std::call_once(load_once, load);
+  if (!provider_handle && error) *error = load_error;
+  return provider_handle != nullptr;
+}
+
+bool provider_loaded() { return provider_handle != nullptr; }
+
+void before_fork() {
+  if (hook_before_fork) hook_before_fork(&fork_sigset);
+}
+void after_fork_parent() {
+  if (hook_after_fork_parent) hook_after_fork_parent(&fork_sigset);
+}
+void after_fork_child() {
+  if (hook_after_fork_child) hook_after_fork_child(&fork_sigset);
+}
+
+void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
+                  const std::string &argv, const std::string &python_version, const char *backend) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, process_info, pid, mpi_rank, mpi_size,
+                       hostname.c_str(), argv.c_str(), python_version.c_str(), backend);
+}
+
+void thread_start(int python_thread_id, unsigned long thread_ident) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, thread_start, python_thread_id, thread_ident);
+}
+
+void mode_change(const char *mode, const char *reason, unsigned long generation) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, mode_change, mode, reason, generation);
+}
+
+}  // namespace pinsight::emitter

@@ -1,0 +1,144 @@
+// pinsight_python._pinsight_python: the Python-facing API. The hot callbacks
+// are plain METH_FASTCALL functions (monitoring.cpp); pybind11 serves the rest.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "config_binding.h"
+#include "control.h"
+#include "emitter.h"
+#include "tracer.h"
+
+namespace py = pybind11;
+using pinsight::Tracer;
+
+namespace {
+
+py::dict status_dict() {
+  pinsight::Status s = Tracer::instance().status();
+  py::dict d;
+  d["active"] = s.active;
+  d["backend"] = s.backend;
+  d["mode"] = s.mode;
+  d["lttng_available"] = s.lttng_available;
+  d["lttng_error"] = s.lttng_error;
+  d["tool_id"] = s.tool_id;
+  d["events"] = s.events;
+  d["config_path"] = s.config_path;
+  d["config_generation"] = s.config_generation;
+  d["events_emitted"] = s.events_emitted;
+  d["code_objects_seen"] = s.code_objects_seen;
+  d["code_objects_live"] = s.code_objects_live;
+  d["threads_seen"] = s.threads_seen;
+  d["reloads"] = s.reloads;
+  d["reload_errors"] = s.reload_errors;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_pinsight_python, m) {
+  m.doc() = "pinsight-python's compiled core: sys.monitoring callbacks into LTTng-UST";
+
+  // Plain references, never released: a static py::object would be
+  // destroyed after the interpreter has finalized.
+  static PyObject *config_error =
+      PyErr_NewException("pinsight_python._pinsight_python.ConfigError", PyExc_ValueError, nullptr);
+  static PyObject *activation_error = PyErr_NewException(
+      "pinsight_python._pinsight_python.ActivationError", PyExc_RuntimeError, nullptr);
+  m.attr("ConfigError") = py::handle(config_error);
+  m.attr("ActivationError") = py::handle(activation_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const pinsight::ConfigError &e) {
+      PyErr_SetString(config_error, e.what());
+    } catch (const pinsight::ActivationError &e) {
+      PyErr_SetString(activation_error, e.what());
+    }
+  });
+
+  m.def(
+      "activate",
+      [](bool function_events, bool c_call_events, const std::string &config_path,
+         const std::string &mode, const std::string &backend, unsigned long main_thread_ident,
+         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv) {
+        pinsight::ActivateOptions options;
+        options.function_events = function_events;
+        options.c_call_events = c_call_events;
+        options.config_path = config_path;
+        options.mode = mode;
+        options.backend = backend;
+        options.main_thread_ident = main_thread_ident;
+        options.mpi_rank = mpi_rank;
+        options.mpi_size = mpi_size;
+        options.hostname = hostname;
+        options.argv = argv;
+        Tracer::instance().activate(options);
+      },
+      py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"),
+      py::arg("mode"), py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"),
+      py::arg("mpi_size"), py::arg("hostname"), py::arg("argv"));
+  m.def("deactivate", [] { Tracer::instance().deactivate(); });
+  m.def("status", &status_dict);
+  m.def("set_mode", [](const std::string &mode) {
+    pinsight::TraceMode parsed;
+    if (!pinsight::parse_trace_mode(mode, &parsed)) {
+      throw pinsight::ConfigError("unknown trace mode '" + mode +
+                                  "' (expected OFF, STANDBY, MONITORING or TRACING)");
+    }
+    Tracer::instance().set_mode(parsed, "set_mode");
+  });
+  m.def("reload", [] {
+    std::string error;
+    bool ok;
+    {
+      py::gil_scoped_release release;
+      ok = pinsight::control::reload_now(&error);
+    }
+    if (!ok) throw pinsight::ConfigError(error);
+  });
+  m.def("lexgions", [] {
+    py::list out;
+    for (const auto &l : Tracer::instance().lexgions()) {
+      py::dict d;
+      d["qualname"] = l.qualname;
+      d["filename"] = l.filename;
+      d["module"] = l.module;
+      d["lineno"] = l.lineno;
+      d["executions"] = l.executions;
+      d["traced"] = l.traced;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("lttng_available", [] {
+    std::string error;
+    bool ok = pinsight::emitter::load_provider(&error);
+    return py::make_tuple(ok, error);
+  });
+  m.def("_debug_stack", [] {
+    py::list out;
+    pinsight::ThreadState *state = pinsight::thread_states::current_ptr;
+    if (!state) return out;
+    for (const auto &r : state->stack) {
+      out.append(py::make_tuple(reinterpret_cast<uintptr_t>(r.frame),
+                                r.code ? r.code->qualname : std::string(),
+                                r.kind == pinsight::RecordKind::CCall ? "c_call" : "function",
+                                static_cast<int>(r.flags)));
+    }
+    return out;
+  });
+  m.def("_debug_current_frame", [] {
+    return reinterpret_cast<uintptr_t>(
+        pinsight::compat::current_frame(pinsight::compat::thread_state()));
+  });
+  m.def("_before_fork", [] { Tracer::instance().before_fork(); });
+  m.def("_after_fork_parent", [] { Tracer::instance().after_fork(false); });
+  m.def("_after_fork_child", [] { Tracer::instance().after_fork(true); });
+  m.def("_stop_control_thread", [] {
+    Py_BEGIN_ALLOW_THREADS pinsight::control::stop();
+    Py_END_ALLOW_THREADS
+  });
+
+  pinsight::register_config_bindings(m);
+}

@@ -1,0 +1,220 @@
+#include "monitoring.h"
+
+#include <string>
+
+namespace pinsight {
+
+#if PINSIGHT_HAVE_SYS_MONITORING
+namespace {
+
+PyObject *disable_object = nullptr;  // sys.monitoring.DISABLE
+
+inline PyObject *verdict(Verdict v) {
+  PyObject *result = v == Verdict::Disable ? disable_object : Py_None;
+  Py_INCREF(result);
+  return result;
+}
+
+inline const void *frame_now() { return compat::current_frame(compat::thread_state()); }
+
+inline int offset_of(PyObject *offset) {
+  long value = PyLong_AsLong(offset);
+  if (value == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return 0;
+  }
+  return static_cast<int>(value);
+}
+
+// Callbacks never raise into the traced program: an internal failure turns
+// tracing off (Tracer::internal_failure) and the program goes on.
+template <int Transition>
+PyObject *on_begin(PyObject *, PyObject *const *args, Py_ssize_t) {
+  try {
+    return verdict(Tracer::instance().on_begin(args[0], frame_now(), Transition));
+  } catch (...) {
+    Tracer::instance().internal_failure("out of memory in a begin callback");
+    Py_RETURN_NONE;
+  }
+}
+
+template <int Transition>
+PyObject *on_end(PyObject *, PyObject *const *args, Py_ssize_t) {
+  try {
+    return verdict(Tracer::instance().on_end(args[0], frame_now(), Transition));
+  } catch (...) {
+    Tracer::instance().internal_failure("out of memory in an end callback");
+    Py_RETURN_NONE;
+  }
+}
+
+PyObject *on_call(PyObject *, PyObject *const *args, Py_ssize_t) {
+  try {
+    return verdict(
+        Tracer::instance().on_call(args[0], frame_now(), offset_of(args[1]), args[2]));
+  } catch (...) {
+    Tracer::instance().internal_failure("out of memory in a CALL callback");
+    Py_RETURN_NONE;
+  }
+}
+
+template <bool Raised>
+PyObject *on_c_end(PyObject *, PyObject *const *args, Py_ssize_t) {
+  Tracer::instance().on_c_end(frame_now(), args[2], Raised);
+  Py_RETURN_NONE;
+}
+
+#define PINSIGHT_CALLBACK(name, fn) \
+  PyMethodDef { name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), METH_FASTCALL, nullptr }
+
+// One row per sys.monitoring event we use (Modules/_lsprof.c style).
+struct EventRow {
+  const char *event;  // attribute of sys.monitoring.events
+  uint32_t group;     // CPythonEvents
+  PyMethodDef def;
+};
+
+EventRow event_table[] = {
+    {"PY_START", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_start", on_begin<emitter::kStart>)},
+    {"PY_RESUME", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_resume", on_begin<emitter::kResume>)},
+    {"PY_THROW", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_throw", on_begin<emitter::kThrow>)},
+    {"PY_RETURN", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_return", on_end<emitter::kReturn>)},
+    {"PY_YIELD", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_yield", on_end<emitter::kYield>)},
+    {"PY_UNWIND", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_unwind", on_end<emitter::kUnwind>)},
+    {"CALL", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_call", on_call)},
+    {"C_RETURN", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_return", on_c_end<false>)},
+    {"C_RAISE", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_raise", on_c_end<true>)},
+};
+constexpr int kPreferredToolIds[] = {3, 4, 5, 2, 1, 0};  // PInsight's convention first
+
+// Python's error as text, cleared.
+std::string fetch_error() {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  std::string text = "unknown error";
+  if (value) {
+    PyObject *str = PyObject_Str(value);
+    if (str) {
+      const char *utf8 = PyUnicode_AsUTF8(str);
+      if (utf8) text = utf8;
+      Py_DECREF(str);
+    }
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  return text;
+}
+
+class MonitoringBackend final : public Backend {
+ public:
+  const char *name() const override { return "sys.monitoring"; }
+  int tool_id() const override { return tool_id_; }
+
+  void install() override {
+    PyObject *sys_monitoring = PySys_GetObject("monitoring");  // borrowed
+    if (!sys_monitoring) throw ActivationError("sys.monitoring is not available");
+    monitoring_ = sys_monitoring;
+    Py_INCREF(monitoring_);
+    if (!disable_object) {
+      disable_object = PyObject_GetAttrString(monitoring_, "DISABLE");
+      if (!disable_object) throw ActivationError("sys.monitoring.DISABLE: " + fetch_error());
+    }
+    tool_id_ = take_free_tool_id();
+    PyObject *events = PyObject_GetAttrString(monitoring_, "events");
+    if (!events) throw ActivationError("sys.monitoring.events: " + fetch_error());
+    for (size_t i = 0; i < std::size(event_table); ++i) {
+      PyObject *bit = PyObject_GetAttrString(events, event_table[i].event);
+      event_bits_[i] = bit ? PyLong_AsUnsignedLong(bit) : 0;
+      Py_XDECREF(bit);
+      callbacks_[i] = PyCFunction_New(&event_table[i].def, nullptr);
+      if (!bit || !callbacks_[i]) {
+        Py_DECREF(events);
+        throw ActivationError(std::string("sys.monitoring.events.") + event_table[i].event +
+                              ": " + fetch_error());
+      }
+      call("register_callback", "iIO", tool_id_, static_cast<unsigned>(event_bits_[i]),
+           callbacks_[i]);
+    }
+    Py_DECREF(events);
+  }
+
+  void set_events(uint32_t groups) override {
+    unsigned long mask = 0;
+    for (size_t i = 0; i < std::size(event_table); ++i) {
+      if (groups & event_table[i].group) mask |= event_bits_[i];
+    }
+    call("set_events", "ik", tool_id_, mask);
+  }
+
+  void restart_events() override { call("restart_events", nullptr); }
+
+  void uninstall() override {
+    if (tool_id_ < 0) return;
+    call("set_events", "ik", tool_id_, 0UL);
+    for (size_t i = 0; i < std::size(event_table); ++i) {
+      call("register_callback", "iIO", tool_id_, static_cast<unsigned>(event_bits_[i]), Py_None);
+      Py_CLEAR(callbacks_[i]);
+    }
+    call("free_tool_id", "i", tool_id_);
+    tool_id_ = -1;
+  }
+
+  ~MonitoringBackend() override {
+    for (PyObject *&cb : callbacks_) Py_CLEAR(cb);
+    Py_CLEAR(monitoring_);
+  }
+
+ private:
+  template <typename... Args>
+  void call(const char *method, const char *format, Args... args) {
+    PyObject *result = format ? PyObject_CallMethod(monitoring_, method, format, args...)
+                              : PyObject_CallMethod(monitoring_, method, nullptr);
+    if (!result) throw ActivationError(std::string("sys.monitoring.") + method + ": " + fetch_error());
+    Py_DECREF(result);
+  }
+
+  // Never evicts another tool (debugger, coverage, profiler).
+  int take_free_tool_id() {
+    std::string taken;
+    for (int id : kPreferredToolIds) {
+      PyObject *owner = PyObject_CallMethod(monitoring_, "get_tool", "i", id);
+      if (!owner) throw ActivationError("sys.monitoring.get_tool: " + fetch_error());
+      bool free = owner == Py_None;
+      if (!free) {
+        PyObject *text = PyObject_Str(owner);
+        const char *utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+        taken += std::string(taken.empty() ? "" : ", ") + std::to_string(id) + ": " +
+                 (utf8 ? utf8 : "?");
+        Py_XDECREF(text);
+        PyErr_Clear();
+      }
+      Py_DECREF(owner);
+      if (free) {
+        call("use_tool_id", "is", id, "pinsight-python");
+        return id;
+      }
+    }
+    throw ActivationError("no free sys.monitoring tool id: all six are taken (" + taken + ")");
+  }
+
+  PyObject *monitoring_ = nullptr;
+  int tool_id_ = -1;
+  unsigned long event_bits_[std::size(event_table)] = {};
+  PyObject *callbacks_[std::size(event_table)] = {};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_monitoring_backend() { return std::make_unique<MonitoringBackend>(); }
+
+#else
+
+std::unique_ptr<Backend> make_monitoring_backend() {
+  throw ActivationError("sys.monitoring needs CPython 3.12 or newer; use backend='setprofile'");
+}
+
+#endif
+
+}  // namespace pinsight

@@ -1,0 +1,75 @@
+#include "thread_state.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
+#include "tracer.h"
+
+namespace pinsight::thread_states {
+
+thread_local ThreadState *current_ptr __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+std::atomic<int> live_threads{0};
+std::atomic<int> next_thread_id{1};
+std::atomic<unsigned long> main_thread_ident{0};
+
+// Every live ThreadState; threads exit without the GIL, hence the mutex.
+std::mutex registry_mutex;
+std::unordered_set<ThreadState *> &registry() {
+  static auto *states = new std::unordered_set<ThreadState *>();
+  return *states;
+}
+
+// Owns the thread's state; its destructor runs when the OS thread exits,
+// after the thread's Python state is gone: it must not touch Python objects.
+struct Owner {
+  std::unique_ptr<ThreadState> state;
+  ~Owner() {
+    if (state) {
+      {
+        std::lock_guard<std::mutex> lock(registry_mutex);
+        registry().erase(state.get());
+      }
+      current_ptr = nullptr;
+      live_threads.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+};
+thread_local Owner owner;
+}  // namespace
+
+int live_count() { return live_threads.load(std::memory_order_relaxed); }
+
+void set_main_thread(unsigned long main_ident) {
+  main_thread_ident.store(main_ident, std::memory_order_relaxed);
+}
+
+ThreadState *create_current() {
+  auto state = std::make_unique<ThreadState>();
+  state->thread_ident = PyThread_get_thread_ident();
+  state->python_thread_id = state->thread_ident == main_thread_ident.load(std::memory_order_relaxed)
+                                ? 0
+                                : next_thread_id.fetch_add(1, std::memory_order_relaxed);
+  state->stack.reserve(64);
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry().insert(state.get());
+  }
+  owner.state = std::move(state);
+  current_ptr = owner.state.get();
+  live_threads.fetch_add(1, std::memory_order_relaxed);
+  Tracer::instance().on_new_thread(*current_ptr);
+  return current_ptr;
+}
+
+}  // namespace pinsight::thread_states
+
+namespace pinsight::thread_states {
+void clear_all_stacks() {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (ThreadState *state : registry()) state->stack.clear();
+}
+}  // namespace pinsight::thread_states

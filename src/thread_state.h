@@ -1,0 +1,61 @@
+// Per-thread state: the small stable python_thread_id and the shadow stack of
+// frames entered under a callback. Lives in thread-local storage, created at
+// the thread's first callback and destroyed when the OS thread exits.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "code_info.h"
+
+namespace pinsight {
+
+enum RecordFlags : uint8_t {
+  kBeginEmitted = 1u << 0,  // function_begin / c_call_begin went out
+  kEmitEnd = 1u << 1,       // the end event is wanted (pysysmon_*_return)
+  kTraceCCalls = 1u << 2,   // native calls made by this frame are traced
+  kEndsWindow = 1u << 3,    // last traced execution: window_end_action on its end
+  kTraced = 1u << 4,        // rate control chose this execution
+};
+
+enum class RecordKind : uint8_t { Function, CCall };
+
+// One frame entered under a callback. Pointers are identities of live
+// objects: a frame keeps its code alive, and a native call's callable is
+// alive until its C_RETURN/C_RAISE.
+struct FrameRecord {
+  const void *frame;          // interpreter frame (caller's frame for a native call)
+  CodeInfo *code;             // the frame's code (the caller's for a native call)
+  const void *callable;       // native call: the object C_RETURN/C_RAISE will name
+  const char *callee_name;    // native call: interned name
+  int line;                   // native call: line of the call site
+  RecordKind kind;
+  uint8_t flags;
+};
+
+struct ThreadState {
+  int python_thread_id = -1;
+  unsigned long thread_ident = 0;
+  std::vector<FrameRecord> stack;
+};
+
+namespace thread_states {
+
+// Python threads known to the tracer and still alive.
+int live_count();
+// Hand out python_thread_id 0 to `main_ident`, then 1, 2, ... in order of
+// first callback. Reset only when no tracing has happened.
+void set_main_thread(unsigned long main_ident);
+ThreadState *create_current();  // slow path
+// Empties every thread's shadow stack (deactivate; GIL held).
+void clear_all_stacks();
+
+extern thread_local ThreadState *current_ptr __attribute__((tls_model("initial-exec")));
+
+inline ThreadState *current() {
+  ThreadState *state = current_ptr;
+  return state ? state : create_current();
+}
+
+}  // namespace thread_states
+}  // namespace pinsight

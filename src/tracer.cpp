@@ -1,0 +1,429 @@
+#include "tracer.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "control.h"
+
+namespace pinsight {
+
+Tracer &Tracer::instance_ = *new Tracer();
+
+namespace {
+
+// The part of CPython's frame object that leads to the interpreter frame;
+// the same layout from 3.11 to 3.13 (Include/internal/pycore_frame.h).
+struct FrameObjectHead {
+  PyObject_HEAD
+  PyFrameObject *f_back;
+  void *f_frame;
+};
+
+const void *interpreter_frame_of(PyFrameObject *frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+  return reinterpret_cast<FrameObjectHead *>(frame)->f_frame;
+#else
+  return frame;
+#endif
+}
+
+bool is_own_module(const std::string &module) {
+  static const std::string own = "pinsight_python";
+  return module.compare(0, own.size(), own) == 0 &&
+         (module.size() == own.size() || module[own.size()] == '.');
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Decisions (slow paths).
+
+void Tracer::decide(CodeInfo &code) {
+  const Config *config = config_store::read_lock();
+  CodeDecision decision = config->decide_code(code.qualname, code.filename, code.module);
+  code.limits = *decision.lexgion;
+  code.lexgion = decision.lexgion;
+  code.module_selected = decision.module_selected && !is_own_module(code.module);
+  code.generation = config->generation;
+  config_store::read_unlock();
+}
+
+void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id) {
+  const Config *config = config_store::read_lock();
+  if (code.generation != config->generation) {
+    CodeDecision decision = config->decide_code(code.qualname, code.filename, code.module);
+    code.limits = *decision.lexgion;
+    code.lexgion = decision.lexgion;
+    code.module_selected = decision.module_selected && !is_own_module(code.module);
+    code.generation = config->generation;
+  }
+  lex.events = code.module_selected
+                   ? config->events_for(*code.lexgion, python_thread_id) & requested_events_
+                   : 0;
+  lex.generation = code.generation;
+  config_store::read_unlock();
+}
+
+bool Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
+  // Thread-independent verdicts hold for every thread, present or future.
+  if (!code.module_selected || code.limits.max_num_traces == 0) return true;
+  // DISABLE silences a location for all threads: per-thread verdicts only
+  // count while this is the only thread (a new thread restarts events).
+  if (thread_states::live_count() > 1) return false;
+  return lex.events == 0 || lexgion_exhausted(code.limits, lex.counters);
+}
+
+// ---------------------------------------------------------------------------
+// Generators: a traced frame suspended at a yield keeps its decision until it
+// resumes, on whatever thread.
+
+void Tracer::forget_suspended(const void *frame) {
+  auto it = suspended_.find(frame);
+  if (it == suspended_.end()) return;
+  // A new activation at this address: the old generator died unseen.
+  --it->second.first->suspended_traced;
+  suspended_.erase(it);
+}
+
+bool Tracer::resume_suspended(const void *frame, uint8_t *flags) {
+  auto it = suspended_.find(frame);
+  if (it == suspended_.end()) return false;
+  *flags = it->second.second;
+  suspended_.erase(it);
+  return true;
+}
+
+void Tracer::suspend(const void *frame, CodeInfo &code, uint8_t flags) {
+  suspended_[frame] = {&code, flags};
+  ++code.suspended_traced;
+}
+
+void Tracer::close_stale_calls(ThreadState &state, const void *frame) {
+  // Native calls of `frame` that CPython reported no end for: the frame has
+  // moved on, so they are over.
+  while (!state.stack.empty() && state.stack.back().frame == frame &&
+         state.stack.back().kind == RecordKind::CCall) {
+    FrameRecord record = state.stack.back();
+    state.stack.pop_back();
+    --open_records_;
+    if (record.flags & kEmitEnd) {
+      ++events_emitted_;
+      emitter::c_call(false, record, state.python_thread_id, emitter::kCReturn);
+    }
+  }
+}
+
+void Tracer::window_ended(CodeInfo &code) {
+  const WindowEndAction &action = code.limits.window_end;
+  if (action.has_python_mode && action.python_mode != mode()) {
+    set_mode(action.python_mode, "window_end_action");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Modes and CPython's events.
+
+void Tracer::reconcile_events() {
+  if (!backend_ || reconciling_) return;
+  reconciling_ = true;
+  TraceMode current = mode();
+  uint32_t calls = (requested_events_ & kEventCCall) ? uint32_t{kCPyCalls} : 0u;
+  uint32_t wanted = 0;
+  if (current >= TraceMode::Monitoring) {
+    wanted = kCPyBegins | kCPyEnds | calls;
+  } else if (open_records_ > 0) {
+    // STANDBY/OFF: frames traced before still need their ends; each other
+    // location goes quiet on first use (DISABLE).
+    wanted = kCPyEnds | calls;
+  }
+  try {
+    if (wanted != installed_events_) {
+      backend_->set_events(wanted);
+      installed_events_ = wanted;
+    }
+    if (current == TraceMode::Off && wanted == 0 && backend_) {
+      backend_->uninstall();
+      backend_.reset();
+    }
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "pinsight-python: cannot switch CPython events: %s\n", e.what());
+  }
+  reconciling_ = false;
+}
+
+void Tracer::set_mode(TraceMode new_mode, const char *reason) {
+  TraceMode old = mode_.exchange(new_mode);
+  if (old == new_mode) return;
+  emitter::mode_change(trace_mode_name(new_mode), reason, generation_.load());
+  if (!active_) return;
+  if (!backend_ && new_mode != TraceMode::Off) {
+    try {
+      backend_ = make_backend(backend_name_);
+      backend_->install();
+      installed_events_ = 0;
+    } catch (const std::exception &e) {
+      backend_.reset();
+      std::fprintf(stderr, "pinsight-python: cannot switch to %s: %s\n",
+                   trace_mode_name(new_mode), e.what());
+      mode_.store(TraceMode::Off);
+      return;
+    }
+  }
+  reconcile_events();
+  if (new_mode >= TraceMode::Monitoring && backend_) {
+    // Locations silenced under the old mode may be needed now.
+    ++disable_epoch_;
+    backend_->restart_events();
+  }
+}
+
+void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
+  TraceMode config_mode = config->mode;
+  // Parsing and RCU publication happen without the GIL; only what touches
+  // CPython takes it.
+  uint64_t generation = config_store::publish(std::move(config));
+  generation_.store(generation);
+  if (!active_) return;
+  PyGILState_STATE gil{};
+  if (!gil_held) {
+    if (compat::is_finalizing()) return;
+    gil = PyGILState_Ensure();
+  }
+  if (active_) {
+    TraceMode target = mode_override_set_ ? mode_override_ : config_mode;
+    if (target == mode()) {
+      emitter::mode_change(trace_mode_name(target), reason, generation);
+      if (backend_ && target >= TraceMode::Monitoring) {
+        // Decisions may change: re-enable silenced locations.
+        ++disable_epoch_;
+        backend_->restart_events();
+      }
+    } else {
+      set_mode(target, reason);
+    }
+  }
+  if (!gil_held) PyGILState_Release(gil);
+}
+
+void Tracer::on_new_thread(ThreadState &state) {
+  threads_seen_.fetch_add(1);
+  emitter::thread_start(state.python_thread_id, state.thread_ident);
+  if (thread_states::live_count() > 1 && backend_ && mode() >= TraceMode::Monitoring) {
+    // Per-thread verdicts made while this thread did not exist no longer
+    // hold for every thread.
+    ++disable_epoch_;
+    try {
+      backend_->restart_events();
+    } catch (const std::exception &) {
+    }
+  }
+}
+
+void Tracer::internal_failure(const char *what) {
+  if (failed_) return;
+  failed_ = true;
+  std::fprintf(stderr,
+               "pinsight-python: internal error: %s; tracing is turned off for this process\n",
+               what);
+  mode_.store(TraceMode::Off);
+  open_records_ = 0;
+  reconcile_events();
+}
+
+// ---------------------------------------------------------------------------
+// Activation.
+
+void Tracer::push_activation_frames(ThreadState &state) {
+  // Frames already running (the script's module code, the function that
+  // called activate()) get a record without a begin: their ends are then
+  // recognised, and the native calls they make are traced.
+  std::vector<PyFrameObject *> frames;
+  PyFrameObject *frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame) {
+    frames.push_back(frame);
+    frame = PyFrame_GetBack(frame);  // new reference
+  }
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    PyCodeObject *code = PyFrame_GetCode(*it);  // new reference
+    PyObject *globals = PyFrame_GetGlobals(*it);  // new reference
+    CodeInfo *info = code_registry::get(reinterpret_cast<PyObject *>(code), globals);
+    Py_DECREF(code);
+    Py_XDECREF(globals);
+    if (!info) continue;
+    ThreadLexgion &lex = info->for_thread(state.python_thread_id);
+    if (info->generation != generation_.load() || lex.generation != info->generation) {
+      decide_thread(*info, lex, state.python_thread_id);
+    }
+    uint8_t flags = (lex.events & kEventCCall) && info->limits.max_num_traces != 0 ? kTraceCCalls : 0;
+    state.stack.push_back(
+        {interpreter_frame_of(*it), info, nullptr, nullptr, 0, RecordKind::Function, flags});
+    ++info->open_records;
+    ++open_records_;
+  }
+  for (PyFrameObject *f : frames) Py_DECREF(f);
+}
+
+void Tracer::activate(const ActivateOptions &options) {
+  if (active_) return;
+#ifdef Py_GIL_DISABLED
+  throw ActivationError("free-threaded CPython is not supported yet");
+#endif
+  if (!code_registry::init()) throw ActivationError("no code-object extra slot is available");
+
+  // Configuration: explicit path, PInsight's variable, then the working directory.
+  std::string path = options.config_path;
+  if (path.empty()) {
+    const char *env = std::getenv("PINSIGHT_TRACE_CONFIG_FILE");
+    if (env && *env) path = env;
+  }
+  if (path.empty() && access("pinsight_trace_config.txt", F_OK) == 0) {
+    path = "pinsight_trace_config.txt";
+  }
+  std::unique_ptr<Config> config;
+  if (path.empty()) {
+    config = default_config();
+  } else {
+    ParseResult parsed = parse_config_file(path);
+    if (!parsed.config) {
+      std::string message;
+      for (const auto &e : parsed.errors) message += (message.empty() ? "" : "\n") + e.to_string();
+      throw ConfigError(message);
+    }
+    for (const auto &warning : parsed.warnings) {
+      std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
+    }
+    config = std::move(parsed.config);
+  }
+
+  // Mode: the caller's, else PINSIGHT_TRACE_PYTHON, else the file's.
+  mode_override_set_ = false;
+  std::string mode_text = options.mode;
+  const char *mode_source = "activate(mode=...)";
+  if (mode_text.empty()) {
+    const char *env = std::getenv("PINSIGHT_TRACE_PYTHON");
+    if (env && *env) {
+      mode_text = env;
+      mode_source = "PINSIGHT_TRACE_PYTHON";
+    }
+  }
+  TraceMode initial = config->mode;
+  if (!mode_text.empty()) {
+    if (!parse_trace_mode(mode_text, &initial)) {
+      throw ConfigError(std::string(mode_source) + ": unknown trace mode '" + mode_text +
+                        "' (expected OFF, STANDBY, MONITORING or TRACING)");
+    }
+    mode_override_ = initial;
+    mode_override_set_ = true;
+  }
+
+  requested_events_ = (options.function_events ? kEventFunction : 0u) |
+                      (options.c_call_events ? kEventCCall : 0u);
+  config_path_ = path;
+
+  std::string lttng_error;
+  if (!emitter::load_provider(&lttng_error)) {
+    lttng_error_ = lttng_error;
+    if (initial == TraceMode::Tracing) {
+      std::fprintf(stderr, "pinsight-python: %s; tracing is off and the program runs untraced\n",
+                   lttng_error.c_str());
+      return;
+    }
+  }
+
+  backend_name_ = options.backend;
+  if (initial != TraceMode::Off) {
+    backend_ = make_backend(backend_name_);
+    backend_->install();  // throws ActivationError, e.g. no free tool id
+  }
+  thread_states::set_main_thread(options.main_thread_ident);
+  uint64_t generation = config_store::publish(std::move(config));
+  generation_.store(generation);
+  ++disable_epoch_;
+  active_ = true;
+  failed_ = false;
+  installed_events_ = 0;
+  mode_.store(initial);
+
+  std::string version = Py_GetVersion();
+  version = version.substr(0, version.find(' '));
+  emitter::process_info(static_cast<int>(getpid()), options.mpi_rank, options.mpi_size,
+                        options.hostname, options.argv, version,
+                        backend_ ? backend_->name() : "none");
+  emitter::mode_change(trace_mode_name(initial), "activate", generation);
+  if (initial == TraceMode::Tracing) push_activation_frames(*thread_states::current());
+  reconcile_events();
+  control::start(config_path_);
+}
+
+void Tracer::deactivate() {
+  if (!active_) return;
+  active_ = false;
+  mode_.store(TraceMode::Off);
+  if (backend_) {
+    try {
+      backend_->set_events(0);
+      backend_->uninstall();
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "pinsight-python: deactivate: %s\n", e.what());
+    }
+    backend_.reset();
+  }
+  installed_events_ = 0;
+  // Frames still running keep their begins without ends; forget them so a
+  // later activation starts clean.
+  thread_states::clear_all_stacks();
+  suspended_.clear();
+  open_records_ = 0;
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    info->open_records = 0;
+    info->suspended_traced = 0;
+  }
+}
+
+Status Tracer::status() const {
+  Status s;
+  s.active = active_;
+  s.backend = backend_ ? backend_->name() : (active_ ? backend_name_ : "");
+  s.mode = trace_mode_name(mode());
+  s.lttng_available = emitter::provider_loaded();
+  s.lttng_error = lttng_error_;
+  s.tool_id = backend_ ? backend_->tool_id() : -1;
+  if (requested_events_ & kEventFunction) s.events.push_back("function");
+  if (requested_events_ & kEventCCall) s.events.push_back("c_call");
+  s.config_path = config_path_;
+  s.config_generation = generation_.load();
+  s.events_emitted = events_emitted_;
+  s.code_objects_live = code_registry::live_count();
+  s.code_objects_seen = code_registry::created_count();
+  s.threads_seen = threads_seen_.load();
+  s.reloads = reloads_.load();
+  s.reload_errors = reload_errors_.load();
+  return s;
+}
+
+std::vector<LexgionReport> Tracer::lexgions() const {
+  std::vector<LexgionReport> out;
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    if (info->executions == 0) continue;
+    out.push_back({info->qualname, info->filename, info->module, info->lineno, info->executions,
+                   info->traced});
+  }
+  return out;
+}
+
+void Tracer::before_fork() { emitter::before_fork(); }
+
+void Tracer::after_fork(bool child) {
+  if (!child) {
+    emitter::after_fork_parent();
+    return;
+  }
+  emitter::after_fork_child();
+  if (active_) control::start(config_path_);
+}
+
+}  // namespace pinsight

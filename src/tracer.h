@@ -1,0 +1,358 @@
+// The tracer: one object holding the domain's state (mode, configuration
+// generation, backend, counts), the hot paths shared by both backends
+// (inline below) and the slow paths (tracer.cpp).
+//
+// Threads: every method runs with the GIL held, except where noted. The
+// shadow stacks are per thread; CodeInfo counters and the suspended-frame map
+// are shared and protected by the GIL (free-threaded builds are refused).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "callable_names.h"
+#include "code_info.h"
+#include "config.h"
+#include "emitter.h"
+#include "thread_state.h"
+
+namespace pinsight {
+
+namespace control {
+bool reload_now(std::string *error);
+}
+
+// What CPython sees from a callback: carry on, or DISABLE this location.
+enum class Verdict { Continue, Disable };
+
+// Groups of CPython events a backend switches on.
+enum CPythonEvents : uint32_t {
+  kCPyBegins = 1u << 0,  // PY_START, PY_RESUME, PY_THROW
+  kCPyEnds = 1u << 1,    // PY_RETURN, PY_YIELD, PY_UNWIND
+  kCPyCalls = 1u << 2,   // CALL, C_RETURN, C_RAISE
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  // Each may throw ActivationError.
+  virtual void install() = 0;
+  virtual void set_events(uint32_t cpython_events) = 0;
+  virtual void restart_events() = 0;  // re-enable locations that returned DISABLE
+  virtual void uninstall() = 0;
+  virtual int tool_id() const { return -1; }
+};
+
+// The backend for `name` (auto, sys.monitoring, setprofile); throws
+// ActivationError when it is not available on this CPython.
+std::unique_ptr<Backend> make_backend(const std::string &name);
+
+struct ActivationError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ActivateOptions {
+  bool function_events = true;
+  bool c_call_events = true;
+  std::string config_path;     // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
+  std::string mode;            // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
+  std::string backend = "auto";  // auto | sys.monitoring | setprofile
+  unsigned long main_thread_ident = 0;
+  int mpi_rank = -1;
+  int mpi_size = -1;
+  std::string hostname;
+  std::string argv;
+};
+
+struct Status {
+  bool active = false;
+  std::string backend;
+  std::string mode;
+  bool lttng_available = false;
+  std::string lttng_error;
+  int tool_id = -1;
+  std::vector<std::string> events;
+  std::string config_path;
+  uint64_t config_generation = 0;
+  uint64_t events_emitted = 0;
+  uint64_t code_objects_seen = 0;
+  size_t code_objects_live = 0;
+  int threads_seen = 0;
+  uint64_t reloads = 0;
+  uint64_t reload_errors = 0;
+};
+
+struct LexgionReport {
+  std::string qualname, filename, module;
+  int lineno;
+  uint64_t executions, traced;
+};
+
+class Tracer {
+ public:
+  static Tracer &instance() { return instance_; }
+
+  // ---- hot paths: inline, below ----
+  Verdict on_begin(PyObject *code, const void *frame, int transition);
+  Verdict on_end(PyObject *code, const void *frame, int transition);
+  Verdict on_call(PyObject *code, const void *frame, int offset, PyObject *callable);
+  void on_c_end(const void *frame, PyObject *callable, bool raised);
+
+  // ---- control ----
+  void activate(const ActivateOptions &options);  // throws ActivationError, ConfigError
+  void deactivate();
+  Status status() const;
+  std::vector<LexgionReport> lexgions() const;
+  TraceMode mode() const { return mode_.load(std::memory_order_relaxed); }
+  // Switches the mode (window end, reload, API) and reconciles CPython's events.
+  void set_mode(TraceMode mode, const char *reason);
+  // Publishes a parsed configuration (control thread or activate); takes the GIL.
+  void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held);
+  void on_new_thread(ThreadState &state);
+  // Reported once on stderr; tracing then turns itself off.
+  void internal_failure(const char *what);
+  void before_fork();
+  void after_fork(bool child);
+
+ private:
+  Tracer() = default;
+
+  // Slow paths (tracer.cpp).
+  void decide(CodeInfo &code);
+  void decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id);
+  bool never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
+  void forget_suspended(const void *frame);
+  bool resume_suspended(const void *frame, uint8_t *flags);
+  void suspend(const void *frame, CodeInfo &code, uint8_t flags);
+  void close_stale_calls(ThreadState &state, const void *frame);
+  void window_ended(CodeInfo &code);
+  void reconcile_events();  // CPython's events follow mode_ and open records
+  void push_activation_frames(ThreadState &state);
+
+  bool begins_disabled(const CodeInfo &code) const {
+    return code.begins_disabled_epoch == disable_epoch_;
+  }
+  Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
+  Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
+
+  // Never destroyed: at exit, after the interpreter has finalized, a
+  // destructor could not release the Python objects the backend holds.
+  static Tracer &instance_;
+
+  std::atomic<TraceMode> mode_{TraceMode::Off};
+  TraceMode mode_override_ = TraceMode::Tracing;  // activate(mode=) / PINSIGHT_TRACE_PYTHON
+  bool mode_override_set_ = false;
+  std::string backend_name_ = "auto";
+  std::atomic<uint64_t> generation_{0};
+  bool active_ = false;
+  bool failed_ = false;
+  bool reconciling_ = false;
+  uint64_t disable_epoch_ = 1;
+  uint32_t requested_events_ = 0;  // kEvent* bits allowed by activate(events=...)
+  uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
+  std::unique_ptr<Backend> backend_;
+  std::string lttng_error_;
+  std::string config_path_;
+
+  // Records on all shadow stacks, and traced generator frames at a yield.
+  uint64_t open_records_ = 0;
+  std::unordered_map<const void *, std::pair<CodeInfo *, uint8_t>> suspended_;
+
+  uint64_t events_emitted_ = 0;
+  uint64_t code_objects_seen_ = 0;
+  std::atomic<int> threads_seen_{0};
+  std::atomic<uint64_t> reloads_{0};
+  std::atomic<uint64_t> reload_errors_{0};
+
+  friend bool control::reload_now(std::string *error);
+};
+
+// ---------------------------------------------------------------------------
+// Hot paths.
+
+inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transition) {
+  TraceMode mode = mode_.load(std::memory_order_relaxed);
+  if (mode != TraceMode::Tracing) {
+    if (mode == TraceMode::Monitoring && transition == emitter::kStart) {
+      CodeInfo *info = code_registry::get(code);
+      if (info) ++info->executions;
+      return Verdict::Continue;
+    }
+    // Nothing can begin outside TRACING; PY_THROW cannot be disabled.
+    return transition == emitter::kThrow ? Verdict::Continue : Verdict::Disable;
+  }
+  CodeInfo *info = code_registry::get(code);
+  if (!info) {
+    internal_failure("cannot attach state to a code object");
+    return Verdict::Continue;
+  }
+  ThreadState *state = thread_states::current();
+  if (transition == emitter::kStart) return begin_start(*info, *state, frame);
+  return begin_resume(*info, *state, frame, transition);
+}
+
+inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
+  if (!suspended_.empty()) forget_suspended(frame);
+  ++code.executions;
+  if (code.generation != generation_.load(std::memory_order_relaxed)) decide(code);
+  ThreadLexgion &lex = code.for_thread(state.python_thread_id);
+  if (lex.generation != code.generation) decide_thread(code, lex, state.python_thread_id);
+  if (lex.events == 0 || !lexgion_begin(code.limits, lex.counters)) {
+    if (never_traced_again(code, lex)) {
+      code.begins_disabled_epoch = disable_epoch_;
+      return Verdict::Disable;
+    }
+    return Verdict::Continue;
+  }
+  uint8_t flags = kTraced;
+  if (lex.events & kEventPyStart) flags |= kBeginEmitted;
+  if ((lex.events & kEventPyReturn) && (flags & kBeginEmitted)) flags |= kEmitEnd;
+  if (lex.events & kEventCCall) flags |= kTraceCCalls;
+  if (lexgion_window_ended(code.limits, lex.counters)) flags |= kEndsWindow;
+  state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags});
+  ++code.open_records;
+  ++open_records_;
+  if (flags & kBeginEmitted) {
+    ++code.traced;
+    ++events_emitted_;
+    emitter::function(true, code, state.python_thread_id, emitter::kStart);
+  }
+  return Verdict::Continue;
+}
+
+inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const void *frame,
+                                    int transition) {
+  uint8_t flags = 0;
+  if (suspended_.empty() || !resume_suspended(frame, &flags)) {
+    // Not a traced generator: a resume follows its start's decision.
+    if (transition == emitter::kResume && code.suspended_traced == 0 && begins_disabled(code)) {
+      return Verdict::Disable;
+    }
+    return Verdict::Continue;
+  }
+  --code.suspended_traced;
+  state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags});
+  ++code.open_records;
+  ++open_records_;
+  if (flags & kBeginEmitted) {
+    ++events_emitted_;
+    emitter::function(true, code, state.python_thread_id, transition);
+  }
+  return Verdict::Continue;
+}
+
+inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition) {
+  ThreadState *state = thread_states::current_ptr;
+  if (state && !state->stack.empty()) {
+    if (state->stack.back().frame == frame && state->stack.back().kind == RecordKind::CCall) {
+      close_stale_calls(*state, frame);
+    }
+    if (!state->stack.empty() && state->stack.back().frame == frame) {
+      FrameRecord record = state->stack.back();
+      state->stack.pop_back();
+      CodeInfo &info = *record.code;
+      --info.open_records;
+      --open_records_;
+      if (record.flags & kEmitEnd) {
+        ++events_emitted_;
+        emitter::function(false, info, state->python_thread_id, transition);
+      }
+      if (transition == emitter::kYield) {
+        suspend(frame, info, record.flags);
+      } else if (record.flags & kEndsWindow) {
+        window_ended(info);
+      }
+      if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
+        reconcile_events();  // drained: STANDBY/OFF can now switch everything off
+      }
+      return Verdict::Continue;
+    }
+  }
+  // No record: this location may go quiet if no frame of its code can need it.
+  if (transition == emitter::kUnwind) return Verdict::Continue;  // cannot be disabled
+  CodeInfo *info = nullptr;
+  void *extra = nullptr;
+  if (compat::code_get_extra(code, code_registry::extra_index, &extra) == 0) {
+    info = static_cast<CodeInfo *>(extra);
+  }
+  if (!info) {
+    return mode_.load(std::memory_order_relaxed) == TraceMode::Tracing ? Verdict::Continue
+                                                                       : Verdict::Disable;
+  }
+  if (info->open_records == 0 && info->suspended_traced == 0 &&
+      (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing || begins_disabled(*info))) {
+    return Verdict::Disable;
+  }
+  return Verdict::Continue;
+}
+
+inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, PyObject *callable) {
+  if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return Verdict::Disable;
+  ThreadState *state = thread_states::current_ptr;
+  if (!state || state->stack.empty()) return Verdict::Continue;
+  FrameRecord *top = &state->stack.back();
+  if (top->frame != frame) {
+    // The caller is not traced: its executions were rate-limited or filtered.
+    void *extra = nullptr;
+    if (compat::code_get_extra(code, code_registry::extra_index, &extra) == 0 && extra) {
+      auto *info = static_cast<CodeInfo *>(extra);
+      if (info->open_records == 0 && begins_disabled(*info)) return Verdict::Disable;
+    }
+    return Verdict::Continue;
+  }
+  if (top->kind == RecordKind::CCall) {
+    close_stale_calls(*state, frame);
+    if (state->stack.empty() || state->stack.back().frame != frame) return Verdict::Continue;
+    top = &state->stack.back();
+  }
+  if (!(top->flags & kTraceCCalls)) return Verdict::Continue;
+  callables::NativeCallable native;
+  if (!callables::native(callable, &native)) return Verdict::Continue;
+  CodeInfo *caller = top->code;
+  uint32_t events = caller->for_thread(state->python_thread_id).events;
+  uint8_t flags = 0;
+  if (events & kEventCStart) flags |= kBeginEmitted;
+  if (events & kEventCReturn) flags |= kEmitEnd;
+  state->stack.push_back({frame, caller, native.identity, native.name, caller->line_at(offset),
+                          RecordKind::CCall, flags});
+  ++open_records_;
+  if (flags & kBeginEmitted) {
+    ++events_emitted_;
+    emitter::c_call(true, state->stack.back(), state->python_thread_id, emitter::kCall);
+  }
+  return Verdict::Continue;
+}
+
+inline void Tracer::on_c_end(const void *frame, PyObject *callable, bool raised) {
+  ThreadState *state = thread_states::current_ptr;
+  if (!state) return;
+  // Normally the top record is this call. Calls CPython reported no end for
+  // (stale) are closed here too, so the stack never keeps them.
+  while (!state->stack.empty() && state->stack.back().frame == frame &&
+         state->stack.back().kind == RecordKind::CCall) {
+    FrameRecord record = state->stack.back();
+    state->stack.pop_back();
+    --open_records_;
+    bool matched = record.callable == callable;
+    if (record.flags & kEmitEnd) {
+      ++events_emitted_;
+      emitter::c_call(false, record, state->python_thread_id,
+                      matched && raised ? emitter::kCRaise : emitter::kCReturn);
+    }
+    if (matched) break;
+  }
+  if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
+    reconcile_events();
+  }
+}
+
+}  // namespace pinsight

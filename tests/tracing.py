@@ -1,0 +1,175 @@
+"""Test support: run Python code under a real LTTng session, read the trace back.
+
+Traces are read with babeltrace2 (Debian's python3-bt2, through bt2_dump.py run
+by /usr/bin/python3), never with a parser of our own.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from pinsight_python import lttng
+
+HERE = Path(__file__).resolve().parent
+SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter python3-bt2 binds
+
+
+@dataclass
+class Event:
+    name: str
+    ts: int
+    fields: Dict[str, Any]
+    ctx: Dict[str, Any]
+
+    @property
+    def short(self) -> str:
+        return self.name.split(":", 1)[1]
+
+
+@dataclass
+class Trace:
+    path: Path
+    events: List[Event]
+    discarded: int
+
+    def named(self, short: str) -> List[Event]:
+        return [e for e in self.events if e.short == short]
+
+    def functions(self, kind: str = "function_begin") -> collections.Counter[str]:
+        return collections.Counter(e.fields["qualname"] for e in self.named(kind))
+
+    def by_thread(self) -> Dict[Tuple[int, int], List[Event]]:
+        out: Dict[Tuple[int, int], List[Event]] = collections.defaultdict(list)
+        for e in self.events:
+            out[(e.ctx.get("vpid", 0), e.ctx.get("vtid", 0))].append(e)
+        return out
+
+
+def read_trace(path: Path) -> Trace:
+    proc = subprocess.run(
+        [SYSTEM_PYTHON, str(HERE / "bt2_dump.py"), str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"babeltrace2 could not read {path}:\n{proc.stderr}")
+    events = []
+    discarded = 0
+    for line in proc.stdout.splitlines():
+        rec = json.loads(line)
+        if "discarded" in rec:
+            discarded = rec["discarded"]
+            continue
+        events.append(Event(rec["name"], rec["ts"], rec["fields"], rec["ctx"]))
+    return Trace(path, events, discarded)
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    trace: Trace
+
+
+@dataclass
+class Tracer:
+    """Runs code in a fresh interpreter inside a uniquely named LTTng session."""
+
+    tmp_path: Path
+    counter: int = 0
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def run(
+        self,
+        code: str,
+        *,
+        activate: Optional[str] = "pinsight_python.activate()",
+        events: Iterable[str] = (f"{lttng.PROVIDER}:*",),
+        contexts: Iterable[str] = lttng.CONTEXTS,
+        args: Sequence[str] = (),
+        env: Optional[Dict[str, str]] = None,
+        argv_prefix: Sequence[str] = (),
+        python: str = sys.executable,
+        timeout: float = 240,
+        check: bool = True,
+    ) -> Run:
+        """Write `code` to a script and run it traced.
+
+        With `activate`, a prologue imports pinsight_python and runs it before
+        the script's code; with None the script (or argv_prefix) activates.
+        """
+        self.counter += 1
+        script = self.tmp_path / f"prog{self.counter}.py"
+        body = textwrap.dedent(code)
+        if activate:
+            body = f"import pinsight_python\n{activate}\n" + body
+        script.write_text(body)
+        out = self.tmp_path / f"trace{self.counter}"
+        full_env = dict(os.environ)
+        full_env.update(self.env)
+        if env:
+            full_env.update(env)
+        with lttng.Session(out, events=events, contexts=contexts):
+            proc = subprocess.run(
+                [python, *argv_prefix, str(script), *args],
+                capture_output=True,
+                text=True,
+                env=full_env,
+                cwd=self.tmp_path,
+                timeout=timeout,
+                check=False,
+            )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"traced program exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
+                f"stderr:\n{proc.stderr}"
+            )
+        return Run(proc.returncode, proc.stdout, proc.stderr, read_trace(out))
+
+
+def untraced(code: str, tmp_path: Path, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "untraced.py"
+    script.write_text(textwrap.dedent(code))
+    return subprocess.run(
+        [python, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+
+
+def check_balanced(trace: Trace, allow_open: bool = False) -> None:
+    """Per thread, begins and ends nest like a stack and every stack empties.
+
+    function_* and c_call_* share one stack: a native call is a leaf frame of
+    its caller, and Python frames it calls back into nest inside it.
+    """
+    for key, events in trace.by_thread().items():
+        stack: List[Tuple[str, str]] = []
+        for e in events:
+            s = e.short
+            if s == "function_begin":
+                stack.append(("function", e.fields["qualname"]))
+            elif s == "c_call_begin":
+                stack.append(("c_call", e.fields["callee_name"]))
+            elif s == "function_end":
+                assert stack, f"thread {key}: function_end {e.fields['qualname']} with empty stack"
+                top = stack.pop()
+                assert top == ("function", e.fields["qualname"]), (
+                    f"thread {key}: function_end {e.fields['qualname']} closes {top}"
+                )
+            elif s == "c_call_end":
+                assert stack, f"thread {key}: c_call_end {e.fields['callee_name']} with empty stack"
+                top = stack.pop()
+                assert top == ("c_call", e.fields["callee_name"]), (
+                    f"thread {key}: c_call_end {e.fields['callee_name']} closes {top}"
+                )
+        if not allow_open:
+            assert not stack, f"thread {key}: frames left open: {stack[-5:]}"

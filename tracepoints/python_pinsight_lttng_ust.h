@@ -1,0 +1,194 @@
+/*
+ * LTTng-UST provider of pinsight-python: python_pinsight_lttng_ust.
+ *
+ * Written to the lttng-ust(3) template. Built into its own shared object
+ * (python_pinsight_lttng_ust_provider.c); the extension module dlopen's it, so
+ * the module imports and the program runs where liblttng-ust is absent.
+ *
+ * Field names and types are a contract with the Trace Compass analyses (tracecompass/) and the trace
+ * reader (src/reader): change them together.
+ */
+#undef LTTNG_UST_TRACEPOINT_PROVIDER
+#define LTTNG_UST_TRACEPOINT_PROVIDER python_pinsight_lttng_ust
+
+#undef LTTNG_UST_TRACEPOINT_INCLUDE
+#define LTTNG_UST_TRACEPOINT_INCLUDE "python_pinsight_lttng_ust.h"
+
+#if !defined(PINSIGHT_PYTHON_LTTNG_UST_H) || defined(LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ)
+#define PINSIGHT_PYTHON_LTTNG_UST_H
+
+#include <lttng/tracepoint.h>
+
+/* How a frame was entered (function_begin) or left (function_end). */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, frame_transition,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("start", 0)  /* PY_START: a new call */
+        lttng_ust_field_enum_value("resume", 1) /* PY_RESUME: generator/coroutine resumed */
+        lttng_ust_field_enum_value("throw", 2)  /* PY_THROW: resumed by throw()/close() */
+        lttng_ust_field_enum_value("return", 3) /* PY_RETURN */
+        lttng_ust_field_enum_value("yield", 4)  /* PY_YIELD: suspended, a resume follows */
+        lttng_ust_field_enum_value("unwind", 5) /* PY_UNWIND: left by an exception */
+    )
+)
+
+/* How a native call ended (c_call_end); "call" on every c_call_begin. */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, c_call_transition,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("call", 0)
+        lttng_ust_field_enum_value("return", 1)
+        lttng_ust_field_enum_value("raise", 2)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, frame_class,
+    LTTNG_UST_TP_ARGS(
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(qualname, qualname)
+        lttng_ust_field_string(filename, filename)
+        lttng_ust_field_integer(int, lineno, lineno)
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, frame_transition, int,
+                             transition, transition)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, frame_class,
+    python_pinsight_lttng_ust, function_begin,
+    LTTNG_UST_TP_ARGS(
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, frame_class,
+    python_pinsight_lttng_ust, function_end,
+    LTTNG_UST_TP_ARGS(
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+/*
+ * A call from Python into native code: the bridge between a Python name and
+ * the OMPT/PMPI/CUPTI events it causes. caller_lineno is the line of the call
+ * site; code_id identifies the calling code object.
+ */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, c_call_class,
+    LTTNG_UST_TP_ARGS(
+        const char *, caller_qualname,
+        const char *, callee_name,
+        const char *, caller_filename,
+        int, caller_lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(caller_qualname, caller_qualname)
+        lttng_ust_field_string(callee_name, callee_name)
+        lttng_ust_field_string(caller_filename, caller_filename)
+        lttng_ust_field_integer(int, caller_lineno, caller_lineno)
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, c_call_transition, int,
+                             transition, transition)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, c_call_class,
+    python_pinsight_lttng_ust, c_call_begin,
+    LTTNG_UST_TP_ARGS(
+        const char *, caller_qualname,
+        const char *, callee_name,
+        const char *, caller_filename,
+        int, caller_lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, c_call_class,
+    python_pinsight_lttng_ust, c_call_end,
+    LTTNG_UST_TP_ARGS(
+        const char *, caller_qualname,
+        const char *, callee_name,
+        const char *, caller_filename,
+        int, caller_lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+/*
+ * Once per process, at activation: lets tools label processes and MPI ranks.
+ * mpi_rank/mpi_size are -1 outside an MPI launcher. backend is "sys.monitoring"
+ * or "setprofile".
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, process_info,
+    LTTNG_UST_TP_ARGS(
+        int, pid,
+        int, mpi_rank,
+        int, mpi_size,
+        const char *, hostname,
+        const char *, argv,
+        const char *, python_version,
+        const char *, backend
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(int, pid, pid)
+        lttng_ust_field_integer(int, mpi_rank, mpi_rank)
+        lttng_ust_field_integer(int, mpi_size, mpi_size)
+        lttng_ust_field_string(hostname, hostname)
+        lttng_ust_field_string(argv, argv)
+        lttng_ust_field_string(python_version, python_version)
+        lttng_ust_field_string(backend, backend)
+    )
+)
+
+/* The first time a thread runs Python code under the tracer. */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, thread_start,
+    LTTNG_UST_TP_ARGS(
+        int, python_thread_id,
+        unsigned long, thread_ident
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer_hex(unsigned long, thread_ident, thread_ident)
+    )
+)
+
+/* The Python domain's trace mode changed (activation, reload, window end). */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, mode_change,
+    LTTNG_UST_TP_ARGS(
+        const char *, mode,
+        const char *, reason,
+        unsigned long, config_generation
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(mode, mode)
+        lttng_ust_field_string(reason, reason)
+        lttng_ust_field_integer(unsigned long, config_generation, config_generation)
+    )
+)
+
+#endif /* PINSIGHT_PYTHON_LTTNG_UST_H */
+
+#include <lttng/tracepoint-event.h>
