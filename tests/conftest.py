@@ -20,7 +20,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"missing {', '.join(missing)}: run the README's setup command (scripts/setup.sh)"
         )
     if not Path("/usr/bin/python3").exists():
-        raise pytest.UsageError("/usr/bin/python3 (with python3-bt2) is missing: run scripts/setup.sh")
+        raise pytest.UsageError(
+            "/usr/bin/python3 (with python3-bt2) is missing: run scripts/setup.sh"
+        )
     lttng.ensure_sessiond()
 
 

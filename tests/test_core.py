@@ -58,7 +58,8 @@ def test_plain_calls_methods_closures_lambdas_decorators(tracer: Tracer) -> None
         c = make_closure(3)
         total = 0
         for i in range(10):
-            total += plain(i) + k.method(i) + K.static(i) + K.cls(i) + c(i) + decorated(i) + square(i)
+            total += plain(i) + k.method(i) + K.static(i) + K.cls(i)
+            total += c(i) + decorated(i) + square(i)
         print(total)
         """
     )
@@ -183,7 +184,9 @@ def test_generators(tracer: Tracer) -> None:
     assert run.stdout.splitlines() == ["10", "0 1", "1 2", "thrown"]
     frames = [e for e in run.trace.events if e.short.startswith("function_")
               and e.fields["qualname"] in ("counter", "echo")]
-    by = collections.Counter((e.short, e.fields["qualname"], e.fields["transition"]) for e in frames)
+    by = collections.Counter(
+        (e.short, e.fields["qualname"], e.fields["transition"]) for e in frames
+    )
     # counter(5): start + 5 resumes; 5 yields + 1 return. counter(100): start + 1 resume,
     # 2 yields; its close() runs no code (nothing to clean up), so no more events.
     assert by[("function_begin", "counter", "start")] == 2

@@ -137,7 +137,9 @@ class Tracer:
         return Run(proc.returncode, proc.stdout, proc.stderr, read_trace(out))
 
 
-def untraced(code: str, tmp_path: Path, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+def untraced(
+    code: str, tmp_path: Path, python: str = sys.executable
+) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "untraced.py"
     script.write_text(textwrap.dedent(code))
     return subprocess.run(

@@ -37,7 +37,13 @@ ActivationError = _core.ActivationError
 _EVENT_NAMES = ("function", "c_call")
 _BACKENDS = ("auto", "sys.monitoring", "setprofile")
 # Launchers' variables for the MPI rank and size: read, never MPI_Init.
-_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+_RANK_VARIABLES = (
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "SLURM_PROCID",
+)
 _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
 _lock = threading.Lock()
 _hooks_installed = False
@@ -70,7 +76,7 @@ def _install_process_hooks() -> None:
 def activate(
     events: Iterable[str] = _EVENT_NAMES,
     *,
-    config: Optional[Union[str, "os.PathLike[str]"]] = None,
+    config: Optional[Union[str, os.PathLike[str]]] = None,
     mode: Optional[str] = None,
     backend: str = "auto",
 ) -> None:
@@ -98,7 +104,8 @@ def activate(
         )
     if backend not in _BACKENDS:
         raise ValueError(
-            f"activate(backend=...): unknown backend {backend!r} (expected one of {', '.join(_BACKENDS)})"
+            f"activate(backend=...): unknown backend {backend!r}"
+            f" (expected one of {', '.join(_BACKENDS)})"
         )
     with _lock:
         _install_process_hooks()

@@ -12,7 +12,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 PROVIDER = "python_pinsight_lttng_ust"
 CONTEXTS = ("vpid", "vtid", "procname")
@@ -113,7 +113,7 @@ class Session:
         self._created = False
         self._started = False
 
-    def create(self) -> "Session":
+    def create(self) -> Session:
         ensure_sessiond()
         if self.set_url:
             _run(["create", self.name, f"--set-url={self.set_url}"])
@@ -172,7 +172,7 @@ class Session:
             _run(["destroy", self.name], check=False)
             self._created = False
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         self.create()
         self.start()
         return self

@@ -1,0 +1,89 @@
+/*
+ * The reference tracer of bench/bench_core.py: a sys.monitoring callback in C
+ * that writes the same payload to the same provider and does nothing else
+ * (no rate control, no shadow stack, no mode checks, no native-call naming
+ * beyond the type name). Its cost per event is the floor pinsight-python is
+ * measured against.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define LTTNG_UST_TRACEPOINT_DEFINE
+#define LTTNG_UST_TRACEPOINT_PROBE_DYNAMIC_LINKAGE
+#include "python_pinsight_lttng_ust.h"
+
+#include <dlfcn.h>
+
+static inline void emit_function(int begin, PyObject *code_obj, int transition) {
+  PyCodeObject *code = (PyCodeObject *)code_obj;
+  const char *qualname = PyUnicode_AsUTF8(code->co_qualname);
+  const char *filename = PyUnicode_AsUTF8(code->co_filename);
+  if (begin) {
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_begin, qualname, filename,
+                         code->co_firstlineno, (unsigned long)code, 0, transition);
+  } else {
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_end, qualname, filename,
+                         code->co_firstlineno, (unsigned long)code, 0, transition);
+  }
+}
+
+static PyObject *on_start(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  emit_function(1, args[0], 0);
+  Py_RETURN_NONE;
+}
+
+static PyObject *on_return(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  emit_function(0, args[0], 3);
+  Py_RETURN_NONE;
+}
+
+static inline void emit_call(int begin, PyObject *const *args, int transition) {
+  PyObject *callable = args[2];
+  if (PyFunction_Check(callable)) return;
+  PyCodeObject *code = (PyCodeObject *)args[0];
+  const char *qualname = PyUnicode_AsUTF8(code->co_qualname);
+  const char *filename = PyUnicode_AsUTF8(code->co_filename);
+  const char *callee = PyCFunction_Check(callable)
+                           ? ((PyCFunctionObject *)callable)->m_ml->ml_name
+                           : Py_TYPE(callable)->tp_name;
+  if (begin) {
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, qualname, callee, filename,
+                         code->co_firstlineno, (unsigned long)code, 0, transition);
+  } else {
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, qualname, callee, filename,
+                         code->co_firstlineno, (unsigned long)code, 0, transition);
+  }
+}
+
+static PyObject *on_call(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  emit_call(1, args, 0);
+  Py_RETURN_NONE;
+}
+
+static PyObject *on_c_return(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  emit_call(0, args, 1);
+  Py_RETURN_NONE;
+}
+
+static PyObject *empty(PyObject *self, PyObject *const *args, Py_ssize_t n) { Py_RETURN_NONE; }
+
+static PyObject *load_provider(PyObject *self, PyObject *path) {
+  if (!dlopen(PyUnicode_AsUTF8(path), RTLD_NOW | RTLD_GLOBAL)) {
+    PyErr_SetString(PyExc_OSError, dlerror());
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"on_start", (PyCFunction)(void (*)(void))on_start, METH_FASTCALL, NULL},
+    {"on_return", (PyCFunction)(void (*)(void))on_return, METH_FASTCALL, NULL},
+    {"on_call", (PyCFunction)(void (*)(void))on_call, METH_FASTCALL, NULL},
+    {"on_c_return", (PyCFunction)(void (*)(void))on_c_return, METH_FASTCALL, NULL},
+    {"empty", (PyCFunction)(void (*)(void))empty, METH_FASTCALL, NULL},
+    {"load_provider", load_provider, METH_O, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_reftracer", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__reftracer(void) { return PyModule_Create(&module); }

@@ -1,0 +1,263 @@
+"""Read a pinsight-python trace once; shared by ``report``, ``flamegraph`` and ``export``.
+
+The per-event work (decoding with babeltrace2, replaying stacks, aggregating,
+writing Chrome JSON) happens in the compiled ``_pinsight_reader`` module on
+threads of its own; this module finds the trace, shows progress and wraps
+the aggregates it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, TextIO, Tuple
+
+__all__ = [
+    "ProgressDisplay",
+    "Symbol",
+    "TraceData",
+    "TraceNotFoundError",
+    "TraceReadError",
+    "find_trace_dirs",
+    "format_ns",
+    "read_trace",
+]
+
+PROGRESS_MODES = ("auto", "always", "never")
+
+
+class TraceNotFoundError(Exception):
+    """The path given is not (or does not contain) a CTF trace."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class TraceReadError(Exception):
+    """babeltrace2 could not read the trace; the message carries its causes."""
+
+
+def find_trace_dirs(path: "str | os.PathLike[str]") -> List[Path]:
+    """The CTF trace directories (holding a ``metadata`` file) under ``path``.
+
+    LTTng writes one per buffer scheme and ABI (``ust/uid/0/64-bit``) or per
+    process (``ust/pid/...``); all of them are read together.
+    """
+    root = Path(path)
+    expected = (
+        "expected an LTTng trace: the output directory of an LTTng session, "
+        "or a directory under it holding a CTF 'metadata' file"
+    )
+    if not root.exists():
+        raise TraceNotFoundError(root, f"no such file or directory ({expected})")
+    if not root.is_dir():
+        raise TraceNotFoundError(root, f"not a directory ({expected})")
+    found: List[Path] = []
+    seen = set()
+    for dirpath, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # a symbolic link loop, or the same trace twice
+            dirs.clear()
+            continue
+        seen.add(real)
+        if "metadata" in files:
+            found.append(Path(dirpath))
+    found.sort()
+    if not found:
+        raise TraceNotFoundError(root, f"no CTF trace found in this directory ({expected})")
+    return found
+
+
+def format_ns(ns: float) -> str:
+    """A duration for people: 3 significant digits, unit chosen to fit."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            value = ns / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A Python function (qualname, filename, def line) or a native callee."""
+
+    native: bool
+    qualname: str
+    filename: str
+    lineno: int  # -1: a Python caller whose definition line the trace did not show
+
+    @property
+    def location(self) -> str:
+        if self.native:
+            return "[native]"
+        line = f":{self.lineno}" if self.lineno >= 0 else ""
+        return f"{self.filename}{line}"
+
+    @property
+    def short_location(self) -> str:
+        """The last two path components: enough to tell files apart in a table."""
+        if self.native:
+            return "[native]"
+        parts = Path(self.filename).parts
+        short = str(Path(*parts[-2:])) if len(parts) >= 2 else self.filename
+        line = f":{self.lineno}" if self.lineno >= 0 else ""
+        return f"{short}{line}"
+
+    @property
+    def frame_name(self) -> str:
+        """The name of a frame in folded stacks and flame graphs."""
+        if self.native:
+            return self.qualname
+        return f"{self.qualname} ({self.location})"
+
+    def as_json(self) -> Dict[str, Any]:
+        if self.native:
+            return {"kind": "native", "name": self.qualname, "qualname": self.qualname,
+                    "filename": None, "lineno": None}
+        return {
+            "kind": "python",
+            "name": self.qualname,
+            "qualname": self.qualname,
+            "filename": self.filename,
+            "lineno": self.lineno if self.lineno >= 0 else None,
+        }
+
+
+class TraceData:
+    """The aggregates of one trace, as returned by ``_pinsight_reader``."""
+
+    def __init__(self, path: Path, trace_dirs: List[Path], raw: Dict[str, Any],
+                 wall_seconds: float) -> None:
+        self.path = path
+        self.trace_dirs = trace_dirs
+        self.raw = raw
+        self.wall_seconds = wall_seconds
+        self.symbols = [Symbol(bool(n), q, f, int(ln)) for n, q, f, ln in raw["symbols"]]
+
+    @property
+    def processes(self) -> List[Dict[str, Any]]:
+        return list(self.raw["processes"])
+
+    @property
+    def events(self) -> int:
+        return int(self.raw["events"])
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, int(self.raw["last_ns"]) - int(self.raw["first_ns"]))
+
+
+class ProgressDisplay:
+    """A one-line progress bar on stderr for reads that take a while.
+
+    Shown only after ``delay`` seconds, and (in ``auto`` mode) only when
+    stderr is a terminal; ``always`` forces it, e.g. for logs.
+    """
+
+    WIDTH = 30
+
+    def __init__(self, mode: str = "auto", stream: Optional[TextIO] = None,
+                 delay: float = 2.0, label: str = "reading trace") -> None:
+        if mode not in PROGRESS_MODES:
+            raise ValueError(f"progress mode must be one of {PROGRESS_MODES}, not {mode!r}")
+        self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", lambda: False)
+        self.enabled = mode == "always" or (mode == "auto" and bool(isatty()))
+        self.delay = delay
+        self.label = label
+        self.start = time.monotonic()
+        self.shown = False
+
+    def update(self, events: int, ts_ns: int, begin_ns: int, end_ns: int) -> None:
+        elapsed = time.monotonic() - self.start
+        if not self.enabled or elapsed < self.delay:
+            return
+        rate = events / elapsed if elapsed > 0 else 0.0
+        text = f"{self.label}: {events / 1e6:.1f}M events, {rate / 1e6:.2f}M events/s"
+        if end_ns > begin_ns and ts_ns >= begin_ns:
+            fraction = min(1.0, (ts_ns - begin_ns) / (end_ns - begin_ns))
+            filled = int(fraction * self.WIDTH)
+            bar = "#" * filled + "." * (self.WIDTH - filled)
+            text = f"{self.label} [{bar}] {fraction * 100:3.0f}%, {text[len(self.label) + 2:]}"
+        self.stream.write("\r" + text + "\x1b[K")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
+def _load_reader() -> Any:
+    from . import _pinsight_reader
+
+    return _pinsight_reader
+
+
+def read_trace(
+    path: "str | os.PathLike[str]",
+    *,
+    call_trees: bool = True,
+    chrome_path: Optional["str | os.PathLike[str]"] = None,
+    progress: str = "auto",
+    progress_stream: Optional[TextIO] = None,
+) -> TraceData:
+    """Read the whole trace under ``path`` once.
+
+    ``call_trees`` keeps per-thread call paths (flame graphs need them);
+    ``chrome_path`` also writes Chrome trace-event JSON there, streaming.
+    Raises TraceNotFoundError, TraceReadError; KeyboardInterrupt stops the
+    reader threads before propagating.
+    """
+    root = Path(path)
+    trace_dirs = find_trace_dirs(root)
+    reader_module = _load_reader()
+    reader = reader_module.Analysis(
+        [str(d) for d in trace_dirs],
+        call_trees=call_trees,
+        chrome_path=str(chrome_path) if chrome_path is not None else "",
+    )
+    outcome: Dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["completed"] = reader.run()  # releases the GIL
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = error
+
+    display = ProgressDisplay(progress, progress_stream)
+    started = time.monotonic()
+    worker = threading.Thread(target=work, name="pinsight-reader", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+            display.update(*_progress_tuple(reader.progress()))
+    except KeyboardInterrupt:
+        reader.cancel()
+        worker.join()
+        raise
+    finally:
+        display.close()
+    wall = time.monotonic() - started
+    error = outcome.get("error")
+    if isinstance(error, reader_module.ReaderError):
+        raise TraceReadError(f"{root}: cannot read the trace: {error}") from error
+    if error is not None:
+        raise error
+    if not outcome.get("completed"):
+        raise KeyboardInterrupt
+    return TraceData(root, trace_dirs, reader.result(), wall)
+
+
+def _progress_tuple(value: Tuple[int, int, int, int]) -> Tuple[int, int, int, int]:
+    events, ts_ns, begin_ns, end_ns = value
+    return int(events), int(ts_ns), int(begin_ns), int(end_ns)

@@ -1,0 +1,225 @@
+"""The ``pinsight-python`` command.
+
+Each subcommand is one entry of :data:`SUBCOMMANDS`: a function that adds
+its arguments and a function that runs it and returns the exit status.
+Exit status: 0 success, 1 the trace could not be read or an output not
+written, 2 bad arguments (including a path that holds no trace), 130
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, TextIO
+
+from .analysis import PROGRESS_MODES, TraceNotFoundError, TraceReadError
+
+__all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _positive_or_zero(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def _add_trace_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "trace_dir",
+        metavar="TRACE_DIR",
+        help="an LTTng trace: the session's output directory (or any directory under it "
+        "holding CTF 'metadata' files)",
+    )
+    parser.add_argument(
+        "--progress",
+        choices=PROGRESS_MODES,
+        default="auto",
+        help="progress bar on stderr for long reads: auto (when stderr is a terminal), "
+        "always, never (default: %(default)s)",
+    )
+
+
+def _check_output(path: str) -> None:
+    """Fails before a long read when the output cannot be written."""
+    if path == "-":
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise OSError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise OSError(f"cannot write {path}: directory {parent} is not writable")
+
+
+def _open_output(path: str) -> TextIO:
+    if path == "-":
+        return sys.stdout
+    return open(path, "w", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def configure_report(parser: argparse.ArgumentParser) -> None:
+    _add_trace_arguments(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as JSON (schema: docs/analysis.md)")
+    parser.add_argument("--top", type=_positive_or_zero, default=15, metavar="N",
+                        help="rows per table (0: all; default: %(default)s)")
+    parser.add_argument("-o", "--output", default="-", metavar="FILE",
+                        help="write the report there instead of stdout")
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from .analysis import read_trace
+    from .report import build_report, render_text
+
+    _check_output(args.output)
+    trace = read_trace(args.trace_dir, call_trees=False, progress=args.progress)
+    report = build_report(trace, top=args.top)
+    out = _open_output(args.output)
+    try:
+        if args.json:
+            json.dump(report, out, indent=2)
+            out.write("\n")
+        else:
+            out.write(render_text(report))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- flamegraph
+
+
+def configure_flamegraph(parser: argparse.ArgumentParser) -> None:
+    _add_trace_arguments(parser)
+    parser.add_argument("-o", "--output", default="-", metavar="FILE",
+                        help="where to write the SVG or folded stacks (default: stdout)")
+    parser.add_argument("--folded", action="store_true",
+                        help="write collapsed stacks ('proc;thread;f;g;h NANOSECONDS' lines, "
+                        "for flamegraph.pl, inferno, speedscope) instead of an SVG")
+    parser.add_argument("--title", help="title of the SVG")
+    parser.add_argument("--width", type=_positive_or_zero, default=1200,
+                        help="SVG width in pixels (default: %(default)s)")
+    parser.add_argument("--min-width", type=float, default=0.1, metavar="PX",
+                        help="leave out frames narrower than this (default: %(default)s px)")
+
+
+def run_flamegraph(args: argparse.Namespace) -> int:
+    from .analysis import read_trace
+    from .flamegraph import render_svg, write_folded
+
+    _check_output(args.output)
+    trace = read_trace(args.trace_dir, call_trees=True, progress=args.progress)
+    svg = None if args.folded else render_svg(trace, title=args.title,
+                                              width=args.width or 1200,
+                                              min_width=args.min_width)
+    out = _open_output(args.output)
+    try:
+        if svg is None:
+            write_folded(trace, out)
+        else:
+            out.write(svg)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def configure_export(parser: argparse.ArgumentParser) -> None:
+    from .export import FORMATS
+
+    _add_trace_arguments(parser)
+    parser.add_argument("--format", choices=FORMATS, default="chrome",
+                        help="chrome: Chrome trace-event JSON for Perfetto UI and "
+                        "chrome://tracing (default)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="the file to write ('-': stdout)")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from .export import export_chrome
+
+    _check_output(args.output)
+    trace = export_chrome(args.trace_dir, args.output, progress=args.progress)
+    if args.output != "-":
+        print(f"wrote {args.output}: {trace.events:,} events from {args.trace_dir}",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+SUBCOMMANDS: List[Subcommand] = [
+    Subcommand("report", "per process and thread: top functions, native calls, exceptions",
+               configure_report, run_report),
+    Subcommand("flamegraph", "flame graph (SVG) or folded stacks of a trace",
+               configure_flamegraph, run_flamegraph),
+    Subcommand("export", "convert a trace (Chrome trace-event JSON for Perfetto UI)",
+               configure_export, run_export),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pinsight-python",
+        description="Trace Python calls and native calls into LTTng, and analyse the traces.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in SUBCOMMANDS:
+        sub = commands.add_parser(command.name, help=command.help, description=command.help)
+        command.configure(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    prog = f"pinsight-python {args.command}"
+    try:
+        return int(args.run(args))
+    except TraceNotFoundError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except TraceReadError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as error:
+        if isinstance(error, BrokenPipeError):
+            # The reader of our stdout went away (`| head`): not an error.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_OK
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

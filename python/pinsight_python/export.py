@@ -1,0 +1,44 @@
+"""``pinsight-python export``: convert a trace for other viewers.
+
+``chrome``: Chrome trace-event JSON (chrome://tracing, https://ui.perfetto.dev).
+One complete ("X") event per frame segment, pid = vpid and tid = vtid,
+native calls nested in their Python caller, process and thread names as
+metadata ("M") events, LTTng's discarded events as global instant events.
+The reader writes it while it reads, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from .analysis import TraceData, read_trace
+
+__all__ = ["FORMATS", "export_chrome"]
+
+FORMATS = ("chrome",)
+
+
+def export_chrome(
+    trace_path: "str | os.PathLike[str]",
+    output: "str | os.PathLike[str]",
+    progress: str = "auto",
+) -> TraceData:
+    """Writes ``output`` (``-`` for stdout); returns the trace's aggregates.
+
+    A file is written under a temporary name and renamed once complete, so
+    an interrupted export leaves no truncated JSON behind.
+    """
+    if str(output) == "-":
+        return read_trace(trace_path, call_trees=False, chrome_path="/dev/stdout",
+                          progress=progress)
+    final = Path(output)
+    partial = final.with_name(final.name + ".partial")
+    done = False
+    try:
+        trace = read_trace(trace_path, call_trees=False, chrome_path=partial, progress=progress)
+        os.replace(partial, final)
+        done = True
+        return trace
+    finally:
+        if not done and partial.exists():
+            partial.unlink()

@@ -1,0 +1,364 @@
+"""``pinsight-python report``: where the time went, per process and thread.
+
+:func:`build_report` turns the reader's aggregates into the JSON document
+documented in docs/analysis.md (schema ``pinsight-python.report/1``);
+:func:`render_text` prints the same document as aligned tables.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+from .analysis import Symbol, TraceData, format_ns
+
+__all__ = ["SCHEMA", "build_report", "render_text"]
+
+SCHEMA = "pinsight-python.report/1"
+
+# (calls, segments, total_ns, self_ns, exceptions) per symbol
+FunctionTotals = Dict[int, List[int]]
+# (calls, total_ns, raised) per (caller, callee)
+NativeTotals = Dict[Tuple[int, int], List[int]]
+
+
+def _function_totals(threads: Iterable[Dict[str, Any]]) -> FunctionTotals:
+    totals: FunctionTotals = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for thread in threads:
+        for symbol, *stats in thread["functions"]:
+            row = totals[symbol]
+            for i, value in enumerate(stats):
+                row[i] += value
+    return totals
+
+
+def _native_totals(threads: Iterable[Dict[str, Any]]) -> NativeTotals:
+    totals: NativeTotals = defaultdict(lambda: [0, 0, 0])
+    for thread in threads:
+        for caller, callee, *stats in thread["native_calls"]:
+            row = totals[(caller, callee)]
+            for i, value in enumerate(stats):
+                row[i] += value
+    return totals
+
+
+def _function_rows(symbols: Sequence[Symbol], totals: FunctionTotals, top: int) -> List[Dict[str, Any]]:
+    def row(symbol: int) -> Dict[str, Any]:
+        calls, segments, total_ns, self_ns, exceptions = totals[symbol]
+        out = symbols[symbol].as_json()
+        out.update(calls=calls, segments=segments, total_ns=total_ns, self_ns=self_ns,
+                   exceptions=exceptions)
+        return out
+
+    def name_key(symbol: int) -> Tuple[str, str, int]:
+        s = symbols[symbol]
+        return (s.qualname, s.filename, s.lineno)
+
+    chosen = list(totals)
+    if top > 0:
+        by_self = sorted(chosen, key=lambda s: (-totals[s][3], name_key(s)))[:top]
+        by_total = sorted(chosen, key=lambda s: (-totals[s][2], name_key(s)))[:top]
+        chosen = list(set(by_self) | set(by_total))
+    chosen.sort(key=lambda s: (-totals[s][3], -totals[s][2], name_key(s)))
+    return [row(s) for s in chosen]
+
+
+def _caller_json(symbol: Symbol) -> Dict[str, Any]:
+    out = symbol.as_json()
+    del out["kind"]
+    return out
+
+
+def _native_rows(symbols: Sequence[Symbol], totals: NativeTotals, top: int) -> List[Dict[str, Any]]:
+    keys = sorted(totals, key=lambda k: (-totals[k][1], -totals[k][0],
+                                         symbols[k[0]].qualname, symbols[k[1]].qualname))
+    if top > 0:
+        keys = keys[:top]
+    return [
+        {
+            "caller": _caller_json(symbols[caller]),
+            "callee": symbols[callee].qualname,
+            "calls": totals[(caller, callee)][0],
+            "total_ns": totals[(caller, callee)][1],
+            "raised": totals[(caller, callee)][2],
+        }
+        for caller, callee in keys
+    ]
+
+
+def _exception_rows(symbols: Sequence[Symbol], functions: FunctionTotals,
+                    natives: NativeTotals, top: int) -> List[Dict[str, Any]]:
+    rows: List[Dict[str, Any]] = []
+    for symbol, stats in functions.items():
+        if stats[4] and not symbols[symbol].native:
+            rows.append({"kind": "unwind", "function": _caller_json(symbols[symbol]),
+                         "count": stats[4]})
+    for (caller, callee), stats in natives.items():
+        if stats[2]:
+            rows.append({"kind": "raise", "caller": _caller_json(symbols[caller]),
+                         "callee": symbols[callee].qualname, "count": stats[2]})
+
+    def key(row: Dict[str, Any]) -> Tuple[int, str, str]:
+        where = row.get("function") or row["caller"]
+        return (-row["count"], row["kind"], f"{where['qualname']} {row.get('callee', '')}")
+
+    rows.sort(key=key)
+    return rows[:top] if top > 0 else rows
+
+
+def _unbalanced(threads: Iterable[Dict[str, Any]]) -> Dict[str, int]:
+    out = {"ends_without_begin": 0, "implicitly_closed": 0, "open_at_end": 0}
+    for thread in threads:
+        for name in out:
+            out[name] += thread["anomalies"][name]
+    return out
+
+
+def _activity(symbols: Sequence[Symbol], threads: List[Dict[str, Any]], top: int) -> Dict[str, Any]:
+    functions = _function_totals(threads)
+    natives = _native_totals(threads)
+    return {
+        "functions": _function_rows(symbols, functions, top),
+        "functions_total": len(functions),
+        "native_calls": _native_rows(symbols, natives, top),
+        "native_calls_total": len(natives),
+        "exceptions": _exception_rows(symbols, functions, natives, top),
+        "unbalanced": _unbalanced(threads),
+    }
+
+
+def _optional(value: Any, absent: Any) -> Any:
+    return None if value == absent else value
+
+
+def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
+    """The report as a JSON-ready dict (schema in docs/analysis.md)."""
+    raw = trace.raw
+    symbols = trace.symbols
+    processes = []
+    for proc in trace.processes:
+        threads = []
+        for thread in proc["threads"]:
+            entry = {
+                "vtid": thread["vtid"],
+                "python_thread_id": _optional(thread["python_thread_id"], -1),
+                "label": thread["label"],
+                "events": thread["events"],
+                "begin_ns": thread["first_ns"],
+                "end_ns": thread["last_ns"],
+            }
+            entry.update(_activity(symbols, [thread], top))
+            threads.append(entry)
+        has_info = proc["has_info"]
+        entry = {
+            "vpid": proc["vpid"],
+            "label": proc["label"],
+            "mpi_rank": _optional(proc["mpi_rank"], -1),
+            "mpi_size": _optional(proc["mpi_size"], -1),
+            "pid": proc["pid"] if has_info else None,
+            "hostname": proc["hostname"] if has_info else None,
+            "argv": proc["argv"] if has_info else None,
+            "python_version": proc["python_version"] if has_info else None,
+            "backend": proc["backend"] if has_info else None,
+            "procname": proc["procname"] or None,
+            "events": proc["events"],
+        }
+        entry.update(_activity(symbols, proc["threads"], top))
+        entry["threads"] = threads
+        processes.append(entry)
+
+    warnings = []
+    if raw["discarded_events"]:
+        warnings.append(
+            f"LTTng discarded {raw['discarded_events']:,} events "
+            f"({raw['discard_records']:,} times): timings near them are unreliable, and "
+            "frames whose begin or end was lost show up as unbalanced; record with "
+            "larger or more sub-buffers"
+        )
+    if raw["discarded_packets"]:
+        warnings.append(
+            f"LTTng discarded {raw['discarded_packets']:,} packets: timings near them "
+            "are unreliable"
+        )
+    if raw["events"] == 0:
+        warnings.append(
+            "the trace holds no python_pinsight_lttng_ust events "
+            f"({raw['other_events']:,} events of other providers)"
+        )
+    first = raw["first_ns"]
+    return {
+        "schema": SCHEMA,
+        "trace": str(trace.path),
+        "trace_dirs": [str(d) for d in trace.trace_dirs],
+        "events": raw["events"],
+        "other_events": raw["other_events"],
+        "begin_ns": first,
+        "end_ns": raw["last_ns"],
+        "duration_ns": trace.duration_ns,
+        "top": top,
+        "discarded": {
+            "events": raw["discarded_events"],
+            "packets": raw["discarded_packets"],
+            "records": raw["discard_records"],
+            "ranges": [
+                {
+                    "count": d["count"],
+                    "packets": d["packets"],
+                    "begin_ns": d["begin_ns"] or None,
+                    "end_ns": d["end_ns"],
+                    "stream_id": d["stream_id"],
+                }
+                for d in raw["discards"]
+            ],
+        },
+        "warnings": warnings,
+        "processes": processes,
+    }
+
+
+# ----------------------------------------------------------------------------
+# Text rendering
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> List[str]:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)]
+        return ("  " + "  ".join(parts)).rstrip()
+
+    return [line(headers)] + [line(row) for row in rows]
+
+
+def _name_and_location(entry: Dict[str, Any]) -> Tuple[str, str]:
+    if entry.get("filename") is None:
+        return entry["qualname"], "[native]"
+    lineno = entry["lineno"]
+    symbol = Symbol(False, entry["qualname"], entry["filename"], -1 if lineno is None else lineno)
+    return entry["qualname"], symbol.short_location
+
+
+def _where(entry: Dict[str, Any]) -> str:
+    name, location = _name_and_location(entry)
+    return f"{name} ({location})"
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count:,} {one if count == 1 else many}"
+
+
+def _function_table(rows: List[Dict[str, Any]], key: str, top: int) -> List[str]:
+    ordered = sorted(rows, key=lambda r: -r[key])
+    if top > 0:
+        ordered = ordered[:top]
+    cells = [
+        [format_ns(r["self_ns"]), format_ns(r["total_ns"]), f"{r['calls']:,}",
+         f"{r['exceptions']:,}" if r["exceptions"] else "", *_name_and_location(r)]
+        for r in ordered
+    ]
+    return _table(["self", "total", "calls", "exc", "function", "location"], cells,
+                  [True, True, True, True, False, False])
+
+
+def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
+    lines: List[str] = []
+    functions = section["functions"]
+    if functions:
+        shown = min(len(functions), top) if top > 0 else len(functions)
+        of = f" (of {section['functions_total']:,})"
+        lines.append(f"Top {shown} functions by self time{of}:")
+        lines += _function_table(functions, "self_ns", top)
+        lines.append(f"Top {shown} functions by total time{of}:")
+        lines += _function_table(functions, "total_ns", top)
+    natives = section["native_calls"]
+    if natives:
+        lines.append(
+            f"Native calls by Python functions ({len(natives)} of "
+            f"{section['native_calls_total']:,} caller -> callee pairs):"
+        )
+        cells = [
+            [f"{n['calls']:,}", format_ns(n["total_ns"]), f"{n['raised']:,}" if n["raised"] else "",
+             _where(n["caller"]), n["callee"]]
+            for n in natives
+        ]
+        lines += _table(["calls", "total", "raised", "caller", "-> callee"], cells,
+                        [True, True, True, False, False])
+    exceptions = section["exceptions"]
+    if exceptions:
+        lines.append("Exceptions (frames left by unwind; native calls that raised):")
+        cells = []
+        for e in exceptions:
+            if e["kind"] == "unwind":
+                where = _where(e["function"])
+            else:
+                where = f"{_where(e['caller'])} -> {e['callee']}"
+            cells.append([f"{e['count']:,}", e["kind"], where])
+        lines += _table(["count", "kind", "where"], cells, [True, False, False])
+    unbalanced = section["unbalanced"]
+    notes = []
+    if unbalanced["ends_without_begin"]:
+        notes.append(_plural(unbalanced["ends_without_begin"], "end", "ends")
+                     + " without a begin (frames already running when tracing started)")
+    if unbalanced["open_at_end"]:
+        notes.append(_plural(unbalanced["open_at_end"], "frame", "frames")
+                     + " open at trace end (closed at the thread's last event)")
+    if unbalanced["implicitly_closed"]:
+        notes.append(_plural(unbalanced["implicitly_closed"], "frame", "frames")
+                     + " closed by an outer frame's end (their own end was lost)")
+    if notes:
+        lines.append("Unbalanced input: " + "; ".join(notes) + ".")
+    return lines
+
+
+def _has_activity(section: Dict[str, Any]) -> bool:
+    return bool(section["functions"] or section["native_calls"]
+                or any(section["unbalanced"].values()))
+
+
+def _process_title(proc: Dict[str, Any]) -> str:
+    details = []
+    if proc["mpi_rank"] is not None:
+        details.append(f"pid {proc['vpid']}")
+    if proc["argv"]:
+        details.append(proc["argv"])
+    elif proc["procname"]:
+        details.append(proc["procname"])
+    if proc["hostname"]:
+        details.append(f"on {proc['hostname']}")
+    if proc["python_version"]:
+        details.append(f"Python {proc['python_version']}")
+    if proc["backend"]:
+        details.append(proc["backend"])
+    suffix = f" ({', '.join(details)})" if details else ""
+    return f"=== {proc['label']}{suffix}: {proc['events']:,} events ==="
+
+
+def render_text(report: Dict[str, Any]) -> str:
+    top = int(report["top"])
+    threads = sum(len(p["threads"]) for p in report["processes"])
+    lines = [
+        f"Trace {report['trace']}",
+        f"  {report['events']:,} events over {format_ns(report['duration_ns'])}, "
+        f"{len(report['processes'])} process(es), {threads} thread(s)",
+    ]
+    if report["other_events"]:
+        lines.append(f"  ({report['other_events']:,} events of other providers ignored)")
+    for warning in report["warnings"]:
+        lines += ["", f"WARNING: {warning}."]
+    for proc in report["processes"]:
+        lines += ["", _process_title(proc)]
+        active = [t for t in proc["threads"] if _has_activity(t)]
+        idle = [t for t in proc["threads"] if not _has_activity(t)]
+        if len(active) > 1:
+            lines += ["", f"--- all {len(active)} threads ---"]
+            lines += _activity_lines(proc, top)
+        for thread in active:
+            span = format_ns(thread["end_ns"] - thread["begin_ns"])
+            lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span} ---"]
+            lines += _activity_lines(thread, top)
+        if idle:
+            labels = ", ".join(t["label"] for t in idle)
+            lines += ["", f"Threads without function events: {labels}"]
+    return "\n".join(lines) + "\n"
