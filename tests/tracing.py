@@ -54,6 +54,8 @@ class Trace:
 
 
 def read_trace(path: Path) -> Trace:
+    if not any(Path(path).rglob("metadata")):
+        return Trace(path, [], 0)  # the session recorded nothing
     proc = subprocess.run(
         [SYSTEM_PYTHON, str(HERE / "bt2_dump.py"), str(path)],
         capture_output=True,
@@ -105,14 +107,13 @@ class Tracer:
     ) -> Run:
         """Write `code` to a script and run it traced.
 
-        With `activate`, a prologue imports pinsight_python and runs it before
-        the script's code; with None the script (or argv_prefix) activates.
+        A prologue imports pinsight_python and runs `activate` before the
+        script's code; with activate=None the script (or argv_prefix) activates.
         """
         self.counter += 1
         script = self.tmp_path / f"prog{self.counter}.py"
         body = textwrap.dedent(code)
-        if activate:
-            body = f"import pinsight_python\n{activate}\n" + body
+        body = f"import pinsight_python\n{activate or 'pass'}\n" + body
         script.write_text(body)
         out = self.tmp_path / f"trace{self.counter}"
         full_env = dict(os.environ)
