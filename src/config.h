@@ -94,11 +94,11 @@ struct ThreadSection {
 };
 
 struct Config {
-  std::string path;  // file it was read from; empty for the built-in default
+  std::string path;         // file it was read from; empty for the built-in default
   uint64_t generation = 0;  // set by the publisher (control.cpp)
   TraceMode mode = TraceMode::Tracing;
-  uint32_t events = kEventAll;  // domain default event mask
-  ThreadSet threads;            // Python.thread = (...) / [Python.punit.thread] range
+  uint32_t events = kEventAll;              // domain default event mask
+  ThreadSet threads;                        // Python.thread = (...) / [Python.punit.thread] range
   std::vector<std::string> module_filter;   // empty: every module
   std::vector<std::string> module_exclude;  // names or dotted prefixes
 
