@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # One-command set-up on a fresh Debian 12 machine (run as root, from anywhere):
 #   bash scripts/setup.sh
-# Installs the Debian packages, then creates .venv (newest CPython >= 3.12) and
-# .venv-fallback (CPython 3.11, the PyEval_SetProfile backend) in the
-# repository root, each with pinsight-python and its test dependencies.
+# Installs the Debian packages, then creates .venv (newest CPython >= 3.12) in
+# the repository root with pinsight-python (editable) and its test dependencies.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -62,9 +61,5 @@ make_venv() {
 py_main=$(find_python 12 14)
 [[ -n $py_main ]] || die "no CPython >= 3.12 with venv found on PATH or in pyenv (\$PYENV_ROOT/versions)"
 make_venv .venv "$py_main"
-
-py_fallback=$(find_python 11 11)
-[[ -n $py_fallback ]] || die "no CPython 3.11 found on PATH or in pyenv: needed for .venv-fallback"
-make_venv .venv-fallback "$py_fallback"
 
 echo "setup: done. Run the tests with: bash scripts/test.sh"

@@ -69,7 +69,9 @@ void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread
 
 bool Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
   // Thread-independent verdicts hold for every thread, present or future.
-  if (!code.module_selected || code.limits.max_num_traces == 0) return true;
+  if (!code.module_selected || code.limits.max_num_traces == 0 || code.limits.never_traced) {
+    return true;
+  }
   // DISABLE silences a location for all threads: per-thread verdicts only
   // count while this is the only thread (a new thread restarts events).
   if (thread_states::live_count() > 1) return false;
