@@ -43,7 +43,7 @@ class TraceReadError(Exception):
     """babeltrace2 could not read the trace; the message carries its causes."""
 
 
-def find_trace_dirs(path: "str | os.PathLike[str]") -> List[Path]:
+def find_trace_dirs(path: str | os.PathLike[str]) -> List[Path]:
     """The CTF trace directories (holding a ``metadata`` file) under ``path``.
 
     LTTng writes one per buffer scheme and ABI (``ust/uid/0/64-bit``) or per
@@ -196,41 +196,40 @@ class ProgressDisplay:
             self.shown = False
 
 
-def _load_reader() -> Any:
-    from . import _pinsight_reader
-
-    return _pinsight_reader
-
-
 def read_trace(
-    path: "str | os.PathLike[str]",
+    path: str | os.PathLike[str],
     *,
     call_trees: bool = True,
-    chrome_path: Optional["str | os.PathLike[str]"] = None,
+    chrome_path: Optional[str | os.PathLike[str]] = None,
     progress: str = "auto",
     progress_stream: Optional[TextIO] = None,
+    decode_threads: int = 0,
 ) -> TraceData:
     """Read the whole trace under ``path`` once.
 
     ``call_trees`` keeps per-thread call paths (flame graphs need them);
-    ``chrome_path`` also writes Chrome trace-event JSON there, streaming.
+    ``chrome_path`` also writes Chrome trace-event JSON there, streaming;
+    ``decode_threads`` caps the decoding threads (0: one per core, at most
+    one per data stream).
     Raises TraceNotFoundError, TraceReadError; KeyboardInterrupt stops the
     reader threads before propagating.
     """
+    from . import _pinsight_reader  # compiled; imported late so `--help` never needs it
+
     root = Path(path)
     trace_dirs = find_trace_dirs(root)
-    reader_module = _load_reader()
-    reader = reader_module.Analysis(
+    reader = _pinsight_reader.Analysis(
         [str(d) for d in trace_dirs],
         call_trees=call_trees,
         chrome_path=str(chrome_path) if chrome_path is not None else "",
+        decode_threads=decode_threads,
     )
     outcome: Dict[str, Any] = {}
 
     def work() -> None:
         try:
             outcome["completed"] = reader.run()  # releases the GIL
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as error:
             outcome["error"] = error
 
     display = ProgressDisplay(progress, progress_stream)
@@ -249,7 +248,7 @@ def read_trace(
         display.close()
     wall = time.monotonic() - started
     error = outcome.get("error")
-    if isinstance(error, reader_module.ReaderError):
+    if isinstance(error, _pinsight_reader.ReaderError):
         raise TraceReadError(f"{root}: cannot read the trace: {error}") from error
     if error is not None:
         raise error

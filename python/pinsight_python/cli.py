@@ -44,6 +44,13 @@ def _positive_or_zero(text: str) -> int:
     return value
 
 
+def _width(text: str) -> int:
+    value = _positive_or_zero(text)
+    if value < 100:
+        raise argparse.ArgumentTypeError(f"expected at least 100 pixels, got {value}")
+    return value
+
+
 def _add_trace_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "trace_dir",
@@ -121,7 +128,7 @@ def configure_flamegraph(parser: argparse.ArgumentParser) -> None:
                         help="write collapsed stacks ('proc;thread;f;g;h NANOSECONDS' lines, "
                         "for flamegraph.pl, inferno, speedscope) instead of an SVG")
     parser.add_argument("--title", help="title of the SVG")
-    parser.add_argument("--width", type=_positive_or_zero, default=1200,
+    parser.add_argument("--width", type=_width, default=1200,
                         help="SVG width in pixels (default: %(default)s)")
     parser.add_argument("--min-width", type=float, default=0.1, metavar="PX",
                         help="leave out frames narrower than this (default: %(default)s px)")
@@ -133,8 +140,7 @@ def run_flamegraph(args: argparse.Namespace) -> int:
 
     _check_output(args.output)
     trace = read_trace(args.trace_dir, call_trees=True, progress=args.progress)
-    svg = None if args.folded else render_svg(trace, title=args.title,
-                                              width=args.width or 1200,
+    svg = None if args.folded else render_svg(trace, title=args.title, width=args.width,
                                               min_width=args.min_width)
     out = _open_output(args.output)
     try:

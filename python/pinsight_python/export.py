@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 from .analysis import TraceData, read_trace
 
 __all__ = ["FORMATS", "export_chrome"]
@@ -19,8 +20,8 @@ FORMATS = ("chrome",)
 
 
 def export_chrome(
-    trace_path: "str | os.PathLike[str]",
-    output: "str | os.PathLike[str]",
+    trace_path: str | os.PathLike[str],
+    output: str | os.PathLike[str],
     progress: str = "auto",
 ) -> TraceData:
     """Writes ``output`` (``-`` for stdout); returns the trace's aggregates.

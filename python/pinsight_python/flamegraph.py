@@ -67,9 +67,9 @@ class _Node:
     self_ns: int = 0
     total_ns: int = 0
     calls: int = 0
-    children: Dict[str, "_Node"] = field(default_factory=dict)
+    children: Dict[str, _Node] = field(default_factory=dict)
 
-    def child(self, name: str, kind: str, detail: str = "") -> "_Node":
+    def child(self, name: str, kind: str, detail: str = "") -> _Node:
         node = self.children.get(name)
         if node is None:
             node = self.children[name] = _Node(name, kind, detail)
@@ -136,7 +136,8 @@ _SCRIPT = """
     var x0 = +target.getAttribute("data-x"), w0 = +target.getAttribute("data-w");
     var d0 = +target.getAttribute("data-d"), scale = (W - 2 * PAD) / w0;
     frames.forEach(function (g) {
-      var x = +g.getAttribute("data-x"), w = +g.getAttribute("data-w"), d = +g.getAttribute("data-d");
+      var x = +g.getAttribute("data-x"), w = +g.getAttribute("data-w");
+      var d = +g.getAttribute("data-d");
       var inside = x >= x0 - 1e-6 && x + w <= x0 + w0 + 1e-6;
       var below = d < d0 && x <= x0 + 1e-6 && x + w >= x0 + w0 - 1e-6;
       g.style.display = inside || below ? "" : "none";

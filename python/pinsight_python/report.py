@@ -42,7 +42,9 @@ def _native_totals(threads: Iterable[Dict[str, Any]]) -> NativeTotals:
     return totals
 
 
-def _function_rows(symbols: Sequence[Symbol], totals: FunctionTotals, top: int) -> List[Dict[str, Any]]:
+def _function_rows(
+    symbols: Sequence[Symbol], totals: FunctionTotals, top: int
+) -> List[Dict[str, Any]]:
     def row(symbol: int) -> Dict[str, Any]:
         calls, segments, total_ns, self_ns, exceptions = totals[symbol]
         out = symbols[symbol].as_json()
@@ -152,6 +154,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         has_info = proc["has_info"]
         entry = {
             "vpid": proc["vpid"],
+            "host": proc["host"] or None,
             "label": proc["label"],
             "mpi_rank": _optional(proc["mpi_rank"], -1),
             "mpi_size": _optional(proc["mpi_size"], -1),
@@ -220,7 +223,9 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
 # Text rendering
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> List[str]:
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
+) -> List[str]:
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row)]

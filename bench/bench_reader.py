@@ -1,0 +1,192 @@
+"""Benchmark of the trace reader: events per second and peak memory.
+
+Records traces of at least ``--events`` events (default 10 million) by
+running a recursive workload under the tracer in a real LTTng session
+(pinsight_python.lttng.Session), then runs ``report``, ``flamegraph``
+and ``export --format chrome`` on each, in fresh processes, and prints wall
+time, events/s, CPU time and peak RSS of each. Two workloads:
+
+* ``1-process``: one Python process; its events land in one per-CPU stream,
+  which one thread must decode (babeltrace2 decodes a stream sequentially);
+* ``2-ranks``: the same calls split over two processes labelled as MPI ranks
+  and pinned to one CPU each, as an MPI launcher would; the reader decodes
+  the two streams on two threads.
+
+    .venv/bin/python bench/bench_reader.py [--events N] [--trace DIR] [--keep]
+                                           [--workload 1-process|2-ranks|both]
+
+With ``--trace DIR`` existing traces are reused (or recorded there and
+kept). A benchmark, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from pinsight_python import lttng
+
+# fib(LEAF_DEPTH) with one native call per leaf: 6 * F(LEAF_DEPTH + 1) - 2 events.
+LEAF_DEPTH = 25
+EVENTS_PER_ROUND = 6 * 121393 - 2
+
+WORKLOAD = """
+import os
+import sys
+import pinsight_python
+
+def fib(n):
+    if n < 2:
+        return abs(n)  # a native call in every leaf
+    return fib(n - 1) + fib(n - 2)
+
+def main(rounds, depth):
+    for _ in range(rounds):
+        fib(depth)
+
+if len(sys.argv) > 3:  # pinned to one CPU, as MPI launchers bind ranks
+    os.sched_setaffinity(0, {int(sys.argv[3]) % os.cpu_count()})
+pinsight_python.activate()
+main(int(sys.argv[1]), int(sys.argv[2]))
+"""
+
+
+# The CPU time of each reader thread, from the reader itself.
+CPU_SPLIT = """
+import json, sys
+from pinsight_python.analysis import read_trace
+raw = read_trace(sys.argv[1], call_trees=False, progress="never").raw
+print(json.dumps({k: raw[k] for k in ("decode_thread_cpu_s", "analysis_cpu_s")}))
+"""
+
+
+WORKLOADS = ("1-process", "2-ranks")
+
+
+def record(trace_dir: Path, events: int, workload: str) -> float:
+    rounds = -(-events // EVENTS_PER_ROUND)
+    ranks = 2 if workload == "2-ranks" else 1
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "workload.py"
+        script.write_text(textwrap.dedent(WORKLOAD))
+        started = time.perf_counter()
+        with lttng.Session(trace_dir):
+            procs = []
+            for rank in range(ranks):
+                command = [sys.executable, str(script), str(-(-rounds // ranks)), str(LEAF_DEPTH)]
+                env = dict(os.environ)
+                if ranks > 1:
+                    command.append(str(rank))
+                    env.update(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(ranks))
+                procs.append(subprocess.Popen(command, env=env))
+            for proc in procs:
+                if proc.wait() != 0:
+                    raise RuntimeError(f"workload exited {proc.returncode}")
+        return time.perf_counter() - started
+
+
+def measure(args: List[str]) -> Tuple[float, float, float, int]:
+    """(wall s, user+sys CPU s, peak RSS MiB, exit status) of one command."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
+
+
+def trace_bytes(trace_dir: Path) -> int:
+    return sum(p.stat().st_size for p in trace_dir.rglob("*") if p.is_file())
+
+
+def bench(trace_dir: Path, events_wanted: int, workload: str) -> None:
+    print(f"\n== workload {workload} ==")
+    if not trace_dir.exists():
+        print(f"recording >= {events_wanted:,} events into {trace_dir} ...", flush=True)
+        seconds = record(trace_dir, events_wanted, workload)
+        print(f"  recorded in {seconds:.1f} s", flush=True)
+
+    cli = [sys.executable, "-m", "pinsight_python.cli"]
+    summary = subprocess.run([*cli, "report", str(trace_dir), "--json", "--top", "1"],
+                             capture_output=True, text=True, check=True)
+    report = json.loads(summary.stdout)
+    events = report["events"]
+    print(f"trace: {events:,} events, {trace_bytes(trace_dir) / 2**20:,.0f} MiB on disk, "
+          f"{report['discarded']['events']:,} discarded by LTTng, "
+          f"{len(report['processes'])} process(es), "
+          f"{sum(len(p['threads']) for p in report['processes'])} thread(s)")
+    print(f"machine: {os.cpu_count()} CPUs, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    with tempfile.TemporaryDirectory() as out:
+        commands = {
+            "report": [*cli, "report", str(trace_dir), "--progress", "never"],
+            "report --json": [*cli, "report", str(trace_dir), "--json", "--progress", "never"],
+            "flamegraph --folded": [*cli, "flamegraph", str(trace_dir), "--folded",
+                                    "--progress", "never", "-o", f"{out}/folded.txt"],
+            "flamegraph (svg)": [*cli, "flamegraph", str(trace_dir), "--progress", "never",
+                                 "-o", f"{out}/flame.svg"],
+            "export --format chrome": [*cli, "export", str(trace_dir), "--progress", "never",
+                                       "-o", f"{out}/trace.json"],
+        }
+        print(f"{'command':<24} {'wall s':>8} {'events/s':>12} {'CPU s':>8} {'peak RSS':>10}")
+        for name, command in commands.items():
+            wall, cpu, rss, status = measure(command)
+            flag = "" if status == 0 else f"  (exit {status})"
+            print(f"{name:<24} {wall:8.2f} {events / wall:12,.0f} {cpu:8.2f} "
+                  f"{rss:7.0f} MiB{flag}", flush=True)
+        chrome = Path(out) / "trace.json"
+        if chrome.exists():
+            print(f"chrome JSON: {chrome.stat().st_size / 2**20:,.0f} MiB")
+
+    split = json.loads(subprocess.run([sys.executable, "-c", CPU_SPLIT, str(trace_dir)],
+                                      capture_output=True, text=True, check=True).stdout)
+    per_thread, analysis = split["decode_thread_cpu_s"], split["analysis_cpu_s"]
+    # Idle machine: the busiest thread, or all the CPU time spread over the cores.
+    idle_wall = max(*per_thread, analysis, (sum(per_thread) + analysis) / (os.cpu_count() or 1))
+    print(f"reader threads (report): decoding {' + '.join(f'{c:.2f}' for c in per_thread)} s "
+          f"CPU, analysis {analysis:.2f} s CPU; CPU-bound estimate for an idle machine: "
+          f"{idle_wall:.2f} s = {events / idle_wall:,.0f} events/s")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000_000,
+                        help="events to record at least (default: %(default)s)")
+    parser.add_argument("--trace", type=Path,
+                        help="directory of the traces to reuse or record into")
+    parser.add_argument("--keep", action="store_true", help="keep the recorded traces")
+    parser.add_argument("--workload", choices=(*WORKLOADS, "both"), default="both")
+    args = parser.parse_args(argv)
+
+    tmp: Optional[str] = None
+    if args.trace is None:
+        tmp = tempfile.mkdtemp(prefix="pinsight-bench-")
+        root = Path(tmp)
+    else:
+        root = args.trace
+    try:
+        for workload in WORKLOADS:
+            if args.workload in (workload, "both"):
+                bench(root / workload, args.events, workload)
+        print("\nevents/s = trace events / wall time of the whole command (interpreter "
+              "start-up included); CPU s = user + system time of all its threads.")
+    finally:
+        if tmp is not None and not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp is not None:
+            print(f"traces kept in {root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+#include "analysis.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "batch_queue.h"
+#include "event_decoder.h"
+#include "json_text.h"
+
+namespace pinsight_reader {
+namespace {
+
+constexpr size_t kMaxDecodeThreads = 16;
+constexpr uint64_t kProgressEvery = 1 << 14;
+
+double thread_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
+
+// Thrown inside the graph's callback to unwind it when the reader stops.
+struct Stopped {};
+
+std::string chrome_other_data(const CallStackAnalyzer &a, uint64_t foreign_events) {
+  std::string out = "{\"generator\":\"pinsight-python export\",\"origin_ns\":";
+  append_int(out, a.first_ns());
+  out += ",\"events\":";
+  append_int(out, a.events());
+  out += ",\"other_events\":";
+  append_int(out, foreign_events);
+  out += ",\"discarded_events\":";
+  append_int(out, a.discarded_events());
+  out += ",\"discarded_packets\":";
+  append_int(out, a.discarded_packets());
+  out += "}";
+  return out;
+}
+
+}  // namespace
+
+// One decoding thread: a graph over a group of streams, and the queue its
+// records go through.
+struct Analysis::DecodeWorker {
+  explicit DecodeWorker(HostRegistry &hosts) : decoder(hosts) {}
+
+  std::unique_ptr<TraceGraph> graph;
+  BatchQueue queue;
+  EventDecoder decoder;
+  std::exception_ptr error;
+  double cpu_seconds = 0;
+  std::thread thread;
+
+  void run() {
+    double start = thread_cpu_seconds();
+    try {
+      EventBatch *batch = queue.acquire_empty();
+      if (batch == nullptr) throw Stopped{};
+      bool completed = graph->run([&](const bt_message *const *messages, uint64_t count) {
+        for (uint64_t i = 0; i < count; ++i) decoder.decode(messages[i], *batch);
+        if (batch->events.size() >= BatchQueue::kEventsPerBatch) {
+          queue.push_full(batch);
+          batch = queue.acquire_empty();
+          if (batch == nullptr) throw Stopped{};
+        }
+      });
+      if (completed && !batch->events.empty()) queue.push_full(batch);
+      queue.finish();
+    } catch (const Stopped &) {
+      queue.finish();
+    } catch (...) {
+      error = std::current_exception();
+      queue.close();
+    }
+    cpu_seconds = thread_cpu_seconds() - start;
+  }
+};
+
+Analysis::Analysis(AnalysisOptions options) : options_(std::move(options)) {}
+Analysis::~Analysis() = default;
+
+bool Analysis::run() {
+  completed_ = false;
+  size_t streams = TraceGraph::count_streams(options_.trace_dirs);
+  size_t threads = options_.decode_threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::clamp<size_t>(std::min(threads, streams), 1, kMaxDecodeThreads);
+  decode_threads_used_ = threads;
+
+  std::vector<std::unique_ptr<DecodeWorker>> workers;
+  for (size_t i = 0; i < threads; ++i) {
+    workers.push_back(std::make_unique<DecodeWorker>(hosts_));
+    workers.back()->graph = std::make_unique<TraceGraph>(options_.trace_dirs, i, threads);
+  }
+  {
+    std::lock_guard<std::mutex> lock(graphs_mutex_);
+    if (cancelled_) return false;
+    for (auto &w : workers) graphs_.push_back(w->graph.get());
+  }
+  struct Unpublish {
+    Analysis *self;
+    ~Unpublish() {
+      std::lock_guard<std::mutex> lock(self->graphs_mutex_);
+      self->graphs_.clear();
+    }
+  } unpublish{this};
+
+  TimeRange range = workers.front()->graph->time_range();
+  begin_ns_ = range.begin_ns;
+  end_ns_ = range.end_ns;
+  if (!options_.chrome_path.empty()) {
+    chrome_ = std::make_unique<ChromeTraceWriter>(options_.chrome_path);
+  }
+  analyzer_ = std::make_unique<CallStackAnalyzer>(options_.call_trees, chrome_.get(), hosts_);
+
+  double analysis_start = thread_cpu_seconds();
+  for (auto &w : workers) w->thread = std::thread([worker = w.get()] { worker->run(); });
+  auto join_all = [&] {
+    for (auto &w : workers) {
+      if (w->thread.joinable()) w->thread.join();
+    }
+  };
+  try {
+    merge(workers);
+  } catch (...) {
+    for (auto &w : workers) {
+      w->queue.close();
+      w->graph->interrupt();
+    }
+    join_all();
+    throw;
+  }
+  join_all();
+  analysis_cpu_seconds_ = thread_cpu_seconds() - analysis_start;
+  decode_cpu_seconds_ = 0;
+  decode_thread_cpu_.clear();
+  foreign_events_ = 0;
+  for (auto &w : workers) {
+    if (w->error) std::rethrow_exception(w->error);
+    decode_cpu_seconds_ += w->cpu_seconds;
+    decode_thread_cpu_.push_back(w->cpu_seconds);
+    foreign_events_ += w->decoder.foreign_events();
+  }
+  if (cancelled_) return false;
+  analyzer_->finish();
+  if (chrome_) chrome_->finish(chrome_other_data(*analyzer_, foreign_events_));
+  completed_ = true;
+  return true;
+}
+
+void Analysis::merge(std::vector<std::unique_ptr<DecodeWorker>> &workers) {
+  // Each worker's records are in time order; taking the earliest head each
+  // time puts them all in time order, as one muxer over all streams would.
+  struct Cursor {
+    BatchQueue *queue;
+    EventBatch *batch = nullptr;
+    size_t next = 0;
+  };
+  auto advance = [](Cursor &c) {
+    if (c.batch != nullptr) c.queue->release(c.batch);
+    c.batch = nullptr;
+    c.next = 0;
+    while (EventBatch *batch = c.queue->pop_full()) {
+      if (!batch->events.empty()) {
+        c.batch = batch;
+        return;
+      }
+      c.queue->release(batch);
+    }
+  };
+  std::vector<Cursor> cursors;
+  for (auto &w : workers) {
+    cursors.push_back(Cursor{&w->queue});
+    advance(cursors.back());
+  }
+  uint64_t since_progress = 0;
+  for (;;) {
+    Cursor *earliest = nullptr;
+    for (Cursor &c : cursors) {
+      if (c.batch != nullptr &&
+          (earliest == nullptr ||
+           c.batch->events[c.next].ts_ns < earliest->batch->events[earliest->next].ts_ns)) {
+        earliest = &c;
+      }
+    }
+    if (earliest == nullptr) break;
+    analyzer_->consume(earliest->batch->events[earliest->next], *earliest->batch);
+    if (++earliest->next == earliest->batch->events.size()) advance(*earliest);
+    if (++since_progress == kProgressEvery) {
+      since_progress = 0;
+      events_done_.store(analyzer_->events(), std::memory_order_relaxed);
+      ts_reached_.store(analyzer_->last_ns(), std::memory_order_relaxed);
+    }
+  }
+  events_done_.store(analyzer_->events(), std::memory_order_relaxed);
+  ts_reached_.store(analyzer_->last_ns(), std::memory_order_relaxed);
+}
+
+void Analysis::cancel() {
+  std::lock_guard<std::mutex> lock(graphs_mutex_);
+  cancelled_ = true;
+  for (TraceGraph *graph : graphs_) graph->interrupt();
+}
+
+Progress Analysis::progress() const {
+  return Progress{events_done_.load(std::memory_order_relaxed),
+                  ts_reached_.load(std::memory_order_relaxed), begin_ns_.load(), end_ns_.load()};
+}
+
+}  // namespace pinsight_reader

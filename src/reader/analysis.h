@@ -1,0 +1,80 @@
+// One read of a trace. Decoding (babeltrace2) is the expensive part, so it
+// runs on threads of its own, one per group of data streams, while the
+// calling thread merges their records by time and replays the stacks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "call_stack_analyzer.h"
+#include "chrome_trace_writer.h"
+#include "host_registry.h"
+#include "trace_graph.h"
+
+namespace pinsight_reader {
+
+struct AnalysisOptions {
+  std::vector<std::string> trace_dirs;
+  bool call_trees = true;     // needed for folded stacks / flame graphs
+  std::string chrome_path;    // non-empty: also write Chrome trace JSON there
+  size_t decode_threads = 0;  // 0: one per core, at most one per data stream
+};
+
+struct Progress {
+  uint64_t events;    // records analysed so far
+  uint64_t ts_ns;     // timestamp reached
+  uint64_t begin_ns;  // time span of the trace (0, 0: unknown)
+  uint64_t end_ns;
+};
+
+class Analysis {
+ public:
+  explicit Analysis(AnalysisOptions options);
+  ~Analysis();
+
+  // Reads the whole trace. Blocking; call it without holding the GIL.
+  // Returns false when cancel() stopped it. Throws ReaderError.
+  bool run();
+  // Thread-safe.
+  void cancel();
+  Progress progress() const;
+
+  bool completed() const { return completed_; }
+  const CallStackAnalyzer &analyzer() const { return *analyzer_; }
+  uint64_t foreign_events() const { return foreign_events_; }
+  size_t decode_threads() const { return decode_threads_used_; }
+  // CPU time of the decoding threads (summed) and of the analysis thread.
+  double decode_cpu_seconds() const { return decode_cpu_seconds_; }
+  const std::vector<double> &decode_thread_cpu_seconds() const { return decode_thread_cpu_; }
+  double analysis_cpu_seconds() const { return analysis_cpu_seconds_; }
+
+ private:
+  struct DecodeWorker;
+
+  void merge(std::vector<std::unique_ptr<DecodeWorker>> &workers);
+
+  AnalysisOptions options_;
+  HostRegistry hosts_;
+  std::unique_ptr<ChromeTraceWriter> chrome_;
+  std::unique_ptr<CallStackAnalyzer> analyzer_;
+  uint64_t foreign_events_ = 0;
+  size_t decode_threads_used_ = 0;
+  double decode_cpu_seconds_ = 0;
+  std::vector<double> decode_thread_cpu_;
+  double analysis_cpu_seconds_ = 0;
+  bool completed_ = false;  // run() read the whole trace
+
+  mutable std::mutex graphs_mutex_;  // guards graphs_ against cancel()
+  std::vector<TraceGraph *> graphs_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<uint64_t> events_done_{0};
+  std::atomic<uint64_t> ts_reached_{0};
+  std::atomic<uint64_t> begin_ns_{0};
+  std::atomic<uint64_t> end_ns_{0};
+};
+
+}  // namespace pinsight_reader

@@ -1,0 +1,296 @@
+#include "call_stack_analyzer.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace pinsight_reader {
+namespace {
+
+FrameExit frame_exit(uint8_t transition) {
+  switch (transition) {
+    case kYield:
+      return FrameExit::Yield;
+    case kUnwind:
+      return FrameExit::Unwind;
+    default:
+      return FrameExit::Return;
+  }
+}
+
+// Chrome trace pids must be unique: processes of other hosts than the first
+// get theirs above Linux's largest pid (2^22).
+int64_t chrome_pid(uint16_t host, int32_t vpid) {
+  return static_cast<int64_t>(host) * (int64_t{1} << 22) + vpid;
+}
+
+}  // namespace
+
+CallStackAnalyzer::CallStackAnalyzer(bool build_call_trees, ChromeTraceWriter *chrome,
+                                     const HostRegistry &hosts)
+    : build_call_trees_(build_call_trees), chrome_(chrome), hosts_(hosts) {}
+
+ProcessState &CallStackAnalyzer::process(uint16_t host, int32_t vpid) {
+  uint64_t key = (static_cast<uint64_t>(host) << 32) | static_cast<uint32_t>(vpid);
+  auto [it, inserted] = processes_.try_emplace(key);
+  if (inserted) {
+    it->second.host = host;
+    it->second.vpid = vpid;
+    it->second.chrome_pid = chrome_pid(host, vpid);
+  }
+  return it->second;
+}
+
+ThreadState &CallStackAnalyzer::thread(const RawEvent &e) {
+  // Without the vtid context, Python's own thread id still separates stacks.
+  int32_t tid = e.vtid >= 0 ? e.vtid : e.python_thread_id;
+  // Linux ids fit in 22 bits; -1 (absent) becomes 0xffffff.
+  uint64_t key = (static_cast<uint64_t>(e.host) << 48) |
+                 (static_cast<uint64_t>(static_cast<uint32_t>(e.vpid) & 0xffffff) << 24) |
+                 (static_cast<uint32_t>(tid) & 0xffffff);
+  if (last_thread_ != nullptr && key == last_thread_key_) return *last_thread_;
+  auto &slot = threads_[key];
+  if (!slot) {
+    slot = std::make_unique<ThreadState>();
+    slot->host = e.host;
+    slot->vpid = e.vpid;
+    slot->vtid = tid;
+    slot->chrome_pid = chrome_pid(e.host, e.vpid);
+    slot->first_ns = e.ts_ns;
+    process(e.host, e.vpid);
+  }
+  last_thread_key_ = key;
+  last_thread_ = slot.get();
+  return *slot;
+}
+
+void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
+  if (e.kind == EventKind::Discarded || e.kind == EventKind::DiscardedPackets) {
+    on_discarded(e);
+    return;
+  }
+  if (events_++ == 0) first_ns_ = e.ts_ns;
+  set_origin(e.ts_ns);
+  last_ns_ = e.ts_ns;
+  ThreadState &t = thread(e);
+  ++t.events;
+  t.last_ns = e.ts_ns;
+  if (e.procname != kNoString) process(e.host, e.vpid).procname = batch.string(e.procname);
+  if (t.python_thread_id < 0 && e.python_thread_id >= 0) t.python_thread_id = e.python_thread_id;
+
+  switch (e.kind) {
+    case EventKind::FunctionBegin: {
+      SymbolId symbol = symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
+                                                 batch.string(e.str[1]), e.lineno);
+      push(t, symbol, e.ts_ns, e.transition == kStart, nullptr);
+      break;
+    }
+    case EventKind::FunctionEnd: {
+      SymbolId symbol = symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
+                                                 batch.string(e.str[1]), e.lineno);
+      close(t, symbol, e.ts_ns, frame_exit(e.transition));
+      break;
+    }
+    case EventKind::CCallBegin:
+      on_c_call_begin(t, e, batch);
+      break;
+    case EventKind::CCallEnd:
+      close(t, symbols_.native_function(batch.string(e.str[2])), e.ts_ns,
+            e.transition == kRaise ? FrameExit::Raise : FrameExit::Return);
+      break;
+    case EventKind::ProcessInfo:
+      on_process_info(e, batch);
+      break;
+    case EventKind::ThreadStart:
+      t.python_thread_id = e.python_thread_id;
+      t.thread_ident = e.code_id;
+      break;
+    default:
+      break;
+  }
+}
+
+void CallStackAnalyzer::on_c_call_begin(ThreadState &t, const RawEvent &e,
+                                        const EventBatch &batch) {
+  SymbolId callee = symbols_.native_function(batch.string(e.str[2]));
+  std::string_view caller_qualname = batch.string(e.str[0]);
+  std::string_view caller_filename = batch.string(e.str[1]);
+  // The caller is the Python frame on top of the stack; when its begin is not
+  // in the trace, the event's own caller fields name it.
+  SymbolId caller = kNoSymbol;
+  if (!t.stack.empty()) {
+    const Symbol &top = symbols_[t.stack.back().symbol];
+    if (!top.native && top.qualname == caller_qualname && top.filename == caller_filename) {
+      caller = t.stack.back().symbol;
+    }
+  }
+  if (caller == kNoSymbol) {
+    caller = symbols_.caller(e.vpid, e.code_id, caller_qualname, caller_filename);
+  }
+  NativeCallStats &call = t.native_calls[(static_cast<uint64_t>(caller) << 32) | callee];
+  ++call.calls;
+  push(t, callee, e.ts_ns, true, &call);
+}
+
+void CallStackAnalyzer::push(ThreadState &t, SymbolId symbol, uint64_t ts, bool is_call,
+                             NativeCallStats *native_call) {
+  FunctionStats &stats = t.functions[symbol];
+  if (is_call) ++stats.calls;
+  ++stats.segments;
+  bool outermost = stats.active++ == 0;
+  uint32_t node = 0;
+  if (build_call_trees_) {
+    node = t.tree.child(t.stack.empty() ? CallTree::kRoot : t.stack.back().node, symbol);
+    if (is_call) ++t.tree[node].calls;
+  }
+  t.stack.push_back(Frame{symbol, node, ts, 0, &stats, native_call, outermost});
+}
+
+void CallStackAnalyzer::close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit) {
+  std::vector<Frame> &stack = t.stack;
+  if (!stack.empty() && stack.back().symbol == symbol) {
+    pop(t, ts, exit);
+    return;
+  }
+  // An end that does not match the top: if its begin is further down, the
+  // frames above lost their ends (discarded events); otherwise the begin was
+  // never recorded (the frame was running when the session started).
+  size_t limit = std::min(stack.size(), kMaxEndSearch);
+  for (size_t depth = 2; depth <= limit; ++depth) {
+    if (stack[stack.size() - depth].symbol != symbol) continue;
+    for (size_t i = 1; i < depth; ++i) {
+      pop(t, ts, FrameExit::Implicit);
+      ++t.anomalies.implicitly_closed;
+    }
+    pop(t, ts, exit);
+    return;
+  }
+  ++t.anomalies.ends_without_begin;
+}
+
+void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
+  Frame frame = t.stack.back();
+  t.stack.pop_back();
+  uint64_t duration = ts > frame.start_ns ? ts - frame.start_ns : 0;
+  uint64_t self = duration > frame.child_ns ? duration - frame.child_ns : 0;
+  FunctionStats &stats = *frame.stats;
+  stats.self_ns += self;
+  --stats.active;
+  if (frame.outermost) stats.total_ns += duration;
+  bool failed = exit == FrameExit::Unwind || exit == FrameExit::Raise;
+  if (failed) ++stats.exceptions;
+  if (frame.native_call != nullptr) {
+    frame.native_call->total_ns += duration;
+    if (failed) ++frame.native_call->raised;
+  }
+  if (build_call_trees_) t.tree[frame.node].self_ns += self;
+  if (!t.stack.empty()) t.stack.back().child_ns += duration;
+  if (chrome_)
+    chrome_->frame(t.chrome_pid, t.vtid, symbols_, frame.symbol, frame.start_ns, duration, exit);
+}
+
+void CallStackAnalyzer::on_discarded(const RawEvent &e) {
+  bool packets = e.kind == EventKind::DiscardedPackets;
+  (packets ? discarded_packets_ : discarded_events_) += e.code_id;
+  ++discard_records_;
+  if (discards_.size() < kMaxDiscardRecords) {
+    discards_.push_back(DiscardRecord{e.code_id, e.extra, e.ts_ns, e.vtid, packets});
+  }
+  set_origin(e.ts_ns);
+  if (chrome_) chrome_->discarded(e.ts_ns, e.code_id, packets, e.vtid);
+}
+
+void CallStackAnalyzer::set_origin(uint64_t ts) {
+  if (origin_set_ || chrome_ == nullptr) return;
+  origin_set_ = true;
+  chrome_->set_origin(ts);
+}
+
+void CallStackAnalyzer::on_process_info(const RawEvent &e, const EventBatch &batch) {
+  ProcessState &p = process(e.host, e.vpid);
+  p.has_info = true;
+  p.hostname = batch.string(e.str[0]);
+  p.argv = batch.string(e.str[1]);
+  p.python_version = batch.string(e.str[2]);
+  p.backend = batch.string(e.str[3]);
+  p.mpi_rank = e.lineno;
+  p.mpi_size = e.aux;
+  p.pid = static_cast<int64_t>(e.code_id);
+}
+
+void CallStackAnalyzer::finish() {
+  for (auto &[key, t] : threads_) {
+    while (!t->stack.empty()) {
+      pop(*t, t->last_ns, FrameExit::OpenAtEnd);
+      ++t->anomalies.open_at_end;
+    }
+  }
+  for (auto &[key, t] : threads_) process(t->host, t->vpid).events += t->events;
+  assign_labels();
+  if (chrome_) {
+    int64_t index = 0;
+    for (const ProcessState *p : processes()) {
+      chrome_->process_metadata(p->chrome_pid, p->label, index++);
+      int64_t thread_index = 0;
+      for (const ThreadState *t : threads_of(*p)) {
+        chrome_->thread_metadata(t->chrome_pid, t->vtid, t->label, thread_index++);
+      }
+    }
+  }
+}
+
+void CallStackAnalyzer::assign_labels() {
+  std::map<int32_t, int> rank_uses;
+  for (auto &[key, p] : processes_) {
+    p.host_name = hosts_.name(p.host);
+    if (p.mpi_rank >= 0) ++rank_uses[p.mpi_rank];
+  }
+  bool several_hosts = hosts_.size() > 1;
+  for (auto &[key, p] : processes_) {
+    std::string pid = "pid " + std::to_string(p.vpid);
+    if (several_hosts) pid += " on " + p.host_name;
+    if (p.mpi_rank < 0) {
+      p.label = pid;
+    } else if (rank_uses[p.mpi_rank] == 1) {
+      p.label = "rank " + std::to_string(p.mpi_rank);
+    } else {
+      // Several runs in one trace: the rank alone would merge them.
+      p.label = "rank " + std::to_string(p.mpi_rank) + " (" + pid + ")";
+    }
+  }
+  for (auto &[key, t] : threads_) {
+    std::string tid = "tid " + std::to_string(t->vtid);
+    if (t->vtid == t->vpid) {
+      t->label = "main thread (" + tid + ")";
+    } else if (t->python_thread_id >= 0) {
+      t->label = "thread " + std::to_string(t->python_thread_id) + " (" + tid + ")";
+    } else {
+      t->label = tid;
+    }
+  }
+}
+
+std::vector<const ProcessState *> CallStackAnalyzer::processes() const {
+  std::vector<const ProcessState *> out;
+  for (const auto &[key, p] : processes_) out.push_back(&p);
+  std::sort(out.begin(), out.end(), [](const ProcessState *a, const ProcessState *b) {
+    auto rank = [](const ProcessState *p) { return p->mpi_rank >= 0 ? p->mpi_rank : INT32_MAX; };
+    return std::make_tuple(rank(a), a->host, a->vpid) < std::make_tuple(rank(b), b->host, b->vpid);
+  });
+  return out;
+}
+
+std::vector<const ThreadState *> CallStackAnalyzer::threads_of(const ProcessState &p) const {
+  std::vector<const ThreadState *> out;
+  for (const auto &[key, t] : threads_) {
+    if (t->vpid == p.vpid && t->host == p.host) out.push_back(t.get());
+  }
+  std::sort(out.begin(), out.end(), [](const ThreadState *a, const ThreadState *b) {
+    // The main thread first, then by first appearance.
+    return std::make_tuple(a->vtid != a->vpid, a->first_ns, a->vtid) <
+           std::make_tuple(b->vtid != b->vpid, b->first_ns, b->vtid);
+  });
+  return out;
+}
+
+}  // namespace pinsight_reader

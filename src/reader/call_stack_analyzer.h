@@ -1,0 +1,158 @@
+// Replays the events of every thread on a stack and aggregates time per
+// function, per native call site and per call path (analysis thread).
+//
+// A frame segment lasts from a function_begin to the matching function_end
+// of the same thread (a generator's yield ends a segment, its resume starts
+// another; only transition=start counts as a call). Native calls are frames
+// too, so Python code they call back nests inside them. Self time excludes
+// child frames, native ones included; total time counts only the outermost
+// of recursive frames, so it never exceeds the thread's wall time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "call_tree.h"
+#include "chrome_trace_writer.h"
+#include "host_registry.h"
+#include "raw_event.h"
+#include "symbol_table.h"
+
+namespace pinsight_reader {
+
+struct FunctionStats {
+  uint64_t calls = 0;     // transition=start (native: every call)
+  uint64_t segments = 0;  // frame segments, resumes included
+  uint64_t total_ns = 0;
+  uint64_t self_ns = 0;
+  uint64_t exceptions = 0;  // left by unwind / native call raised
+  uint32_t active = 0;      // frames of this function on the stack now
+};
+
+struct NativeCallStats {
+  uint64_t calls = 0;
+  uint64_t total_ns = 0;  // sum of call durations
+  uint64_t raised = 0;
+};
+
+// Input the stacks could not explain, reported rather than guessed at.
+struct Anomalies {
+  uint64_t ends_without_begin = 0;  // e.g. frames already running at activate()
+  uint64_t implicitly_closed = 0;   // frames closed by an outer frame's end
+  uint64_t open_at_end = 0;         // frames still open when the trace ended
+};
+
+struct Frame {
+  SymbolId symbol;
+  uint32_t node;
+  uint64_t start_ns;
+  uint64_t child_ns;
+  FunctionStats *stats;
+  NativeCallStats *native_call;  // native frames only
+  bool outermost;
+};
+
+struct ThreadState {
+  uint16_t host;
+  int32_t vpid;
+  int32_t vtid;
+  int64_t chrome_pid;
+  int32_t python_thread_id = -1;
+  uint64_t thread_ident = 0;
+  uint64_t events = 0;
+  uint64_t first_ns = 0;
+  uint64_t last_ns = 0;
+  std::vector<Frame> stack;
+  std::unordered_map<SymbolId, FunctionStats> functions;
+  // key: caller symbol << 32 | callee symbol
+  std::unordered_map<uint64_t, NativeCallStats> native_calls;
+  CallTree tree;
+  Anomalies anomalies;
+  std::string label;
+};
+
+struct ProcessState {
+  uint16_t host;
+  std::string host_name;  // from the trace's environment
+  int32_t vpid;
+  int64_t chrome_pid;     // vpid, made unique across hosts
+  bool has_info = false;  // a process_info event was seen
+  int64_t pid = -1;
+  int32_t mpi_rank = -1;
+  int32_t mpi_size = -1;
+  std::string hostname, argv, python_version, backend, procname;
+  uint64_t events = 0;
+  std::string label;
+};
+
+struct DiscardRecord {
+  uint64_t count;
+  uint64_t begin_ns;  // 0: unknown
+  uint64_t end_ns;
+  int32_t stream_id;
+  bool packets;
+};
+
+class CallStackAnalyzer {
+ public:
+  // chrome may be null; the analyzer does not own it.
+  CallStackAnalyzer(bool build_call_trees, ChromeTraceWriter *chrome, const HostRegistry &hosts);
+
+  // One record; `batch` holds its strings. Records come in time order.
+  void consume(const RawEvent &event, const EventBatch &batch);
+  // Closes the frames still open and labels processes and threads.
+  void finish();
+
+  const SymbolTable &symbols() const { return symbols_; }
+  // Processes by MPI rank, then host and vpid; their threads, main first.
+  std::vector<const ProcessState *> processes() const;
+  std::vector<const ThreadState *> threads_of(const ProcessState &process) const;
+  const std::vector<DiscardRecord> &discards() const { return discards_; }
+  uint64_t discarded_events() const { return discarded_events_; }
+  uint64_t discarded_packets() const { return discarded_packets_; }
+  uint64_t discard_records() const { return discard_records_; }
+  uint64_t events() const { return events_; }
+  uint64_t first_ns() const { return first_ns_; }
+  uint64_t last_ns() const { return last_ns_; }
+  bool build_call_trees() const { return build_call_trees_; }
+
+ private:
+  static constexpr size_t kMaxDiscardRecords = 1000;
+  // How deep an end event looks for its begin before calling it unmatched.
+  static constexpr size_t kMaxEndSearch = 1024;
+
+  ThreadState &thread(const RawEvent &event);
+  ProcessState &process(uint16_t host, int32_t vpid);
+  void push(ThreadState &t, SymbolId symbol, uint64_t ts, bool is_call,
+            NativeCallStats *native_call);
+  void close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit);
+  void pop(ThreadState &t, uint64_t ts, FrameExit exit);
+  void on_c_call_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  void on_discarded(const RawEvent &e);
+  void on_process_info(const RawEvent &e, const EventBatch &batch);
+  void assign_labels();
+  void set_origin(uint64_t ts);
+
+  bool build_call_trees_;
+  ChromeTraceWriter *chrome_;
+  const HostRegistry &hosts_;
+  SymbolTable symbols_;
+  std::unordered_map<uint64_t, std::unique_ptr<ThreadState>> threads_;
+  ThreadState *last_thread_ = nullptr;
+  uint64_t last_thread_key_ = 0;
+  std::map<uint64_t, ProcessState> processes_;  // by host << 32 | vpid
+  std::vector<DiscardRecord> discards_;
+  uint64_t discarded_events_ = 0;
+  uint64_t discarded_packets_ = 0;
+  uint64_t discard_records_ = 0;
+  uint64_t events_ = 0;
+  uint64_t first_ns_ = 0;
+  uint64_t last_ns_ = 0;
+  bool origin_set_ = false;
+};
+
+}  // namespace pinsight_reader

@@ -1,0 +1,161 @@
+#include "chrome_trace_writer.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "json_text.h"
+#include "trace_graph.h"
+
+namespace pinsight_reader {
+namespace {
+
+constexpr size_t kFlushSize = 1 << 20;
+
+const char *exit_args(FrameExit exit) {
+  switch (exit) {
+    case FrameExit::Return:
+      return "}}";
+    case FrameExit::Yield:
+      return ",\"exit\":\"yield\"}}";
+    case FrameExit::Unwind:
+      return ",\"exit\":\"unwind\"}}";
+    case FrameExit::Raise:
+      return ",\"exit\":\"raise\"}}";
+    case FrameExit::Implicit:
+      return ",\"exit\":\"unmatched (closed by an outer frame's end)\"}}";
+    case FrameExit::OpenAtEnd:
+      return ",\"exit\":\"open at trace end\"}}";
+  }
+  return "}}";
+}
+
+}  // namespace
+
+ChromeTraceWriter::ChromeTraceWriter(const std::string &path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "wb");
+  if (file_ == nullptr) {
+    throw ReaderError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  buffer_.reserve(kFlushSize + 4096);
+  buffer_ += "{\"traceEvents\":[\n";
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void ChromeTraceWriter::begin_event() {
+  if (!first_event_) buffer_ += ",\n";
+  first_event_ = false;
+}
+
+void ChromeTraceWriter::flush() {
+  if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
+    write_failed_ = true;
+  }
+  buffer_.clear();
+}
+
+void ChromeTraceWriter::flush_if_full() {
+  if (buffer_.size() >= kFlushSize) flush();
+}
+
+const std::string &ChromeTraceWriter::fragment(const SymbolTable &symbols, SymbolId symbol) {
+  if (symbol >= fragments_.size()) fragments_.resize(symbols.size());
+  std::string &text = fragments_[symbol];
+  if (text.empty()) {
+    const Symbol &s = symbols[symbol];
+    text += "\"name\":";
+    append_json_string(text, s.qualname);
+    if (s.native) {
+      text += ",\"cat\":\"native\",\"args\":{\"kind\":\"native\"";
+    } else {
+      text += ",\"cat\":\"python\",\"args\":{\"kind\":\"python\",\"file\":";
+      append_json_string(text, s.filename);
+      if (s.lineno >= 0) {
+        text += ",\"line\":";
+        append_int(text, s.lineno);
+      }
+    }
+  }
+  return text;
+}
+
+void ChromeTraceWriter::frame(int64_t pid, int32_t tid, const SymbolTable &symbols, SymbolId symbol,
+                              uint64_t start_ns, uint64_t duration_ns, FrameExit exit) {
+  begin_event();
+  buffer_ += "{\"ph\":\"X\",\"pid\":";
+  append_int(buffer_, pid);
+  buffer_ += ",\"tid\":";
+  append_int(buffer_, tid);
+  buffer_ += ",\"ts\":";
+  append_ns_as_us(buffer_, static_cast<int64_t>(start_ns - origin_ns_));
+  buffer_ += ",\"dur\":";
+  append_ns_as_us(buffer_, static_cast<int64_t>(duration_ns));
+  buffer_.push_back(',');
+  buffer_ += fragment(symbols, symbol);
+  buffer_ += exit_args(exit);
+  flush_if_full();
+}
+
+void ChromeTraceWriter::discarded(uint64_t ts_ns, uint64_t count, bool packets, int32_t stream_id) {
+  begin_event();
+  // A global instant event: the loss is per ring buffer, not per thread.
+  buffer_ += "{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":";
+  append_ns_as_us(buffer_, static_cast<int64_t>(ts_ns - origin_ns_));
+  buffer_ += ",\"name\":\"LTTng discarded ";
+  append_int(buffer_, count);
+  buffer_ += packets ? " packets\"" : " events\"";
+  buffer_ += ",\"cat\":\"lttng\",\"args\":{\"count\":";
+  append_int(buffer_, count);
+  buffer_ += ",\"stream_id\":";
+  append_int(buffer_, stream_id);
+  buffer_ += "}}";
+  flush_if_full();
+}
+
+void ChromeTraceWriter::process_metadata(int64_t pid, const std::string &label,
+                                         int64_t sort_index) {
+  begin_event();
+  buffer_ += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
+  append_int(buffer_, pid);
+  buffer_ += ",\"args\":{\"name\":";
+  append_json_string(buffer_, label);
+  buffer_ += "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":";
+  append_int(buffer_, pid);
+  buffer_ += ",\"args\":{\"sort_index\":";
+  append_int(buffer_, sort_index);
+  buffer_ += "}}";
+}
+
+void ChromeTraceWriter::thread_metadata(int64_t pid, int32_t tid, const std::string &label,
+                                        int64_t sort_index) {
+  begin_event();
+  buffer_ += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+  append_int(buffer_, pid);
+  buffer_ += ",\"tid\":";
+  append_int(buffer_, tid);
+  buffer_ += ",\"args\":{\"name\":";
+  append_json_string(buffer_, label);
+  buffer_ += "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":";
+  append_int(buffer_, pid);
+  buffer_ += ",\"tid\":";
+  append_int(buffer_, tid);
+  buffer_ += ",\"args\":{\"sort_index\":";
+  append_int(buffer_, sort_index);
+  buffer_ += "}}";
+}
+
+void ChromeTraceWriter::finish(const std::string &other_data) {
+  buffer_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":";
+  buffer_ += other_data;
+  buffer_ += "}\n";
+  flush();
+  int close_status = std::fclose(file_);
+  file_ = nullptr;
+  if (write_failed_ || close_status != 0) {
+    throw ReaderError("cannot write " + path_ + ": " + std::strerror(errno));
+  }
+}
+
+}  // namespace pinsight_reader

@@ -1,0 +1,60 @@
+// Streams Chrome trace-event JSON (the format of chrome://tracing and
+// Perfetto UI): one "X" (complete) event per frame segment, written when the
+// segment ends, so nothing but the open stacks is kept in memory.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "symbol_table.h"
+
+namespace pinsight_reader {
+
+// Why a frame segment ended; recorded in the event's args.
+enum class FrameExit : uint8_t {
+  Return,
+  Yield,
+  Unwind,     // left by an exception
+  Raise,      // native call that raised
+  Implicit,   // closed because an end event of an outer frame came first
+  OpenAtEnd,  // still open when the trace ended
+};
+
+class ChromeTraceWriter {
+ public:
+  explicit ChromeTraceWriter(const std::string &path);
+  ~ChromeTraceWriter();
+  ChromeTraceWriter(const ChromeTraceWriter &) = delete;
+  ChromeTraceWriter &operator=(const ChromeTraceWriter &) = delete;
+
+  // Timestamps are written relative to this one (the first event).
+  void set_origin(uint64_t ns) { origin_ns_ = ns; }
+
+  void frame(int64_t pid, int32_t tid, const SymbolTable &symbols, SymbolId symbol,
+             uint64_t start_ns, uint64_t duration_ns, FrameExit exit);
+  void discarded(uint64_t ts_ns, uint64_t count, bool packets, int32_t stream_id);
+  void process_metadata(int64_t pid, const std::string &label, int64_t sort_index);
+  void thread_metadata(int64_t pid, int32_t tid, const std::string &label, int64_t sort_index);
+
+  // Writes the closing part with `other_data` (a JSON object) and closes the
+  // file. Throws ReaderError when the data could not be written.
+  void finish(const std::string &other_data);
+
+ private:
+  void begin_event();
+  void flush_if_full();
+  void flush();
+  const std::string &fragment(const SymbolTable &symbols, SymbolId symbol);
+
+  std::string path_;
+  std::FILE *file_ = nullptr;
+  std::string buffer_;
+  std::vector<std::string> fragments_;  // per symbol: "name", "cat" and args, escaped once
+  uint64_t origin_ns_ = 0;
+  bool first_event_ = true;
+  bool write_failed_ = false;
+};
+
+}  // namespace pinsight_reader

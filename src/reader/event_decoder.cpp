@@ -1,0 +1,278 @@
+#include "event_decoder.h"
+
+#include <cstring>
+#include <string_view>
+
+namespace pinsight_reader {
+namespace {
+
+constexpr std::string_view kProviderPrefix = "python_pinsight_lttng_ust:";
+
+struct EventLayout {
+  std::string_view name;
+  EventKind kind;
+  const char *fields[7];  // in the order RawEvent is filled, nullptr-padded
+};
+
+// Field names of the provider (tracepoints/python_pinsight_lttng_ust.h).
+constexpr EventLayout kLayouts[] = {
+    {"function_begin",
+     EventKind::FunctionBegin,
+     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "transition", nullptr}},
+    {"function_end",
+     EventKind::FunctionEnd,
+     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "transition", nullptr}},
+    {"c_call_begin",
+     EventKind::CCallBegin,
+     {"caller_qualname", "caller_filename", "caller_lineno", "code_id", "python_thread_id",
+      "transition", "callee_name"}},
+    {"c_call_end",
+     EventKind::CCallEnd,
+     {"caller_qualname", "caller_filename", "caller_lineno", "code_id", "python_thread_id",
+      "transition", "callee_name"}},
+    {"process_info",
+     EventKind::ProcessInfo,
+     {"hostname", "argv", "mpi_rank", "pid", "mpi_size", "python_version", "backend"}},
+    {"thread_start",
+     EventKind::ThreadStart,
+     {"python_thread_id", "thread_ident", nullptr, nullptr, nullptr, nullptr, nullptr}},
+    {"mode_change",
+     EventKind::ModeChange,
+     {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
+};
+
+// Positions in EventLayout::fields of function_* and c_call_* events.
+enum FrameSlot {
+  kQualname = 0,  // qualname / caller_qualname
+  kFilename = 1,  // filename / caller_filename
+  kLineno = 2,
+  kCodeId = 3,
+  kThreadId = 4,
+  kTransition = 5,
+  kCallee = 6,
+};
+
+int member_index(const bt_field_class *structure, const char *name, bool *is_signed) {
+  if (structure == nullptr || name == nullptr) return -1;
+  uint64_t count = bt_field_class_structure_get_member_count(structure);
+  for (uint64_t i = 0; i < count; ++i) {
+    const bt_field_class_structure_member *member =
+        bt_field_class_structure_borrow_member_by_index_const(structure, i);
+    if (std::strcmp(bt_field_class_structure_member_get_name(member), name) == 0) {
+      const bt_field_class *member_class =
+          bt_field_class_structure_member_borrow_field_class_const(member);
+      *is_signed = bt_field_class_type_is(bt_field_class_get_type(member_class),
+                                          BT_FIELD_CLASS_TYPE_SIGNED_INTEGER);
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+inline const bt_field *member(const bt_field *structure, int index) {
+  return bt_field_structure_borrow_member_field_by_index_const(structure,
+                                                               static_cast<uint64_t>(index));
+}
+
+inline int64_t read_integer(const bt_field *structure, const FieldSlot &slot, int64_t absent) {
+  if (slot.index < 0) return absent;
+  const bt_field *field = member(structure, slot.index);
+  return slot.is_signed ? bt_field_integer_signed_get_value(field)
+                        : static_cast<int64_t>(bt_field_integer_unsigned_get_value(field));
+}
+
+inline StringRef read_string(const bt_field *structure, const FieldSlot &slot, EventBatch &batch) {
+  if (slot.index < 0) return kNoString;
+  const bt_field *field = member(structure, slot.index);
+  return batch.add_string(bt_field_string_get_value(field), bt_field_string_get_length(field));
+}
+
+uint64_t ns_from_origin(const bt_clock_snapshot *snapshot) {
+  int64_t ns = 0;
+  if (snapshot == nullptr || bt_clock_snapshot_get_ns_from_origin(snapshot, &ns) !=
+                                 BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK) {
+    return 0;
+  }
+  return static_cast<uint64_t>(ns);
+}
+
+}  // namespace
+
+const EventDecoder::ClassInfo &EventDecoder::class_info(const bt_event *event) {
+  const bt_event_class *event_class = bt_event_borrow_class_const(event);
+  if (last_class_ != nullptr && last_class_->event_class == event_class) return *last_class_;
+  for (const ClassInfo &info : classes_) {
+    if (info.event_class == event_class) return *(last_class_ = &info);
+  }
+  ClassInfo info;
+  info.event_class = event_class;
+  info.has_clock = bt_stream_class_borrow_default_clock_class_const(
+                       bt_event_class_borrow_stream_class_const(event_class)) != nullptr;
+  // An event class belongs to one trace: its host is the class's host.
+  const bt_value *hostname = bt_trace_borrow_environment_entry_value_by_name_const(
+      bt_stream_borrow_trace_const(bt_event_borrow_stream_const(event)), "hostname");
+  info.host = hosts_.id(
+      hostname != nullptr && bt_value_is_string(hostname) ? bt_value_string_get(hostname) : "");
+  const char *name = bt_event_class_get_name(event_class);
+  std::string_view full = name ? name : "";
+  if (full.substr(0, kProviderPrefix.size()) == kProviderPrefix) {
+    std::string_view short_name = full.substr(kProviderPrefix.size());
+    for (const EventLayout &layout : kLayouts) {
+      if (layout.name != short_name) continue;
+      info.ours = true;
+      info.kind = layout.kind;
+      const bt_field_class *payload = bt_event_class_borrow_payload_field_class_const(event_class);
+      for (int i = 0; i < kMaxFields; ++i) {
+        info.payload[i].index = member_index(payload, layout.fields[i], &info.payload[i].is_signed);
+      }
+      const bt_field_class *context = bt_stream_class_borrow_event_common_context_field_class_const(
+          bt_event_class_borrow_stream_class_const(event_class));
+      info.vpid.index = member_index(context, "vpid", &info.vpid.is_signed);
+      info.vtid.index = member_index(context, "vtid", &info.vtid.is_signed);
+      info.procname.index = member_index(context, "procname", &info.procname.is_signed);
+    }
+  }
+  classes_.push_back(info);
+  return *(last_class_ = &classes_.back());
+}
+
+void EventDecoder::decode(const bt_message *message, EventBatch &batch) {
+  switch (bt_message_get_type(message)) {
+    case BT_MESSAGE_TYPE_EVENT:
+      decode_event(message, batch);
+      break;
+    case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
+      decode_discarded(message, batch, false);
+      break;
+    case BT_MESSAGE_TYPE_DISCARDED_PACKETS:
+      decode_discarded(message, batch, true);
+      break;
+    default:
+      break;
+  }
+}
+
+void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
+  const bt_event *event = bt_message_event_borrow_event_const(message);
+  const ClassInfo &info = class_info(event);
+  uint64_t ts = info.has_clock
+                    ? ns_from_origin(bt_message_event_borrow_default_clock_snapshot_const(message))
+                    : last_ts_ns_;
+  last_ts_ns_ = ts;
+  if (!info.ours) {
+    ++foreign_events_;
+    return;
+  }
+  RawEvent &out = batch.events.emplace_back();
+  out.ts_ns = ts;
+  out.kind = info.kind;
+  out.host = info.host;
+  out.extra = 0;
+  out.str[0] = out.str[1] = out.str[2] = out.str[3] = kNoString;
+  out.procname = kNoString;
+
+  const bt_field *context = bt_event_borrow_common_context_field_const(event);
+  if (context != nullptr) {
+    out.vpid = static_cast<int32_t>(read_integer(context, info.vpid, -1));
+    out.vtid = static_cast<int32_t>(read_integer(context, info.vtid, -1));
+  } else {
+    out.vpid = out.vtid = -1;
+  }
+  // The process name is needed once per process, not per event.
+  uint64_t process = (static_cast<uint64_t>(out.host) << 32) | static_cast<uint32_t>(out.vpid);
+  if (process != last_process_) {
+    last_process_ = process;
+    if (context != nullptr && info.procname.index >= 0 && processes_named_.insert(process).second) {
+      out.procname = read_string(context, info.procname, batch);
+    }
+  }
+
+  const bt_field *payload = bt_event_borrow_payload_field_const(event);
+  const FieldSlot *slot = info.payload;
+  switch (info.kind) {
+    case EventKind::FunctionBegin:
+    case EventKind::FunctionEnd:
+    case EventKind::CCallBegin:
+    case EventKind::CCallEnd:
+      // A native call's end is matched by its callee alone.
+      if (info.kind != EventKind::CCallEnd) {
+        out.str[0] = read_string(payload, slot[kQualname], batch);
+        out.str[1] = read_string(payload, slot[kFilename], batch);
+      }
+      out.str[2] = read_string(payload, slot[kCallee], batch);
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[kLineno], 0));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[kCodeId], 0));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[kThreadId], -1));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[kTransition], 0));
+      out.aux = 0;
+      break;
+    case EventKind::ProcessInfo:
+      // hostname, argv, mpi_rank, pid, mpi_size, python_version, backend
+      out.str[0] = read_string(payload, slot[0], batch);
+      out.str[1] = read_string(payload, slot[1], batch);
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[2], -1));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[3], -1));
+      out.aux = static_cast<int32_t>(read_integer(payload, slot[4], -1));
+      out.str[2] = read_string(payload, slot[5], batch);
+      out.str[3] = read_string(payload, slot[6], batch);
+      out.python_thread_id = -1;
+      out.transition = 0;
+      break;
+    case EventKind::ThreadStart:
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[0], -1));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[1], 0));
+      out.lineno = out.aux = 0;
+      out.transition = 0;
+      break;
+    default:
+      out.code_id = 0;
+      out.python_thread_id = -1;
+      out.lineno = out.aux = 0;
+      out.transition = 0;
+      break;
+  }
+}
+
+void EventDecoder::decode_discarded(const bt_message *message, EventBatch &batch, bool packets) {
+  uint64_t count = 0;
+  const bt_stream *stream;
+  uint64_t begin = 0, end = 0;
+  bool has_count;
+  if (packets) {
+    has_count = bt_message_discarded_packets_get_count(message, &count) ==
+                BT_PROPERTY_AVAILABILITY_AVAILABLE;
+    stream = bt_message_discarded_packets_borrow_stream_const(message);
+    if (bt_stream_class_discarded_packets_have_default_clock_snapshots(
+            bt_stream_borrow_class_const(stream))) {
+      begin = ns_from_origin(
+          bt_message_discarded_packets_borrow_beginning_default_clock_snapshot_const(message));
+      end = ns_from_origin(
+          bt_message_discarded_packets_borrow_end_default_clock_snapshot_const(message));
+    }
+  } else {
+    has_count = bt_message_discarded_events_get_count(message, &count) ==
+                BT_PROPERTY_AVAILABILITY_AVAILABLE;
+    stream = bt_message_discarded_events_borrow_stream_const(message);
+    if (bt_stream_class_discarded_events_have_default_clock_snapshots(
+            bt_stream_borrow_class_const(stream))) {
+      begin = ns_from_origin(
+          bt_message_discarded_events_borrow_beginning_default_clock_snapshot_const(message));
+      end = ns_from_origin(
+          bt_message_discarded_events_borrow_end_default_clock_snapshot_const(message));
+    }
+  }
+  RawEvent &out = batch.events.emplace_back();
+  out = RawEvent{};
+  out.kind = packets ? EventKind::DiscardedPackets : EventKind::Discarded;
+  // Unknown counts are reported as 1: something was lost.
+  out.code_id = has_count ? count : 1;
+  out.ts_ns = end != 0 ? end : last_ts_ns_;
+  out.extra = begin;
+  out.vpid = -1;
+  out.host = 0;
+  out.vtid = static_cast<int32_t>(bt_stream_get_id(stream));
+  out.str[0] = out.str[1] = out.str[2] = out.str[3] = kNoString;
+  out.procname = kNoString;
+}
+
+}  // namespace pinsight_reader

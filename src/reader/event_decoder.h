@@ -1,0 +1,62 @@
+// Turns babeltrace2 messages into RawEvent records (decoding thread).
+//
+// Field positions are looked up by name once per event class, so the
+// per-event work is a handful of borrow/get calls and string copies.
+#pragma once
+
+#include <babeltrace2/babeltrace.h>
+
+#include <cstdint>
+#include <deque>
+#include <unordered_set>
+
+#include "host_registry.h"
+#include "raw_event.h"
+
+namespace pinsight_reader {
+
+// Where a field sits in its structure; looked up once per event class.
+struct FieldSlot {
+  int index = -1;  // member index in the structure, -1 if absent
+  bool is_signed = false;
+};
+
+class EventDecoder {
+ public:
+  explicit EventDecoder(HostRegistry &hosts) : hosts_(hosts) {}
+
+  // Appends the record for `message` to `batch` when it is one of ours.
+  void decode(const bt_message *message, EventBatch &batch);
+
+  // Events of other providers (or with other names) seen so far.
+  uint64_t foreign_events() const { return foreign_events_; }
+  uint64_t last_ts_ns() const { return last_ts_ns_; }
+
+ private:
+  static constexpr int kMaxFields = 7;
+
+  struct ClassInfo {
+    const bt_event_class *event_class = nullptr;
+    bool ours = false;
+    bool has_clock = false;
+    uint16_t host = 0;  // events without a clock get the previous timestamp
+    EventKind kind = EventKind::FunctionBegin;
+    FieldSlot payload[kMaxFields];
+    FieldSlot vpid, vtid, procname;
+  };
+
+  const ClassInfo &class_info(const bt_event *event);
+  void decode_event(const bt_message *message, EventBatch &batch);
+  void decode_discarded(const bt_message *message, EventBatch &batch, bool packets);
+
+  HostRegistry &hosts_;
+  std::deque<ClassInfo> classes_;  // a deque: class_info() hands out references
+  const ClassInfo *last_class_ = nullptr;
+  // Processes (host << 32 | vpid) whose name was already passed on.
+  std::unordered_set<uint64_t> processes_named_;
+  uint64_t last_process_ = UINT64_MAX;
+  uint64_t foreign_events_ = 0;
+  uint64_t last_ts_ns_ = 0;
+};
+
+}  // namespace pinsight_reader

@@ -1,0 +1,143 @@
+// pinsight_python._pinsight_reader: reads pinsight-python LTTng traces with
+// babeltrace2 and returns per-thread aggregates to Python, which only formats
+// them (report, flamegraph); the Chrome trace export is written here.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "analysis.h"
+
+namespace py = pybind11;
+using namespace pinsight_reader;
+
+namespace {
+
+py::dict thread_dict(const ThreadState &t, bool with_tree) {
+  py::dict d;
+  d["vtid"] = t.vtid;
+  d["label"] = t.label;
+  d["python_thread_id"] = t.python_thread_id;
+  d["thread_ident"] = t.thread_ident;
+  d["events"] = t.events;
+  d["first_ns"] = t.first_ns;
+  d["last_ns"] = t.last_ns;
+  py::list functions;
+  for (const auto &[symbol, s] : t.functions) {
+    functions.append(
+        py::make_tuple(symbol, s.calls, s.segments, s.total_ns, s.self_ns, s.exceptions));
+  }
+  d["functions"] = functions;
+  py::list native_calls;
+  for (const auto &[key, c] : t.native_calls) {
+    native_calls.append(py::make_tuple(static_cast<SymbolId>(key >> 32),
+                                       static_cast<SymbolId>(key & 0xffffffffu), c.calls,
+                                       c.total_ns, c.raised));
+  }
+  d["native_calls"] = native_calls;
+  py::dict anomalies;
+  anomalies["ends_without_begin"] = t.anomalies.ends_without_begin;
+  anomalies["implicitly_closed"] = t.anomalies.implicitly_closed;
+  anomalies["open_at_end"] = t.anomalies.open_at_end;
+  d["anomalies"] = anomalies;
+  if (with_tree) {
+    // Node 0 is the thread itself; parents precede their children.
+    py::list nodes;
+    for (const CallTreeNode &n : t.tree.nodes()) {
+      nodes.append(py::make_tuple(n.parent,
+                                  n.symbol == kNoSymbol ? -1 : static_cast<int64_t>(n.symbol),
+                                  n.self_ns, n.calls));
+    }
+    d["call_tree"] = nodes;
+  } else {
+    d["call_tree"] = py::none();
+  }
+  return d;
+}
+
+py::dict result_dict(const Analysis &analysis) {
+  if (!analysis.completed()) throw ReaderError("the trace has not been read: call run() first");
+  const CallStackAnalyzer &a = analysis.analyzer();
+  py::dict d;
+  d["events"] = a.events();
+  d["other_events"] = analysis.foreign_events();
+  d["first_ns"] = a.first_ns();
+  d["last_ns"] = a.last_ns();
+  d["discarded_events"] = a.discarded_events();
+  d["discarded_packets"] = a.discarded_packets();
+  d["discard_records"] = a.discard_records();
+  py::list discards;
+  for (const DiscardRecord &r : a.discards()) {
+    py::dict rd;
+    rd["count"] = r.count;
+    rd["begin_ns"] = r.begin_ns;
+    rd["end_ns"] = r.end_ns;
+    rd["stream_id"] = r.stream_id;
+    rd["packets"] = r.packets;
+    discards.append(rd);
+  }
+  d["discards"] = discards;
+  py::list symbols;
+  const SymbolTable &table = a.symbols();
+  for (SymbolId i = 0; i < table.size(); ++i) {
+    const Symbol &s = table[i];
+    symbols.append(py::make_tuple(s.native, s.qualname, s.filename, s.lineno));
+  }
+  d["symbols"] = symbols;
+  py::list processes;
+  for (const ProcessState *p : a.processes()) {
+    py::dict pd;
+    pd["vpid"] = p->vpid;
+    pd["host"] = p->host_name;
+    pd["chrome_pid"] = p->chrome_pid;
+    pd["label"] = p->label;
+    pd["has_info"] = p->has_info;
+    pd["pid"] = p->pid;
+    pd["mpi_rank"] = p->mpi_rank;
+    pd["mpi_size"] = p->mpi_size;
+    pd["hostname"] = p->hostname;
+    pd["argv"] = p->argv;
+    pd["python_version"] = p->python_version;
+    pd["backend"] = p->backend;
+    pd["procname"] = p->procname;
+    pd["events"] = p->events;
+    py::list threads;
+    for (const ThreadState *t : a.threads_of(*p))
+      threads.append(thread_dict(*t, a.build_call_trees()));
+    pd["threads"] = threads;
+    processes.append(pd);
+  }
+  d["processes"] = processes;
+  d["decode_threads"] = analysis.decode_threads();
+  d["decode_cpu_s"] = analysis.decode_cpu_seconds();
+  d["decode_thread_cpu_s"] = analysis.decode_thread_cpu_seconds();
+  d["analysis_cpu_s"] = analysis.analysis_cpu_seconds();
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_pinsight_reader, m) {
+  m.doc() = "Trace reader of pinsight-python (babeltrace2)";
+  py::register_exception<ReaderError>(m, "ReaderError", PyExc_RuntimeError);
+
+  py::class_<Analysis>(m, "Analysis")
+      .def(py::init([](std::vector<std::string> trace_dirs, bool call_trees,
+                       std::string chrome_path, size_t decode_threads) {
+             return std::make_unique<Analysis>(AnalysisOptions{
+                 std::move(trace_dirs), call_trees, std::move(chrome_path), decode_threads});
+           }),
+           py::arg("trace_dirs"), py::arg("call_trees") = true, py::arg("chrome_path") = "",
+           py::arg("decode_threads") = 0)
+      .def("run", &Analysis::run, py::call_guard<py::gil_scoped_release>(),
+           "Read the whole trace (releases the GIL). False if cancel() stopped it.")
+      .def("cancel", &Analysis::cancel, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "progress",
+          [](const Analysis &a) {
+            Progress p = a.progress();
+            return py::make_tuple(p.events, p.ts_ns, p.begin_ns, p.end_ns);
+          },
+          "(events, ts_ns, begin_ns, end_ns): end_ns == 0 when the span is unknown.")
+      .def("result", &result_dict, "Aggregates, once run() returned True.");
+}

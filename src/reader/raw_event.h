@@ -1,0 +1,86 @@
+// Compact records passed from the decoding thread to the analysis thread.
+//
+// Decoding (babeltrace2) is the most expensive part of reading a trace, so
+// it runs on its own thread and does as little as possible: it copies the
+// fields the analysis needs into these records and nothing else. Strings are
+// copied into the batch's arena; the analysis thread interns them.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace pinsight_reader {
+
+enum class EventKind : uint8_t {
+  FunctionBegin,
+  FunctionEnd,
+  CCallBegin,
+  CCallEnd,
+  ProcessInfo,
+  ThreadStart,
+  ModeChange,  // counted only
+  Discarded,   // LTTng discarded events (ring buffer full)
+  DiscardedPackets,
+};
+
+// Values of the frame_transition and c_call_transition enums of the provider.
+enum FrameTransition : uint8_t {
+  kStart = 0,
+  kResume = 1,
+  kThrow = 2,
+  kReturn = 3,
+  kYield = 4,
+  kUnwind = 5,
+};
+enum CCallTransition : uint8_t { kCall = 0, kCReturn = 1, kRaise = 2 };
+
+// An offset into EventBatch::arena; kNoString when absent.
+using StringRef = uint32_t;
+inline constexpr StringRef kNoString = UINT32_MAX;
+
+struct RawEvent {
+  uint64_t ts_ns;    // ns from origin; for Discarded, the end of the range
+  uint64_t code_id;  // function_*/c_call_*; thread_ident; discarded count
+  uint64_t extra;    // Discarded: beginning of the range (0: unknown)
+  int32_t vpid;      // -1 when the vpid context is absent
+  int32_t vtid;      // -1 when the vtid context is absent; Discarded: stream id
+  int32_t python_thread_id;
+  int32_t lineno;  // lineno / caller_lineno; process_info: mpi_rank
+  int32_t aux;     // process_info: mpi_size, pid in `code_id`
+  // function_*: qualname, filename; c_call_*: caller_qualname, caller_filename,
+  // callee_name; process_info: hostname, argv, python_version, backend.
+  StringRef str[4];
+  StringRef procname;  // only on the first event of a vpid seen by the decoder
+  uint16_t host;       // HostRegistry id of the trace's hostname
+  EventKind kind;
+  uint8_t transition;
+};
+
+// A run of consecutive events, recycled between the two threads.
+struct EventBatch {
+  std::vector<RawEvent> events;
+  std::vector<char> arena;
+  uint64_t bytes_read = 0;  // packet bytes begun while filling this batch
+
+  void clear() {
+    events.clear();
+    arena.clear();
+    bytes_read = 0;
+  }
+
+  StringRef add_string(const char *s, size_t len) {
+    auto ref = static_cast<StringRef>(arena.size());
+    arena.insert(arena.end(), s, s + len);
+    arena.push_back('\0');
+    return ref;
+  }
+
+  std::string_view string(StringRef ref) const {
+    if (ref == kNoString) return {};
+    return std::string_view(arena.data() + ref);
+  }
+};
+
+}  // namespace pinsight_reader
