@@ -124,8 +124,18 @@ def build_reftracer(out: Path) -> Path:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     target = out / f"_reftracer{suffix}"
     subprocess.run(
-        ["gcc", "-O2", "-shared", "-fPIC", f"-I{include}", f"-I{ROOT / 'tracepoints'}",
-         str(ROOT / "bench" / "reftracer" / "reftracer.c"), "-o", str(target), "-ldl"],
+        [
+            "gcc",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            f"-I{include}",
+            f"-I{ROOT / 'tracepoints'}",
+            str(ROOT / "bench" / "reftracer" / "reftracer.c"),
+            "-o",
+            str(target),
+            "-ldl",
+        ],
         check=True,
     )
     return out
@@ -144,11 +154,16 @@ def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
         setup=SETUP[config],
         is_pinsight=config == "pinsight-python",
     )
+    return run_code(code, tmp)
+
+
+def run_code(code: str, tmp: Path) -> Tuple[float, int]:
     env = dict(os.environ, PYTHONPATH=f"{tmp}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
     if proc.returncode != 0:
-        raise RuntimeError(f"{workload}/{config} failed:\n{proc.stderr}")
+        raise RuntimeError(f"benchmark child failed:\n{proc.stderr}")
     seconds, events = proc.stdout.split()
     return float(seconds), int(events)
 
@@ -181,8 +196,10 @@ def main() -> int:
                     results[workload][config] = min(r[0] for r in runs)
                     if config == "pinsight-python":
                         events[workload] = runs[0][1]
-        print(f"\nns per event = (time - untraced) / events emitted by pinsight-python;"
-              f" min of {args.repeat} runs\n")
+        print(
+            f"\nns per event = (time - untraced) / events emitted by pinsight-python;"
+            f" min of {args.repeat} runs\n"
+        )
         header = f"{'workload':10} {'events':>9} " + " ".join(f"{c:>15}" for c in configs[1:])
         print(header)
         for workload, row in results.items():
@@ -197,8 +214,9 @@ def main() -> int:
             ours = row["pinsight-python"] - base
             slow = " ".join(f"{c}={row[c] / base:.2f}x" for c in configs[1:])
             print(f"{workload:10} vs untraced: {slow}")
-            print(f"{'':10} pinsight-python / reference per event: {ours / ref:.3f}"
-                  f" (target <= 1.15)")
+            print(
+                f"{'':10} pinsight-python / reference per event: {ours / ref:.3f} (target <= 1.15)"
+            )
     return 0
 
 
