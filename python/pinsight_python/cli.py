@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, TextIO
 
+from . import trace_cmd
 from .analysis import PROGRESS_MODES, TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -180,6 +181,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 SUBCOMMANDS: List[Subcommand] = [
+    Subcommand("trace", trace_cmd.TRACE_HELP, trace_cmd.configure_trace, trace_cmd.run_trace),
+    Subcommand("startup-file", trace_cmd.STARTUP_FILE_HELP, trace_cmd.configure_startup_file,
+               trace_cmd.run_startup_file),
     Subcommand("report", "per process and thread: top functions, native calls, exceptions",
                configure_report, run_report),
     Subcommand("flamegraph", "flame graph (SVG) or folded stacks of a trace",

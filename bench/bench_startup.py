@@ -1,0 +1,183 @@
+"""What pinsight-python's start-up shim costs an interpreter that does not trace.
+
+    python bench/bench_startup.py [--runs N] [--check]
+
+Builds throwaway virtual environments from the same base interpreter: one
+empty, one holding the installed pinsight_python package and its
+pinsight_python.pth (symbolic links to the installed files), and two references
+without the package: an empty .pth file, and a .pth whose one line is the
+cheapest possible hook (what CPython charges any package that starts this way). Then times
+``python -c pass`` in each, interleaved so that drift in the machine's load hits
+both alike, and prints the means and their difference with a 95% confidence
+interval. For reference, it also times a start-up that asks for tracing
+(PINSIGHT_TRACE_PYTHON=TRACING: the package is imported and activates; no LTTng
+session is needed, events then go nowhere).
+
+The budget (issue #4): the shim must keep a start-up that asks for nothing within
+2 ms of one without the package. --check exits 1 when the shim's cost (with the
+package, with and without pinsight_python.pth) has its upper 95% confidence
+bound beyond that. With a regular install, the package costs nothing else; an
+editable install adds its build backend's own finder hook, reported apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import venv
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+BUDGET_MS = 2.0
+# The cheapest possible .pth hook: the floor for any package starting this way.
+TRIVIAL_LINE = 'import os; os.environ.get("PINSIGHT_PYTHON")'
+ACTIVATION_VARIABLES = (
+    "PINSIGHT_PYTHON",
+    "PINSIGHT_TRACE_PYTHON",
+    "PINSIGHT_PYTHON_EVENTS",
+    "PINSIGHT_PYTHON_BACKEND",
+    "PINSIGHT_TRACE_CONFIG_FILE",
+    "PYTHONSTARTUP",
+)
+
+
+def installed_files() -> Dict[str, Path]:
+    """What the installation put at the root of site-packages: the package (or, for
+    an editable install, its compiled part and the editable finder) and the shim."""
+    roots = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+    site = next((Path(r) for r in roots if (Path(r) / "pinsight_python.pth").is_file()), None)
+    if site is None:
+        sys.exit(f"bench_startup: pinsight_python.pth is in none of {roots}: install the package")
+    return {
+        p.name: p
+        for p in site.iterdir()
+        if p.name.startswith(("pinsight_python", "_editable_skbc_pinsight_python"))
+        and not p.name.endswith(".dist-info")
+    }
+
+
+def ask(python: Path, code: str, env: Dict[str, str]) -> str:
+    proc = subprocess.run(
+        [str(python), "-c", code], env=env or None, capture_output=True, text=True, check=True
+    )
+    return proc.stdout.strip()
+
+
+def make_env(root: Path, name: str, links: Dict[str, Path], pth_line: Optional[str] = None) -> Path:
+    """A venv without pip; `links` are symlinked into its site-packages; with
+    pth_line, a reference.pth holding that line."""
+    where = root / name
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(where)
+    python = where / "bin" / "python"
+    site = Path(ask(python, "import sysconfig; print(sysconfig.get_path('purelib'))", {}))
+    for entry, target in links.items():
+        (site / entry).symlink_to(target)
+    if pth_line is not None:
+        (site / "reference.pth").write_text(pth_line + "\n")
+    return python
+
+
+def one_start(python: Path, env: Dict[str, str]) -> float:
+    """Seconds from spawn to exit of `python -c pass` (no shell, no pipes)."""
+    start = time.perf_counter()
+    pid = os.posix_spawn(str(python), [str(python), "-c", "pass"], env)
+    _, status = os.waitpid(pid, 0)
+    elapsed = time.perf_counter() - start
+    if status != 0:
+        sys.exit(f"bench_startup: {python} -c pass failed (wait status {status})")
+    return elapsed
+
+
+def describe(label: str, samples: Sequence[float]) -> str:
+    ms = [s * 1e3 for s in samples]
+    return (
+        f"  {label:<38} {statistics.fmean(ms):7.2f} ms mean"
+        f"  (median {statistics.median(ms):.2f}, sd {statistics.stdev(ms):.2f}, n={len(ms)})"
+    )
+
+
+def difference(a: Sequence[float], b: Sequence[float]) -> List[float]:
+    """Mean of b minus mean of a, and its 95% confidence bounds (ms; Welch)."""
+    ma, mb = statistics.fmean(a) * 1e3, statistics.fmean(b) * 1e3
+    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) * 1e3
+    d = mb - ma
+    return [d, d - 1.96 * se, d + 1.96 * se]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=300, help="starts per case (default 300)")
+    parser.add_argument("--check", action="store_true", help=f"exit 1 beyond {BUDGET_MS} ms")
+    args = parser.parse_args(argv)
+
+    quiet = {k: v for k, v in os.environ.items() if k not in ACTIVATION_VARIABLES}
+    asking = dict(quiet, PINSIGHT_TRACE_PYTHON="TRACING")
+    installed = installed_files()
+    editable = any(name.startswith("_editable") for name in installed)
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        root = Path(tmp)
+        with_pkg = make_env(root, "with", installed)
+        # The shim must be live in "with": asking for tracing there activates.
+        if ask(with_pkg, "import sys; print('pinsight_python' in sys.modules)", asking) != "True":
+            sys.exit("bench_startup: the shim did not run in the test environment")
+        no_shim = {k: v for k, v in installed.items() if k != "pinsight_python.pth"}
+        cases = {
+            "without": make_env(root, "without", {}),
+            "no_shim": make_env(root, "no_shim", no_shim),
+            "empty_pth": make_env(root, "empty_pth", {}, pth_line=""),
+            "trivial_line": make_env(root, "trivial_line", {}, pth_line=TRIVIAL_LINE),
+            "with": with_pkg,
+        }
+        samples: Dict[str, List[float]] = {name: [] for name in cases}
+        for _ in range(10):  # warm the page cache and the pyc files
+            for python in cases.values():
+                one_start(python, quiet)
+        for i in range(args.runs):
+            # Rotated, so that no case always runs first.
+            order = list(cases.items())
+            order = order[i % len(order) :] + order[: i % len(order)]
+            for name, python in order:
+                samples[name].append(one_start(python, quiet))
+        traced = [one_start(with_pkg, asking) for _ in range(max(20, args.runs // 10))]
+
+    def compare(label: str, base: str) -> float:
+        d, low, high = difference(samples[base], samples["with"])
+        print(f"  {label:<38} {d:+7.2f} ms  (95% CI {low:+.2f} .. {high:+.2f} ms)")
+        return high
+
+    print(
+        f"python -c pass, {args.runs} interleaved starts per case, "
+        f"CPython {sys.version.split()[0]} ({sys.base_prefix})"
+        + (", editable install" if editable else "")
+    )
+    print(describe("without pinsight-python:", samples["without"]))
+    print(describe("with pinsight-python, nothing asked:", samples["with"]))
+    compare("difference:", "without")
+    print(describe("the package without its .pth shim:", samples["no_shim"]))
+    high = compare("the shim's own cost:", "no_shim")
+    if editable:
+        print("  (an editable install's own finder hook, scikit-build-core's .pth, costs the rest)")
+    # What CPython charges any .pth hook, for comparison: a .pth file at all (3.13's
+    # site decodes them as utf-8-sig, importing a codec; environments with another
+    # .pth, e.g. setuptools' or an editable install's, have paid that already), and
+    # any "import" line in it (the line is compiled and run).
+    print("  references, no package:")
+    print(describe("an empty .pth:", samples["empty_pth"]))
+    compare("  pinsight-python minus this:", "empty_pth")
+    print(describe("the cheapest .pth hook line:", samples["trivial_line"]))
+    compare("  pinsight-python minus this:", "trivial_line")
+    print(describe("with PINSIGHT_TRACE_PYTHON=TRACING:", traced) + "  (for reference)")
+    verdict = "within budget" if high <= BUDGET_MS else "OVER BUDGET"
+    print(f"  the shim's cost, upper 95% bound {high:+.2f} ms: {verdict} ({BUDGET_MS:.0f} ms)")
+    return 1 if args.check and high > BUDGET_MS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

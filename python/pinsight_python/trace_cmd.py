@@ -1,0 +1,397 @@
+"""``pinsight-python trace`` and ``pinsight-python startup-file``.
+
+``trace`` makes sure an LTTng session daemon runs, creates a uniquely named session
+(the provider's events, vpid/vtid/procname contexts, a channel large enough for
+call-heavy programs), runs the command with tracing switched on through the
+environment (so Python children trace too), stops and destroys the session, keeps
+the trace, prints where it is and a short summary on stderr, and exits with the
+command's exit status.
+
+For cli.py's table: ``configure_trace``/``run_trace`` and
+``configure_startup_file``/``run_startup_file``; or ``add_parser(subparsers)``
+and ``run(args)`` for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Counter, Dict, List, Optional, Sequence, Set, Tuple
+
+from . import _startup, lttng
+
+TRACE_HELP = "run a command with Python tracing in a new LTTng session"
+STARTUP_FILE_HELP = "print the path of activate.py, the file to name in PYTHONSTARTUP"
+
+EXIT_FAILED = 1  # LTTng could not be set up; nothing was run
+EXIT_USAGE = 2
+EXIT_NOT_EXECUTABLE = 126  # the shell's numbers for a command that cannot run
+EXIT_NOT_FOUND = 127
+SI_KERNEL = 0x80  # siginfo si_code of a signal the terminal sent (Linux)
+# Signals passed on to the command when someone sends them to us alone.
+RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+TOP_FUNCTIONS = 5
+
+_TRACE_EPILOG = """\
+The command runs with PINSIGHT_PYTHON=1 (and PINSIGHT_TRACE_PYTHON, PINSIGHT_PYTHON_EVENTS,
+PINSIGHT_TRACE_CONFIG_FILE, PINSIGHT_PYTHON_BACKEND as the options say) in its
+environment: every Python interpreter it starts, itself included, activates tracing at
+start-up. Ctrl-C reaches the command; the trace is stopped and kept either way.
+Exit status: the command's (128+N if signal N killed it), 127 command not found,
+2 bad arguments, 1 LTTng could not be set up.
+
+example:
+  pinsight-python trace -o sim-trace -- python sim.py --steps 100
+"""
+
+
+def _error(message: str, prog: str = "pinsight-python trace") -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------- parsers
+
+
+def configure_trace(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _TRACE_EPILOG
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="where LTTng writes the trace; must not exist or be empty "
+        "(default: ./pinsight-trace-YYYYmmdd-HHMMSS)",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="PInsight trace configuration file for the command"
+    )
+    parser.add_argument(
+        "--events", metavar="LIST", help="function, c_call or function,c_call (default: both)"
+    )
+    parser.add_argument(
+        "--mode",
+        metavar="MODE",
+        help="TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON if set, "
+        "else the configuration's trace_mode, TRACING without one)",
+    )
+    parser.add_argument(
+        "--backend", metavar="NAME", help="auto, sys.monitoring or setprofile (default: auto)"
+    )
+    parser.add_argument(
+        "--no-summary", action="store_true", help="do not read the trace back for a summary"
+    )
+    parser.add_argument(
+        # Not "command": cli.py's subparsers store the subcommand's name there.
+        "command_argv",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS ...]",
+        help="the command to run, after '--'",
+    )
+
+
+def configure_startup_file(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "example: PYTHONSTARTUP=$(pinsight-python startup-file) python sim.py"
+        " (inside an LTTng session)"
+    )
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``trace`` and ``startup-file`` to an argparse subparsers object."""
+    trace = subparsers.add_parser("trace", help=TRACE_HELP, description=TRACE_HELP)
+    configure_trace(trace)
+    trace.set_defaults(run=run_trace, pinsight_subcommand="trace")
+    startup = subparsers.add_parser(
+        "startup-file", help=STARTUP_FILE_HELP, description=STARTUP_FILE_HELP
+    )
+    configure_startup_file(startup)
+    startup.set_defaults(run=run_startup_file, pinsight_subcommand="startup-file")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the subcommand add_parser() parsed."""
+    if getattr(args, "pinsight_subcommand", "") == "startup-file":
+        return run_startup_file(args)
+    return run_trace(args)
+
+
+def run_startup_file(args: argparse.Namespace) -> int:
+    path = _startup.startup_file()
+    if not os.path.isfile(path):
+        _error(f"{path} is missing: reinstall pinsight-python", "pinsight-python startup-file")
+        return EXIT_FAILED
+    print(path)
+    return 0
+
+
+# ---------------------------------------------------------------------------- trace
+
+
+class _Plan:
+    """The validated request: what to run, where the trace goes, the child's environment."""
+
+    def __init__(self, command: List[str], output: Path, env: Dict[str, str]) -> None:
+        self.command = command
+        self.output = output
+        self.env = env
+
+
+def _default_output() -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path.cwd() / f"pinsight-trace-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists():
+        candidate = base.with_name(f"{base.name}-{n}")
+        n += 1
+    return candidate
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    """Raises _startup.SettingsError (exit 2) or _NotRunnable (exit 126/127)."""
+    command = list(args.command_argv)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise _startup.SettingsError("no command given (usage: pinsight-python trace -- COMMAND)")
+    events = _startup.parse_events(args.events, "--events") if args.events is not None else None
+    mode = _startup.parse_mode(args.mode, "--mode") if args.mode is not None else None
+    backend = (
+        _startup.parse_backend(args.backend, "--backend") if args.backend is not None else None
+    )
+    config = _startup.check_config(args.config, "--config") if args.config is not None else None
+    _check_runnable(command[0])
+
+    if args.output:
+        output = Path(args.output).absolute()
+        if output.exists() and (not output.is_dir() or any(output.iterdir())):
+            raise _startup.SettingsError(
+                f"-o {args.output}: exists and is not an empty directory (LTTng would mix "
+                "this trace with what is there): choose another"
+            )
+    else:
+        output = _default_output()
+
+    env = dict(os.environ)
+    _startup.export_settings(env, events=events, mode=mode, config=config, backend=backend)
+    return _Plan(command, output, env)
+
+
+class _NotRunnable(Exception):
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _check_runnable(program: str) -> None:
+    # Checked before a session exists, so that a typo costs no LTTng session.
+    if "/" in program:
+        if not os.path.exists(program):
+            raise _NotRunnable(f"{program}: no such file", EXIT_NOT_FOUND)
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            raise _NotRunnable(f"{program}: not an executable file", EXIT_NOT_EXECUTABLE)
+    elif shutil.which(program) is None:
+        raise _NotRunnable(f"{program}: command not found", EXIT_NOT_FOUND)
+
+
+def _wait_relaying_signals(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the command; pass on the signals meant for it.
+
+    A signal the terminal sends (Ctrl-C, Ctrl-\\) reaches the whole foreground
+    process group, the command included: we only note it and keep waiting, so
+    that the session is stopped after the command is done. A signal sent to us
+    alone (kill) is relayed to the command, unless its sender is in our process
+    group (the command signalling its own group).
+    """
+    # SIGCHLD only wakes us up; the timeout covers a child reaped elsewhere.
+    watched = {*RELAYED_SIGNALS, signal.SIGCHLD}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    try:
+        while True:
+            status = proc.poll()
+            if status is not None:
+                return status
+            info = signal.sigtimedwait(watched, 0.5)
+            if info is None or info.si_signo == signal.SIGCHLD or info.si_code == SI_KERNEL:
+                continue
+            try:
+                same_group = os.getpgid(info.si_pid) == os.getpgrp()
+            except OSError:
+                same_group = False
+            if not same_group:
+                try:
+                    os.kill(proc.pid, info.si_signo)
+                except ProcessLookupError:
+                    pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    try:
+        plan = _plan(args)
+    except _startup.SettingsError as e:
+        _error(str(e))
+        return EXIT_USAGE
+    except _NotRunnable as e:
+        _error(str(e))
+        return e.status
+
+    session = lttng.Session(plan.output)
+    try:
+        lttng.lttng_binary()  # the clearest message when LTTng is not installed at all
+        started_daemon = lttng.ensure_sessiond()
+        session.create()
+        session.start()
+    except lttng.LttngError as e:
+        _error(str(e))
+        return EXIT_FAILED
+    except OSError as e:  # e.g. a helper the daemon check runs is missing
+        _error(f"cannot set up LTTng: {e}")
+        return EXIT_FAILED
+    if started_daemon:
+        print("pinsight-python trace: started an LTTng session daemon", file=sys.stderr)
+
+    status: Optional[int] = None
+    try:
+        try:
+            proc = subprocess.Popen(plan.command, env=plan.env)
+        except OSError as e:
+            _error(f"{plan.command[0]}: {e.strerror}")
+            status = EXIT_NOT_EXECUTABLE
+        else:
+            returncode = _wait_relaying_signals(proc)
+            status = returncode if returncode >= 0 else 128 - returncode
+    finally:
+        # Stopping waits until LTTng has written every buffered event; after a
+        # failure above, the session still must not outlive us.
+        try:
+            session.destroy()
+        except lttng.LttngError as e:
+            _error(f"stopping the session {session.name}: {e}")
+
+    print(
+        f"pinsight-python trace: trace written to {plan.output} "
+        f"(LTTng session {session.name}, now destroyed)",
+        file=sys.stderr,
+    )
+    if not args.no_summary:
+        for line in summarize(plan.output):
+            print(f"  {line}", file=sys.stderr)
+    return status
+
+
+# ---------------------------------------------------------------------------- summary
+
+# babeltrace2's text sink: "[time] host provider:event: { cpu_id = N }, { vpid = P,
+# vtid = T, procname = "..." }, { fields }" (the context fields are our session's).
+_LINE = re.compile(r"^\[[^\]]*\] (?:\([^)]*\) )?\S+ ([\w.]+):(\w+): ")
+_VPID = re.compile(r"\bvpid = (\d+)")
+_VTID = re.compile(r"\bvtid = (\d+)")
+_QUALNAME = re.compile(r'\bqualname = "((?:[^"\\]|\\.)*)"')
+_DISCARDED = re.compile(r"discarded (\d+) events")
+
+
+class Summary:
+    def __init__(self) -> None:
+        self.events: Counter[str] = collections.Counter()
+        self.discarded = 0
+        self.processes: Set[int] = set()
+        self.threads: Set[Tuple[int, int]] = set()
+        self.functions: Counter[str] = collections.Counter()
+        self.error = ""
+
+    def lines(self) -> List[str]:
+        if self.error:
+            return [f"(no summary: {self.error})"]
+        total = sum(self.events.values())
+        kinds = ", ".join(f"{name} {n:,}" for name, n in sorted(self.events.items()))
+        out = [
+            f"events: {total:,}" + (f" ({kinds})" if kinds else ""),
+            f"discarded events: {self.discarded:,}"
+            + ("  (LTTng's buffers overflowed: the trace has gaps)" if self.discarded else ""),
+            f"processes: {len(self.processes)}, threads: {len(self.threads)}",
+        ]
+        if self.functions:
+            top = ", ".join(f"{q} ({n:,})" for q, n in self.functions.most_common(TOP_FUNCTIONS))
+            out.append(f"top functions by calls: {top}")
+        return out
+
+
+def read_summary(trace_dir: Path) -> Summary:
+    """Count events, discarded events, processes, threads and calls per function,
+    streaming babeltrace2's text output (the trace may not fit in memory)."""
+    summary = Summary()
+    if not any(trace_dir.rglob("metadata")):
+        summary.error = "the trace is empty: no traced Python process ran"
+        return summary
+    binary = shutil.which("babeltrace2")
+    if binary is None:
+        summary.error = "babeltrace2 was not found on PATH (Debian: apt-get install babeltrace2)"
+        return summary
+    # stderr (one warning per discarded-events record) may be long: a file, not a pipe.
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        proc = subprocess.Popen(
+            [binary, "--no-delta", str(trace_dir)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            errors="replace",
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            m = _LINE.match(line)
+            if m is None:
+                continue
+            event = m.group(2)
+            summary.events[event] += 1
+            vpid = _VPID.search(line, m.end())
+            vtid = _VTID.search(line, m.end())
+            if vpid and vtid:
+                pid = int(vpid.group(1))
+                summary.processes.add(pid)
+                summary.threads.add((pid, int(vtid.group(1))))
+            if event == "function_begin":
+                q = _QUALNAME.search(line, m.end())
+                if q:
+                    summary.functions[q.group(1)] += 1
+        returncode = proc.wait()
+        errors.seek(0)
+        text = errors.read()
+    summary.discarded = sum(int(n) for n in _DISCARDED.findall(text))
+    if returncode != 0:
+        last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["(no message)"]
+        summary.error = f"babeltrace2 failed (exit {returncode}): {last[0].strip()}"
+    return summary
+
+
+def summarize(trace_dir: Path) -> List[str]:
+    return read_summary(trace_dir).lines()
+
+
+# ---------------------------------------------------------------------------- standalone
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pinsight-python")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_parser(subparsers)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m pinsight_python.trace_cmd trace|startup-file ...`` (until cli.py has them)."""
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
