@@ -1,5 +1,6 @@
 #include "control.h"
 
+#include <pthread.h>
 #include <semaphore.h>
 #include <unistd.h>
 #include <signal.h>
@@ -135,6 +136,9 @@ void start(const std::string &path) {
   running_pid = getpid();
   stopping.store(false);
   worker = std::thread(run);
+  // Named by its creator, before anything can fork: pinsight_python's fork hook
+  // tells this thread (and LTTng-UST's "<name>-ust" listeners) from the program's.
+  pthread_setname_np(worker.native_handle(), "pinsight-ctl");
 }
 
 void stop() {

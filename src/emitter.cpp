@@ -5,6 +5,7 @@
 #include "emitter.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include <mutex>
@@ -17,7 +18,9 @@ const char kProviderFile[] = "libpython_pinsight_lttng_ust.so";
 std::once_flag load_once;
 void *provider_handle = nullptr;
 std::string load_error;
-sigset_t fork_sigset;
+// The forking thread's signal mask, saved by LTTng-UST's before-fork hook and
+// restored after: per thread, as two threads may fork at once.
+thread_local sigset_t fork_sigset;
 
 using ForkHook = void (*)(sigset_t *);
 ForkHook hook_before_fork = nullptr;
@@ -49,6 +52,14 @@ void load() {
       reinterpret_cast<ForkHook>(dlsym(provider_handle, "lttng_ust_after_fork_parent"));
   hook_after_fork_child =
       reinterpret_cast<ForkHook>(dlsym(provider_handle, "lttng_ust_after_fork_child"));
+  // LTTng-UST must hear of a fork before any code runs in the child: Python's
+  // own after-fork hooks (threading, random, logging) run Python functions
+  // before ours, and their events would carry the parent's cached vpid/vtid
+  // into the parent's buffers. pthread_atfork runs inside fork() itself, as
+  // liblttng-ust-fork.so's wrapper does, and also covers forks made by C code.
+  if (hook_before_fork && hook_after_fork_parent && hook_after_fork_child) {
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  }
 }
 
 }  // namespace

@@ -73,3 +73,16 @@ void clear_all_stacks() {
   for (ThreadState *state : registry()) state->stack.clear();
 }
 }  // namespace pinsight::thread_states
+
+namespace pinsight::thread_states {
+void forked_child() {
+  if (ThreadState *self = current_ptr) {
+    for (FrameRecord &record : self->stack) {
+      record.flags &= static_cast<uint8_t>(~(kBeginEmitted | kEmitEnd));
+    }
+  }
+  // Only the forking thread exists in the child. The registry is left alone:
+  // another thread may have held its mutex at the fork.
+  live_threads.store(current_ptr ? 1 : 0, std::memory_order_relaxed);
+}
+}  // namespace pinsight::thread_states

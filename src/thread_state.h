@@ -49,6 +49,9 @@ void set_main_thread(unsigned long main_ident);
 ThreadState *create_current();  // slow path
 // Empties every thread's shadow stack (deactivate; GIL held).
 void clear_all_stacks();
+// In a forked child (GIL held): only the forking thread survives; its
+// inherited records stay (their ends are recognised) but emit nothing.
+void forked_child();
 
 extern thread_local ThreadState *current_ptr __attribute__((tls_model("initial-exec")));
 

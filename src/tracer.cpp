@@ -417,14 +417,15 @@ std::vector<LexgionReport> Tracer::lexgions() const {
   return out;
 }
 
-void Tracer::before_fork() { emitter::before_fork(); }
+// LTTng-UST's own fork hooks run from pthread_atfork (emitter.cpp).
+void Tracer::before_fork() {}
 
 void Tracer::after_fork(bool child) {
-  if (!child) {
-    emitter::after_fork_parent();
-    return;
-  }
-  emitter::after_fork_child();
+  if (!child) return;
+  // The child inherits the forking thread's shadow stack: those frames'
+  // begins are in the parent's trace, so their ends (and the end of the
+  // fork call itself) must not appear under the child's vpid.
+  thread_states::forked_child();
   if (active_) control::start(config_path_);
 }
 

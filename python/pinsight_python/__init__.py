@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import socket
 import sys
 import threading
+import warnings
 from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import _pinsight_python as _core
@@ -47,6 +49,10 @@ _RANK_VARIABLES = (
 _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
 _lock = threading.Lock()
 _hooks_installed = False
+# CPython 3.12+ warns when os.fork() runs while other OS threads exist.
+_FORK_WARNING = (
+    r"This process \(pid=\d+\) is multi-threaded, use of (fork|forkpty)\(\) may lead to deadlocks"
+)
 
 
 def _env_int(names: Iterable[str]) -> int:
@@ -65,12 +71,48 @@ def _install_process_hooks() -> None:
     # LTTng-UST must hear about forks, or the child's events never reach the
     # session; the child also needs its own control thread.
     os.register_at_fork(
-        before=_core._before_fork,
+        before=_before_fork,
         after_in_parent=_core._after_fork_parent,
         after_in_child=_core._after_fork_child,
     )
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
+
+
+def _threads_not_ours() -> int:
+    """OS threads other than LTTng-UST's listeners ("<name>-ust") and our control
+    thread ("pinsight-ctl"); -1 when /proc cannot tell."""
+    count = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/comm", "rb") as f:
+                name = f.read().rstrip(b"\n")
+            if not (name.endswith(b"-ust") or name == b"pinsight-ctl"):
+                count += 1
+    except OSError:
+        return -1
+    return count
+
+
+def _before_fork() -> None:
+    _core._before_fork()
+    if sys.version_info < (3, 12):
+        return
+    # Our threads are fork-safe (LTTng-UST hears of the fork, the control thread
+    # is restarted in the child): they alone must not make a traced program print
+    # the warning it would not print untraced. CPython warns after the after-fork
+    # hooks, so the filter stays until the next fork decides again; with a thread
+    # of the program's own, the warning shows as it would untraced.
+    silence = _threads_not_ours() == 1
+    entry = ("ignore", re.compile(_FORK_WARNING, re.I), DeprecationWarning, None, 0)
+    present = entry in warnings.filters
+    if silence and not present:
+        warnings.filterwarnings("ignore", message=_FORK_WARNING, category=DeprecationWarning)
+    elif present and not silence:
+        warnings.filters.remove(entry)  # type: ignore[arg-type]
+        mutated = getattr(warnings, "_filters_mutated", None)
+        if mutated is not None:
+            mutated()
 
 
 def activate(

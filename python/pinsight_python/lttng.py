@@ -169,7 +169,10 @@ class Session:
     def destroy(self) -> None:
         if self._created:
             self.stop()
-            _run(["destroy", self.name], check=False)
+            # stop has waited until the trace is valid. destroy's own wait never
+            # ends when a traced process was killed while writing an event into
+            # the per-user buffers (a sub-buffer that never completes).
+            _run(["destroy", "--no-wait", self.name], check=False)
             self._created = False
 
     def __enter__(self) -> Session:
