@@ -75,13 +75,17 @@ CodeInfo *first();                 // the list of live CodeInfo
 size_t live_count();
 uint64_t created_count();
 
+// The CodeInfo of `code` if it has one; never creates.
+inline CodeInfo *find(PyObject *code) {
+  void *extra = nullptr;
+  if (compat::code_get_extra(code, extra_index, &extra) != 0) return nullptr;
+  return static_cast<CodeInfo *>(extra);
+}
+
 // The CodeInfo of `code`, created on first sight.
 inline CodeInfo *get(PyObject *code, PyObject *globals = nullptr) {
-  void *extra = nullptr;
-  if (compat::code_get_extra(code, extra_index, &extra) == 0 && extra != nullptr) {
-    return static_cast<CodeInfo *>(extra);
-  }
-  return create(code, globals);
+  CodeInfo *info = find(code);
+  return info ? info : create(code, globals);
 }
 
 }  // namespace code_registry

@@ -41,25 +41,23 @@ bool is_own_module(const std::string &module) {
 // ---------------------------------------------------------------------------
 // Decisions (slow paths).
 
-void Tracer::decide(CodeInfo &code) {
-  const Config *config = config_store::read_lock();
-  CodeDecision decision = config->decide_code(code.qualname, code.filename, code.module);
+void Tracer::apply_decision(CodeInfo &code, const Config &config) {
+  CodeDecision decision = config.decide_code(code.qualname, code.filename, code.module);
   code.limits = *decision.lexgion;
   code.lexgion = decision.lexgion;
   code.module_selected = decision.module_selected && !is_own_module(code.module);
-  code.generation = config->generation;
+  code.generation = config.generation;
+}
+
+void Tracer::decide(CodeInfo &code) {
+  const Config *config = config_store::read_lock();
+  apply_decision(code, *config);
   config_store::read_unlock();
 }
 
 void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id) {
   const Config *config = config_store::read_lock();
-  if (code.generation != config->generation) {
-    CodeDecision decision = config->decide_code(code.qualname, code.filename, code.module);
-    code.limits = *decision.lexgion;
-    code.lexgion = decision.lexgion;
-    code.module_selected = decision.module_selected && !is_own_module(code.module);
-    code.generation = config->generation;
-  }
+  if (code.generation != config->generation) apply_decision(code, *config);
   lex.events = code.module_selected
                    ? config->events_for(*code.lexgion, python_thread_id) & requested_events_
                    : 0;

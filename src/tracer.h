@@ -128,6 +128,7 @@ class Tracer {
 
   // Slow paths (tracer.cpp).
   void decide(CodeInfo &code);
+  void apply_decision(CodeInfo &code, const Config &config);  // read lock held
   void decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id);
   bool never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
   void forget_suspended(const void *frame);
@@ -279,11 +280,7 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
   }
   // No record: this location may go quiet if no frame of its code can need it.
   if (transition == emitter::kUnwind) return Verdict::Continue;  // cannot be disabled
-  CodeInfo *info = nullptr;
-  void *extra = nullptr;
-  if (compat::code_get_extra(code, code_registry::extra_index, &extra) == 0) {
-    info = static_cast<CodeInfo *>(extra);
-  }
+  CodeInfo *info = code_registry::find(code);
   if (!info) {
     return mode_.load(std::memory_order_relaxed) == TraceMode::Tracing ? Verdict::Continue
                                                                        : Verdict::Disable;
@@ -302,11 +299,8 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, Py
   FrameRecord *top = &state->stack.back();
   if (top->frame != frame) {
     // The caller is not traced: its executions were rate-limited or filtered.
-    void *extra = nullptr;
-    if (compat::code_get_extra(code, code_registry::extra_index, &extra) == 0 && extra) {
-      auto *info = static_cast<CodeInfo *>(extra);
-      if (info->open_records == 0 && begins_disabled(*info)) return Verdict::Disable;
-    }
+    CodeInfo *info = code_registry::find(code);
+    if (info && info->open_records == 0 && begins_disabled(*info)) return Verdict::Disable;
     return Verdict::Continue;
   }
   if (top->kind == RecordKind::CCall) {
