@@ -13,7 +13,7 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 debian_packages=(
   lttng-tools liblttng-ust-dev liburcu-dev libinih-dev
   babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
-  pkg-config g++ make procps
+  pkg-config g++ make procps clang-format
 )
 
 missing=()

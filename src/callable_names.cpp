@@ -14,7 +14,9 @@ std::unordered_set<std::string> &interned_names() {
   static auto *names = new std::unordered_set<std::string>();
   return *names;
 }
-const char *intern(std::string name) { return interned_names().insert(std::move(name)).first->c_str(); }
+const char *intern(std::string name) {
+  return interned_names().insert(std::move(name)).first->c_str();
+}
 
 struct PairHash {
   size_t operator()(const std::pair<const void *, const void *> &key) const {
@@ -122,7 +124,8 @@ const char *generic_name(PyObject *callable) {
   if (qualname.empty()) qualname = attr_string(callable, "__name__");
   if (qualname.empty()) return intern(type_name(Py_TYPE(callable)));
   std::string module = attr_string(callable, "__module__");
-  if (module.empty()) module = attr_string(reinterpret_cast<PyObject *>(Py_TYPE(callable)), "__module__");
+  if (module.empty())
+    module = attr_string(reinterpret_cast<PyObject *>(Py_TYPE(callable)), "__module__");
   if (module.empty() || module == "builtins") return intern(qualname);
   return intern(module + "." + qualname);
 }
@@ -136,11 +139,13 @@ bool lookup_method_def(PyObject *callable, PyObject *bound_self, NativeCallable 
   } else {
     key_owner = reinterpret_cast<PyObject *>(Py_TYPE(self));
   }
-  auto key = std::make_pair(static_cast<const void *>(fn->m_ml), static_cast<const void *>(key_owner));
+  auto key =
+      std::make_pair(static_cast<const void *>(fn->m_ml), static_cast<const void *>(key_owner));
   auto it = method_defs.find(key);
   if (it == method_defs.end()) {
     Py_XINCREF(key_owner);
-    const char *name = builtin_name(fn, bound_self ? reinterpret_cast<PyObject *>(Py_TYPE(bound_self)) : self);
+    const char *name =
+        builtin_name(fn, bound_self ? reinterpret_cast<PyObject *>(Py_TYPE(bound_self)) : self);
     it = method_defs.emplace(key, Entry{name, key_owner}).first;
   }
   out->name = it->second.name;

@@ -82,7 +82,8 @@ uint64_t created_count() { return created; }
 namespace pinsight {
 
 int CodeInfo::line_at(int offset) {
-  auto it = std::lower_bound(call_lines.begin(), call_lines.end(), std::make_pair(offset, INT32_MIN));
+  auto it =
+      std::lower_bound(call_lines.begin(), call_lines.end(), std::make_pair(offset, INT32_MIN));
   if (it != call_lines.end() && it->first == offset) return it->second;
   int line = compat::code_line_at(reinterpret_cast<PyCodeObject *>(code), offset);
   call_lines.insert(it, {offset, line});

@@ -32,7 +32,7 @@ struct CodeInfo {
 
   // Decision under config generation `generation` (see Tracer::decide).
   uint64_t generation = UINT64_MAX;
-  LexgionSettings limits;  // copy: the Config it came from may be freed on reload
+  LexgionSettings limits;                    // copy: the Config it came from may be freed on reload
   const LexgionSettings *lexgion = nullptr;  // in the Config of `generation` (RCU)
   bool module_selected = true;
   ThreadLexgion main_thread;  // python_thread_id 0, the common case, inline
@@ -71,7 +71,7 @@ bool init();
 // Slow path; null on failure (no exception set). `globals` (borrowed) are
 // those the code runs with; null means the running frame's.
 CodeInfo *create(PyObject *code, PyObject *globals = nullptr);
-CodeInfo *first();                 // the list of live CodeInfo
+CodeInfo *first();  // the list of live CodeInfo
 size_t live_count();
 uint64_t created_count();
 

@@ -2,8 +2,8 @@
 
 #include <pthread.h>
 #include <semaphore.h>
-#include <unistd.h>
 #include <signal.h>
+#include <unistd.h>
 #include <urcu/urcu-memb.h>
 
 #include <atomic>
@@ -165,8 +165,9 @@ bool reload_now(std::string *error) {
     std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
   }
   if (!parsed.config) {
-    std::string message = "pinsight-python: configuration reload failed; the previous "
-                          "configuration stays in force:";
+    std::string message =
+        "pinsight-python: configuration reload failed; the previous "
+        "configuration stays in force:";
     for (const auto &e : parsed.errors) message += "\n  " + e.to_string();
     std::fprintf(stderr, "%s\n", message.c_str());
     tracer.reload_errors_.fetch_add(1);

@@ -11,7 +11,14 @@
 
 namespace pinsight::emitter {
 
-enum FrameTransition : int { kStart = 0, kResume = 1, kThrow = 2, kReturn = 3, kYield = 4, kUnwind = 5 };
+enum FrameTransition : int {
+  kStart = 0,
+  kResume = 1,
+  kThrow = 2,
+  kReturn = 3,
+  kYield = 4,
+  kUnwind = 5
+};
 enum CCallTransition : int { kCall = 0, kCReturn = 1, kCRaise = 2 };
 
 // dlopen's the provider next to this module, once. False with a reason when
@@ -40,11 +47,13 @@ inline void c_call(bool begin, const FrameRecord &record, int python_thread_id, 
   if (begin) {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, caller.qualname.c_str(),
                          record.callee_name, caller.filename.c_str(), record.line,
-                         reinterpret_cast<unsigned long>(caller.code), python_thread_id, transition);
+                         reinterpret_cast<unsigned long>(caller.code), python_thread_id,
+                         transition);
   } else {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, caller.qualname.c_str(),
                          record.callee_name, caller.filename.c_str(), record.line,
-                         reinterpret_cast<unsigned long>(caller.code), python_thread_id, transition);
+                         reinterpret_cast<unsigned long>(caller.code), python_thread_id,
+                         transition);
   }
 }
 

@@ -75,9 +75,9 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.argv = argv;
         Tracer::instance().activate(options);
       },
-      py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"),
-      py::arg("mode"), py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"),
-      py::arg("mpi_size"), py::arg("hostname"), py::arg("argv"));
+      py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
+      py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
+      py::arg("hostname"), py::arg("argv"));
   m.def("deactivate", [] { Tracer::instance().deactivate(); });
   m.def("status", &status_dict);
   m.def("set_mode", [](const std::string &mode) {

@@ -50,8 +50,7 @@ PyObject *on_end(PyObject *, PyObject *const *args, Py_ssize_t) {
 
 PyObject *on_call(PyObject *, PyObject *const *args, Py_ssize_t) {
   try {
-    return verdict(
-        Tracer::instance().on_call(args[0], frame_now(), offset_of(args[1]), args[2]));
+    return verdict(Tracer::instance().on_call(args[0], frame_now(), offset_of(args[1]), args[2]));
   } catch (...) {
     Tracer::instance().internal_failure("out of memory in a CALL callback");
     Py_RETURN_NONE;
@@ -64,8 +63,11 @@ PyObject *on_c_end(PyObject *, PyObject *const *args, Py_ssize_t) {
   Py_RETURN_NONE;
 }
 
-#define PINSIGHT_CALLBACK(name, fn) \
-  PyMethodDef { name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), METH_FASTCALL, nullptr }
+#define PINSIGHT_CALLBACK(name, fn)                                                           \
+  PyMethodDef {                                                                               \
+    name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), METH_FASTCALL, \
+        nullptr                                                                               \
+  }
 
 // One row per sys.monitoring event we use (Modules/_lsprof.c style).
 struct EventRow {
@@ -131,8 +133,8 @@ class MonitoringBackend final : public Backend {
       callbacks_[i] = PyCFunction_New(&event_table[i].def, nullptr);
       if (!bit || !callbacks_[i]) {
         Py_DECREF(events);
-        throw ActivationError(std::string("sys.monitoring.events.") + event_table[i].event +
-                              ": " + fetch_error());
+        throw ActivationError(std::string("sys.monitoring.events.") + event_table[i].event + ": " +
+                              fetch_error());
       }
       call("register_callback", "iIO", tool_id_, static_cast<unsigned>(event_bits_[i]),
            callbacks_[i]);
@@ -171,7 +173,8 @@ class MonitoringBackend final : public Backend {
   void call(const char *method, const char *format, Args... args) {
     PyObject *result = format ? PyObject_CallMethod(monitoring_, method, format, args...)
                               : PyObject_CallMethod(monitoring_, method, nullptr);
-    if (!result) throw ActivationError(std::string("sys.monitoring.") + method + ": " + fetch_error());
+    if (!result)
+      throw ActivationError(std::string("sys.monitoring.") + method + ": " + fetch_error());
     Py_DECREF(result);
   }
 

@@ -24,11 +24,11 @@ enum class RecordKind : uint8_t { Function, CCall };
 // objects: a frame keeps its code alive, and a native call's callable is
 // alive until its C_RETURN/C_RAISE.
 struct FrameRecord {
-  const void *frame;          // interpreter frame (caller's frame for a native call)
-  CodeInfo *code;             // the frame's code (the caller's for a native call)
-  const void *callable;       // native call: the object C_RETURN/C_RAISE will name
-  const char *callee_name;    // native call: interned name
-  int line;                   // native call: line of the call site
+  const void *frame;        // interpreter frame (caller's frame for a native call)
+  CodeInfo *code;           // the frame's code (the caller's for a native call)
+  const void *callable;     // native call: the object C_RETURN/C_RAISE will name
+  const char *callee_name;  // native call: interned name
+  int line;                 // native call: line of the call site
   RecordKind kind;
   uint8_t flags;
 };

@@ -17,8 +17,7 @@ namespace {
 // The part of CPython's frame object that leads to the interpreter frame;
 // the same layout from 3.11 to 3.13 (Include/internal/pycore_frame.h).
 struct FrameObjectHead {
-  PyObject_HEAD
-  PyFrameObject *f_back;
+  PyObject_HEAD PyFrameObject *f_back;
   void *f_frame;
 };
 
@@ -166,8 +165,8 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
       installed_events_ = 0;
     } catch (const std::exception &e) {
       backend_.reset();
-      std::fprintf(stderr, "pinsight-python: cannot switch to %s: %s\n",
-                   trace_mode_name(new_mode), e.what());
+      std::fprintf(stderr, "pinsight-python: cannot switch to %s: %s\n", trace_mode_name(new_mode),
+                   e.what());
       mode_.store(TraceMode::Off);
       return;
     }
@@ -248,7 +247,7 @@ void Tracer::push_activation_frames(ThreadState &state) {
     frame = PyFrame_GetBack(frame);  // new reference
   }
   for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-    PyCodeObject *code = PyFrame_GetCode(*it);  // new reference
+    PyCodeObject *code = PyFrame_GetCode(*it);    // new reference
     PyObject *globals = PyFrame_GetGlobals(*it);  // new reference
     CodeInfo *info = code_registry::get(reinterpret_cast<PyObject *>(code), globals);
     Py_DECREF(code);
@@ -258,7 +257,8 @@ void Tracer::push_activation_frames(ThreadState &state) {
     if (info->generation != generation_.load() || lex.generation != info->generation) {
       decide_thread(*info, lex, state.python_thread_id);
     }
-    uint8_t flags = (lex.events & kEventCCall) && info->limits.max_num_traces != 0 ? kTraceCCalls : 0;
+    uint8_t flags =
+        (lex.events & kEventCCall) && info->limits.max_num_traces != 0 ? kTraceCCalls : 0;
     state.stack.push_back(
         {interpreter_frame_of(*it), info, nullptr, nullptr, 0, RecordKind::Function, flags});
     ++info->open_records;
@@ -320,8 +320,8 @@ void Tracer::activate(const ActivateOptions &options) {
     mode_override_set_ = true;
   }
 
-  requested_events_ = (options.function_events ? kEventFunction : 0u) |
-                      (options.c_call_events ? kEventCCall : 0u);
+  requested_events_ =
+      (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
   config_path_ = path;
 
   std::string lttng_error;

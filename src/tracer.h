@@ -63,8 +63,8 @@ struct ConfigError : std::runtime_error {
 struct ActivateOptions {
   bool function_events = true;
   bool c_call_events = true;
-  std::string config_path;     // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
-  std::string mode;            // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
+  std::string config_path;       // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
+  std::string mode;              // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
   std::string backend = "auto";  // auto | sys.monitoring | setprofile
   unsigned long main_thread_ident = 0;
   int mpi_rank = -1;
