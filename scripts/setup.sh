@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One-command set-up on a fresh Debian 12 machine (run as root, from anywhere):
 #   bash scripts/setup.sh
-# Installs the Debian packages, then creates .venv (newest CPython >= 3.12) in
-# the repository root with pinsight-python (editable) and its test dependencies.
+# Installs the Debian packages, then creates in the repository root, each with
+# pinsight-python and its test dependencies:
+#   .venv           newest CPython >= 3.12 (sys.monitoring backend), editable
+#   .venv-fallback  CPython 3.11 (PyEval_SetProfile backend), editable
+#   .venv-py38      CPython 3.8, for the short smoke test of the oldest supported version
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,6 +17,7 @@ debian_packages=(
   lttng-tools liblttng-ust-dev liburcu-dev libinih-dev
   babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
   pkg-config g++ make procps clang-format
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()
@@ -47,19 +51,30 @@ find_python() {
   echo "$best"
 }
 
+# make_venv DIR PYTHON PIP-ARGS...
 make_venv() {
   local dir=$1 python=$2
+  shift 2
   echo "setup: $dir with $("$python" -V 2>&1) ($python)"
-  if [[ ! -x "$dir/bin/python" ]] || ! "$dir/bin/python" -c pass 2>/dev/null; then
+  if [[ ! -x "$dir/bin/python" ]] || ! "$dir/bin/python" -c pass 2>/dev/null ||
+    [[ $("$dir/bin/python" -c 'import sys; print(sys.version_info[:2])') != $("$python" -c 'import sys; print(sys.version_info[:2])') ]]; then
     rm -rf "$dir"
     "$python" -m venv "$dir"
   fi
   "$dir/bin/python" -m pip install -q --upgrade pip
-  "$dir/bin/python" -m pip install -q -e ".[test]"
+  "$dir/bin/python" -m pip install -q "$@"
 }
 
 py_main=$(find_python 12 14)
 [[ -n $py_main ]] || die "no CPython >= 3.12 with venv found on PATH or in pyenv (\$PYENV_ROOT/versions)"
-make_venv .venv "$py_main"
+make_venv .venv "$py_main" -e ".[test]"
+
+py_fallback=$(find_python 11 11)
+[[ -n $py_fallback ]] || die "no CPython 3.11 with venv found on PATH or in pyenv (needed for .venv-fallback)"
+make_venv .venv-fallback "$py_fallback" -e ".[test]"
+
+py_oldest=$(find_python 8 8)
+[[ -n $py_oldest ]] || die "no CPython 3.8 with venv found on PATH or in pyenv (needed for .venv-py38)"
+make_venv .venv-py38 "$py_oldest" ".[smoke]"
 
 echo "setup: done. Run the tests with: bash scripts/test.sh"

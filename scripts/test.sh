@@ -1,10 +1,33 @@
 #!/usr/bin/env bash
 # The whole test suite, on the environments scripts/setup.sh made:
 #   bash scripts/test.sh [pytest args...]
-set -euo pipefail
+# Lint and format checks, then the suite on .venv (CPython >= 3.12,
+# sys.monitoring) and on .venv-fallback (CPython 3.11, PyEval_SetProfile), then
+# the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status
+# is non-zero if any failed.
+set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-[[ -x .venv/bin/python ]] || { echo "test: .venv is missing: run bash scripts/setup.sh" >&2; exit 1; }
-.venv/bin/python -m ruff check python tests bench scripts
-git ls-files 'src/*.cpp' 'src/*.h' | xargs clang-format --dry-run --Werror
-.venv/bin/python -m pytest "$@"
+for venv in .venv .venv-fallback .venv-py38; do
+  [[ -x $venv/bin/python ]] || { echo "test: $venv is missing: run bash scripts/setup.sh" >&2; exit 1; }
+done
+
+failed=()
+stage() {
+  local name=$1
+  shift
+  echo "== $name"
+  "$@" || failed+=("$name")
+}
+
+stage "ruff" .venv/bin/python -m ruff check python tests bench scripts
+stage "clang-format" bash -c "git ls-files 'src/*.cpp' 'src/*.h' 'src/reader/*.cpp' 'src/reader/*.h' | sort -u | xargs clang-format --dry-run --Werror"
+stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
+stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend)" .venv-fallback/bin/python -m pytest "$@"
+stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/test_backends.py
+
+if ((${#failed[@]})); then
+  printf 'test: FAILED: %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+echo "test: all stages passed"

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "legacy_qualname.h"
+
 namespace pinsight::code_registry {
 
 Py_ssize_t extra_index = -1;
@@ -54,7 +56,8 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
   auto info = std::make_unique<CodeInfo>();
   info->code = code;
-  info->qualname = utf8_or(compat::code_qualname(pycode), "<unknown>");
+  info->qualname = compat::has_code_qualname() ? utf8_or(compat::code_qualname(pycode), "<unknown>")
+                                               : legacy_qualname::resolve(pycode, globals);
   info->filename = utf8_or(pycode->co_filename, "<unknown>");
   info->lineno = pycode->co_firstlineno;
   info->module = module_name(globals);

@@ -3,6 +3,11 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <frameobject.h>
+
+#ifndef Py_IS_TYPE  // CPython 3.8
+#define Py_IS_TYPE(ob, type) (Py_TYPE(ob) == (type))
+#endif
 
 #if PY_VERSION_HEX >= 0x030C0000
 #define PINSIGHT_HAVE_SYS_MONITORING 1
@@ -80,5 +85,128 @@ inline bool has_code_qualname() { return PY_VERSION_HEX >= 0x030B0000; }
 
 // Line of the instruction at byte offset `offset` of `code`.
 inline int code_line_at(PyCodeObject *code, int offset) { return PyCode_Addr2Line(code, offset); }
+
+// ---- frame objects (the setprofile backend and activation) ----
+
+// The part of CPython's frame object that leads to the interpreter frame;
+// the same layout from 3.11 to 3.13 (Include/internal/pycore_frame.h).
+struct FrameObjectHead {
+  PyObject_HEAD PyFrameObject *f_back;
+  void *f_frame;
+};
+
+// The identity the tracer keys frames on: the interpreter frame, as
+// current_frame() gives it (the frame object itself before 3.11).
+inline const void *frame_key(PyFrameObject *frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+  return reinterpret_cast<FrameObjectHead *>(frame)->f_frame;
+#else
+  return frame;
+#endif
+}
+
+// Borrowed: the frame keeps its code alive.
+inline PyCodeObject *frame_code(PyFrameObject *frame) {
+#if PY_VERSION_HEX >= 0x03090000
+  PyCodeObject *code = PyFrame_GetCode(frame);
+  Py_DECREF(code);
+  return code;
+#else
+  return frame->f_code;
+#endif
+}
+
+// New references (or null).
+inline PyFrameObject *frame_back(PyFrameObject *frame) {
+#if PY_VERSION_HEX >= 0x03090000
+  return PyFrame_GetBack(frame);
+#else
+  Py_XINCREF(frame->f_back);
+  return frame->f_back;
+#endif
+}
+
+inline PyObject *frame_globals(PyFrameObject *frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+  return PyFrame_GetGlobals(frame);
+#else
+  Py_XINCREF(frame->f_globals);
+  return frame->f_globals;
+#endif
+}
+
+// Byte offset of the instruction the frame last started, -1 before its first.
+inline int frame_lasti(PyFrameObject *frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+  return PyFrame_GetLasti(frame);
+#elif PY_VERSION_HEX >= 0x030A0000
+  return frame->f_lasti < 0 ? -1 : frame->f_lasti * static_cast<int>(sizeof(_Py_CODEUNIT));
+#else
+  return frame->f_lasti;
+#endif
+}
+
+// Before 3.11 a frame about to run its first instruction has f_lasti -1;
+// since, it sits on its RESUME 0 (checked by the caller from the bytecode).
+inline bool frame_not_started(PyFrameObject *frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+  (void)frame;
+  return false;
+#else
+  return frame->f_lasti < 0;
+#endif
+}
+
+// The code's bytecode as CPython's un-specialised bytes (new reference).
+inline PyObject *code_bytes(PyCodeObject *code) {
+#if PY_VERSION_HEX >= 0x030B0000
+  return PyCode_GetCode(code);
+#else
+  Py_INCREF(code->co_code);
+  return code->co_code;
+#endif
+}
+
+inline bool is_generator_code(PyCodeObject *code) {
+  return code->co_flags &
+         (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR);
+}
+
+inline PyInterpreterState *interpreter_of(PyThreadState *tstate) {
+#if PY_VERSION_HEX >= 0x03090000
+  return PyThreadState_GetInterpreter(tstate);
+#else
+  return tstate->interp;
+#endif
+}
+
+inline Py_tracefunc profile_function_of(PyThreadState *tstate) { return tstate->c_profilefunc; }
+
+}  // namespace pinsight::compat
+
+#if PY_VERSION_HEX >= 0x030D0000
+// Exported, but declared only in the internal headers since 3.13.
+extern "C" int _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
+#endif
+
+namespace pinsight::compat {
+
+// Sets `tstate`'s profile function (GIL held); any thread of the interpreter.
+inline void set_profile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg) {
+#if PY_VERSION_HEX >= 0x03090000
+  if (_PyEval_SetProfile(tstate, func, arg) < 0) PyErr_Clear();
+#else
+  // CPython 3.8's PyEval_SetProfile, for any thread.
+  PyObject *old = tstate->c_profileobj;
+  Py_XINCREF(arg);
+  tstate->c_profilefunc = nullptr;
+  tstate->c_profileobj = nullptr;
+  tstate->use_tracing = tstate->c_tracefunc != nullptr;
+  Py_XDECREF(old);
+  tstate->c_profilefunc = func;
+  tstate->c_profileobj = arg;
+  tstate->use_tracing = (func != nullptr) || (tstate->c_tracefunc != nullptr);
+#endif
+}
 
 }  // namespace pinsight::compat

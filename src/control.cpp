@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 #include <urcu/urcu-memb.h>
 
@@ -92,22 +93,43 @@ void on_sigusr1(int signo, siginfo_t *info, void *context) {
   }
 }
 
+bool handler_installed() {
+  struct sigaction current = {};
+  return sigaction(SIGUSR1, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+         current.sa_sigaction == on_sigusr1;
+}
+
 void install_handler() {
+  if (handler_installed()) return;
+  // The handler to chain to is recorded before ours is in place, so a signal
+  // arriving meanwhile never sees a half-written previous_action.
+  struct sigaction old = {};
+  if (sigaction(SIGUSR1, nullptr, &old) != 0) return;
+  previous_action = old;
   struct sigaction action = {};
   action.sa_sigaction = on_sigusr1;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  struct sigaction old = {};
-  if (sigaction(SIGUSR1, &action, &old) == 0 && old.sa_sigaction != on_sigusr1) {
-    previous_action = old;
-  }
+  sigaction(SIGUSR1, &action, nullptr);
 }
+
+// How often the control thread checks that SIGUSR1 still reaches us.
+constexpr int kHandlerCheckSeconds = 1;
 
 void run() {
   // Any thread may take SIGUSR1; the handler only posts the semaphore, and
   // the reload happens here, outside the signal context.
   while (!stopping.load()) {
-    if (sem_wait(&wakeup) != 0) continue;  // EINTR
+    timespec deadline = {};
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += kHandlerCheckSeconds;
+    if (sem_timedwait(&wakeup, &deadline) != 0) {
+      // A library loaded later (libpinsight.so through OMP_TOOL_LIBRARIES or
+      // dlopen) may have replaced our handler without chaining to it: put
+      // ours back, chained to theirs, so that both see every signal.
+      if (errno == ETIMEDOUT && !stopping.load()) install_handler();
+      continue;
+    }
     if (stopping.load()) break;
     std::string error;
     reload_now(&error);

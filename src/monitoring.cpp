@@ -87,7 +87,9 @@ EventRow event_table[] = {
     {"C_RETURN", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_return", on_c_end<false>)},
     {"C_RAISE", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_raise", on_c_end<true>)},
 };
-constexpr int kPreferredToolIds[] = {3, 4, 5, 2, 1, 0};  // PInsight's convention first
+// 4 first: PInsight's own Python domain takes 3 with no fallback, and 0, 1, 2
+// and 5 are conventionally the debugger's, coverage's, profilers' and optimisers'.
+constexpr int kPreferredToolIds[] = {4, 3, 2, 1, 5, 0};
 
 // Python's error as text, cleared.
 std::string fetch_error() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "code_info.h"
@@ -37,6 +38,9 @@ struct ThreadState {
   int python_thread_id = -1;
   unsigned long thread_ident = 0;
   std::vector<FrameRecord> stack;
+  // setprofile backend: generator frames a running gen.throw()/close() call
+  // (the callable) will resume with an exception.
+  std::vector<std::pair<const void *, const void *>> pending_throws;
 };
 
 namespace thread_states {

@@ -7,27 +7,13 @@
 #include <mutex>
 
 #include "control.h"
+#include "legacy_qualname.h"
 
 namespace pinsight {
 
 Tracer &Tracer::instance_ = *new Tracer();
 
 namespace {
-
-// The part of CPython's frame object that leads to the interpreter frame;
-// the same layout from 3.11 to 3.13 (Include/internal/pycore_frame.h).
-struct FrameObjectHead {
-  PyObject_HEAD PyFrameObject *f_back;
-  void *f_frame;
-};
-
-const void *interpreter_frame_of(PyFrameObject *frame) {
-#if PY_VERSION_HEX >= 0x030B0000
-  return reinterpret_cast<FrameObjectHead *>(frame)->f_frame;
-#else
-  return frame;
-#endif
-}
 
 bool is_own_module(const std::string &module) {
   static const std::string own = "pinsight_python";
@@ -244,13 +230,12 @@ void Tracer::push_activation_frames(ThreadState &state) {
   Py_XINCREF(frame);
   while (frame) {
     frames.push_back(frame);
-    frame = PyFrame_GetBack(frame);  // new reference
+    frame = compat::frame_back(frame);  // new reference
   }
   for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-    PyCodeObject *code = PyFrame_GetCode(*it);    // new reference
-    PyObject *globals = PyFrame_GetGlobals(*it);  // new reference
+    PyCodeObject *code = compat::frame_code(*it);    // borrowed
+    PyObject *globals = compat::frame_globals(*it);  // new reference
     CodeInfo *info = code_registry::get(reinterpret_cast<PyObject *>(code), globals);
-    Py_DECREF(code);
     Py_XDECREF(globals);
     if (!info) continue;
     ThreadLexgion &lex = info->for_thread(state.python_thread_id);
@@ -260,7 +245,7 @@ void Tracer::push_activation_frames(ThreadState &state) {
     uint8_t flags =
         (lex.events & kEventCCall) && info->limits.max_num_traces != 0 ? kTraceCCalls : 0;
     state.stack.push_back(
-        {interpreter_frame_of(*it), info, nullptr, nullptr, 0, RecordKind::Function, flags});
+        {compat::frame_key(*it), info, nullptr, nullptr, 0, RecordKind::Function, flags});
     ++info->open_records;
     ++open_records_;
   }
@@ -382,6 +367,7 @@ void Tracer::deactivate() {
     info->open_records = 0;
     info->suspended_traced = 0;
   }
+  legacy_qualname::clear();
 }
 
 Status Tracer::status() const {

@@ -8,9 +8,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from pinsight_python import lttng
 
-from .tracing import Tracer, check_balanced, untraced
+from .tracing import DEFAULT_BACKEND, SETPROFILE, Tracer, check_balanced, untraced
 
 
 def begins(run, names):
@@ -188,13 +190,15 @@ def test_generators(tracer: Tracer) -> None:
         (e.short, e.fields["qualname"], e.fields["transition"]) for e in frames
     )
     # counter(5): start + 5 resumes; 5 yields + 1 return. counter(100): start + 1 resume,
-    # 2 yields; its close() runs no code (nothing to clean up), so no more events.
+    # 2 yields; since 3.12 its close() runs no code (nothing to clean up), so no more
+    # events; before, close() throws GeneratorExit into the frame (throw + unwind).
+    closed_by_throw = 1 if sys.version_info < (3, 12) else 0
     assert by[("function_begin", "counter", "start")] == 2
     assert by[("function_begin", "counter", "resume")] == 6
-    assert by[("function_begin", "counter", "throw")] == 0
+    assert by[("function_begin", "counter", "throw")] == closed_by_throw
     assert by[("function_end", "counter", "yield")] == 7
     assert by[("function_end", "counter", "return")] == 1
-    assert by[("function_end", "counter", "unwind")] == 0
+    assert by[("function_end", "counter", "unwind")] == closed_by_throw
     # echo: start, 2 resumes by send, throw (caught, yields "thrown"), close (throw + unwind)
     assert by[("function_begin", "echo", "start")] == 1
     assert by[("function_begin", "echo", "resume")] == 2
@@ -285,11 +289,15 @@ def test_native_calls_named_and_raising(tracer: Tracer) -> None:
     calls = [e for e in run.trace.named("c_call_begin") if e.fields["caller_qualname"] == "caller"]
     names = [e.fields["callee_name"] for e in calls]
     # CALL fires once the arguments are evaluated: the inner call first.
-    assert names == ["math.sqrt", "list.append", "len", "list.append", "int", "list.append",
-                     "dict", "sorted"]
+    if SETPROFILE:  # calls to types (int, dict) are not reported by the profile hook
+        assert names == ["math.sqrt", "list.append", "len", "list.append", "list.append",
+                         "sorted"]
+    else:
+        assert names == ["math.sqrt", "list.append", "len", "list.append", "int",
+                         "list.append", "dict", "sorted"]
     ends = [e for e in run.trace.named("c_call_end") if e.fields["caller_qualname"] == "caller"]
     outcome = {e.fields["callee_name"]: e.fields["transition"] for e in ends}
-    assert outcome["int"] == "raise"
+    assert outcome.get("int") == (None if SETPROFILE else "raise")
     assert outcome["math.sqrt"] == "return"
     assert all("<unknown>" not in n for n in names)
     sqrt = next(e for e in calls if e.fields["callee_name"] == "math.sqrt")
@@ -310,8 +318,9 @@ def test_numpy_callee_names(tracer: Tracer) -> None:
     assert run.stdout.strip() == "12.0"
     names = [e.fields["callee_name"] for e in run.trace.named("c_call_begin")
              if e.fields["caller_qualname"] == "compute"]
-    assert "numpy.dot" in names
-    assert "numpy.add" in names
+    # The profile hook does not report ufuncs and array-function dispatchers.
+    assert ("numpy.dot" in names) is not SETPROFILE
+    assert ("numpy.add" in names) is not SETPROFILE
     assert "numpy.ndarray.sum" in names
     check_balanced(run.trace)
 
@@ -391,9 +400,9 @@ def test_activate_deactivate_idempotent_and_status(tracer: Tracer) -> None:
     lines = run.stdout.splitlines()
     status = json.loads(lines[0])
     assert status["active"] is True
-    assert status["backend"] == "sys.monitoring"
+    assert status["backend"] == DEFAULT_BACKEND
     assert status["mode"] == "TRACING"
-    assert status["tool_id"] == 3
+    assert status["tool_id"] == (-1 if SETPROFILE else 4)
     assert status["events"] == ["function", "c_call"]
     assert status["events_emitted"] >= 2
     assert status["code_objects_seen"] >= 1
@@ -401,15 +410,16 @@ def test_activate_deactivate_idempotent_and_status(tracer: Tracer) -> None:
     assert run.trace.functions()["f"] == 1
 
 
+@pytest.mark.skipif(SETPROFILE, reason="sys.monitoring tool ids exist from CPython 3.12")
 def test_tool_ids_of_others_are_respected(tracer: Tracer) -> None:
     run = tracer.run(
         """
         import sys
         import pinsight_python
         mon = sys.monitoring
-        mon.use_tool_id(3, "someone-else")
+        mon.use_tool_id(4, "someone-else")
         pinsight_python.activate()
-        print(pinsight_python.status()["tool_id"], mon.get_tool(3))
+        print(pinsight_python.status()["tool_id"], mon.get_tool(4))
         pinsight_python.deactivate()
         for i in range(6):
             if mon.get_tool(i) is None:
@@ -422,7 +432,7 @@ def test_tool_ids_of_others_are_respected(tracer: Tracer) -> None:
         activate=None,
     )
     first, second = run.stdout.splitlines()
-    assert first == "4 someone-else"
+    assert first == "3 someone-else"
     assert second.startswith("error: no free sys.monitoring tool id")
 
 
@@ -442,7 +452,10 @@ def test_cprofile_alongside(tracer: Tracer) -> None:
         """
     )
     assert run.stdout.strip() == "2450 True"
-    assert run.trace.functions()["g"] == 50
+    # A thread has one profile function: cProfile's replaces ours, for good
+    # (the call that enabled it never gets its end).
+    assert run.trace.functions()["g"] == (0 if SETPROFILE else 50)
+    check_balanced(run.trace, allow_open=SETPROFILE)
 
 
 def test_runs_untouched_without_lttng_ust(tmp_path: Path) -> None:

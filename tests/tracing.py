@@ -7,19 +7,27 @@ by /usr/bin/python3), never with a parser of our own.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from pinsight_python import lttng
 
 HERE = Path(__file__).resolve().parent
 SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter python3-bt2 binds
+
+# The backend activate() picks on this interpreter. CPython's profile hook
+# (setprofile) reports only builtin functions and methods as native calls:
+# not calls to types, NumPy ufuncs and dispatchers, Cython or pybind11 functions.
+DEFAULT_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
+SETPROFILE = DEFAULT_BACKEND == "setprofile"
 
 
 @dataclass
@@ -75,6 +83,43 @@ def read_trace(path: Path) -> Trace:
     return Trace(path, events, discarded)
 
 
+@contextlib.contextmanager
+def isolated_session(out: Path, **session_args: Any) -> Iterator[Optional[Callable[[], None]]]:
+    """A started session that records only the processes run with the yielded
+    preexec_fn (None when not root).
+
+    LTTng records every traced process of the user: test runs on one machine
+    would see each other's programs. As root, each run gets a group id of its
+    own and the session tracks only that group (lttng track --vgid).
+    """
+    session = lttng.Session(out, **session_args)
+    session.create()
+    run_as: Optional[Callable[[], None]] = None
+    try:
+        if os.geteuid() == 0:
+            gid = random.randrange(200_000, 2**31 - 1)
+            subprocess.run(
+                [
+                    lttng.lttng_binary(),
+                    "track",
+                    "--userspace",
+                    f"--session={session.name}",
+                    f"--vgid={gid}",
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+
+            def run_as() -> None:
+                os.setgid(gid)
+
+        session.start()
+        yield run_as
+    finally:
+        session.destroy()
+
+
 @dataclass
 class Run:
     returncode: int
@@ -120,7 +165,7 @@ class Tracer:
         full_env.update(self.env)
         if env:
             full_env.update(env)
-        with lttng.Session(out, events=events, contexts=contexts):
+        with isolated_session(out, events=events, contexts=contexts) as run_as:
             proc = subprocess.run(
                 [python, *argv_prefix, str(script), *args],
                 capture_output=True,
@@ -129,6 +174,7 @@ class Tracer:
                 cwd=self.tmp_path,
                 timeout=timeout,
                 check=False,
+                preexec_fn=run_as,
             )
         if check and proc.returncode != 0:
             raise AssertionError(

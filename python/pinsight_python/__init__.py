@@ -17,7 +17,7 @@ import socket
 import sys
 import threading
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _pinsight_python as _core
 
@@ -38,15 +38,18 @@ ActivationError = _core.ActivationError
 
 _EVENT_NAMES = ("function", "c_call")
 _BACKENDS = ("auto", "sys.monitoring", "setprofile")
-# Launchers' variables for the MPI rank and size: read, never MPI_Init.
-_RANK_VARIABLES = (
-    "OMPI_COMM_WORLD_RANK",
-    "PMIX_RANK",
-    "PMI_RANK",
-    "MV2_COMM_WORLD_RANK",
-    "SLURM_PROCID",
+# Launchers' variables for the MPI rank and size: read, never MPI_Init. The first
+# launcher whose rank variable is set gives the rank, and the size comes from its
+# own variables only, so that two launchers' values are never mixed.
+_MPI_LAUNCHERS = (
+    ("OMPI_COMM_WORLD_RANK", ("OMPI_COMM_WORLD_SIZE",)),  # Open MPI's mpirun/orted/prterun
+    # PMIx exports no size: Open MPI's, else an srun step's.
+    ("PMIX_RANK", ("OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")),
+    ("PMI_RANK", ("PMI_SIZE",)),  # MPICH's and Intel MPI's Hydra, srun --mpi=pmi2
+    ("MV2_COMM_WORLD_RANK", ("MV2_COMM_WORLD_SIZE",)),  # MVAPICH's mpirun_rsh
+    # Only inside an srun step: a batch script's own shell has SLURM_PROCID=0 too.
+    ("SLURM_PROCID", ("SLURM_STEP_NUM_TASKS",)),
 )
-_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
 _lock = threading.Lock()
 _hooks_installed = False
 # CPython 3.12+ warns when os.fork() runs while other OS threads exist.
@@ -57,10 +60,21 @@ _FORK_WARNING = (
 
 def _env_int(names: Iterable[str]) -> int:
     for name in names:
-        value = os.environ.get(name)
-        if value is not None and value.strip().lstrip("-").isdigit():
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
             return int(value)
     return -1
+
+
+def _mpi_rank_and_size() -> Tuple[int, int]:
+    """(rank, size) from the launcher's environment; -1 for what it does not tell."""
+    for rank_variable, size_variables in _MPI_LAUNCHERS:
+        rank = _env_int((rank_variable,))
+        size = _env_int(size_variables)
+        if rank < 0 or (rank_variable == "SLURM_PROCID" and size < 0):
+            continue
+        return rank, size if size > rank else -1
+    return -1, -1
 
 
 def _install_process_hooks() -> None:
@@ -149,6 +163,7 @@ def activate(
             f"activate(backend=...): unknown backend {backend!r}"
             f" (expected one of {', '.join(_BACKENDS)})"
         )
+    mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:
         _install_process_hooks()
         _core.activate(
@@ -158,8 +173,8 @@ def activate(
             mode=mode or "",
             backend=backend,
             main_thread_ident=threading.main_thread().ident or 0,
-            mpi_rank=_env_int(_RANK_VARIABLES),
-            mpi_size=_env_int(_SIZE_VARIABLES),
+            mpi_rank=mpi_rank,
+            mpi_size=mpi_size,
             hostname=socket.gethostname(),
             argv=" ".join(sys.argv),
         )

@@ -8,7 +8,7 @@ documented in docs/analysis.md (schema ``pinsight-python.report/1``);
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import Symbol, TraceData, format_ns
 
@@ -133,11 +133,102 @@ def _optional(value: Any, absent: Any) -> Any:
     return None if value == absent else value
 
 
+# Native callables of mpi4py are named "mpi4py.MPI.Comm.allreduce" and the like.
+MPI_PREFIX = "mpi4py."
+
+
+def _rank_row(symbols: Sequence[Symbol], proc: Dict[str, Any], entry: Dict[str, Any]
+              ) -> Dict[str, Any]:
+    """One MPI rank's line: who it is and what it did, from all its functions."""
+    totals = _function_totals(proc["threads"])
+    python_calls = native_calls = mpi_calls = mpi_ns = 0
+    for symbol, (calls, _segments, total_ns, _self_ns, _exc) in totals.items():
+        if not symbols[symbol].native:
+            python_calls += calls
+            continue
+        native_calls += calls
+        if symbols[symbol].qualname.startswith(MPI_PREFIX):
+            mpi_calls += calls
+            mpi_ns += total_ns
+    top = None
+    if totals:
+        best = min(totals, key=lambda s: (-totals[s][3], symbols[s].qualname, symbols[s].filename))
+        top = symbols[best].as_json()
+        top.update(calls=totals[best][0], self_ns=totals[best][3])
+    threads = entry["threads"]
+    return {
+        "mpi_rank": entry["mpi_rank"],
+        "mpi_size": entry["mpi_size"],
+        "vpid": entry["vpid"],
+        "host": entry["hostname"] or entry["host"],
+        "label": entry["label"],
+        "threads": len(threads),
+        "events": entry["events"],
+        "begin_ns": min((t["begin_ns"] for t in threads), default=None),
+        "end_ns": max((t["end_ns"] for t in threads), default=None),
+        "python_calls": python_calls,
+        "native_calls": native_calls,
+        "mpi4py_calls": mpi_calls,
+        "mpi4py_ns": mpi_ns,
+        "top_function": top,
+    }
+
+
+def _mpi_summary(rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The ranks found, or None when no process_info carried an MPI rank."""
+    if not rows:
+        return None
+    sizes = {r["mpi_size"] for r in rows}
+    size = sizes.pop() if len(sizes) == 1 else None
+    seen: Dict[int, int] = defaultdict(int)
+    for r in rows:
+        seen[r["mpi_rank"]] += 1
+    missing = [] if size is None else [r for r in range(size) if r not in seen]
+    return {
+        "size": size,
+        "hosts": sorted({r["host"] for r in rows if r["host"]}),
+        "missing_ranks": missing,
+        "repeated_ranks": sorted(r for r, n in seen.items() if n > 1),
+        "ranks": rows,
+    }
+
+
+def _mpi_warning(mpi: Dict[str, Any]) -> Optional[str]:
+    missing = mpi["missing_ranks"]
+    if not missing:
+        return None
+    present = sorted({r["mpi_rank"] for r in mpi["ranks"]})
+
+    def ranks(numbers: List[int]) -> str:
+        return f"{'rank' if len(numbers) == 1 else 'ranks'} {_rank_list(numbers)}"
+
+    return (
+        f"the MPI job has {mpi['size']:,} ranks but the trace holds only {ranks(present)}: "
+        f"{ranks(missing)} {'is' if len(missing) == 1 else 'are'} missing (the ranks of "
+        "other nodes are in those nodes' traces: see docs/mpi.md)"
+    )
+
+
+def _rank_list(ranks: Sequence[int], limit: int = 8) -> str:
+    """Ranks as "0, 2-5, 7": consecutive ones as a range, at most `limit` ranges."""
+    runs: List[List[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit]]
+    if len(runs) > limit:
+        text.append("...")
+    return ", ".join(text)
+
+
 def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
     """The report as a JSON-ready dict (schema in docs/analysis.md)."""
     raw = trace.raw
     symbols = trace.symbols
     processes = []
+    rank_rows: List[Dict[str, Any]] = []
     for proc in trace.processes:
         threads = []
         for thread in proc["threads"]:
@@ -169,6 +260,9 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         entry.update(_activity(symbols, proc["threads"], top))
         entry["threads"] = threads
         processes.append(entry)
+        if entry["mpi_rank"] is not None:
+            rank_rows.append(_rank_row(symbols, proc, entry))
+    mpi = _mpi_summary(rank_rows)
 
     warnings = []
     if raw["discarded_events"]:
@@ -188,6 +282,9 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "the trace holds no python_pinsight_lttng_ust events "
             f"({raw['other_events']:,} events of other providers)"
         )
+    mpi_warning = _mpi_warning(mpi) if mpi is not None else None
+    if mpi_warning:
+        warnings.append(mpi_warning)
     first = raw["first_ns"]
     return {
         "schema": SCHEMA,
@@ -215,6 +312,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             ],
         },
         "warnings": warnings,
+        "mpi": mpi,
         "processes": processes,
     }
 
@@ -324,7 +422,7 @@ def _has_activity(section: Dict[str, Any]) -> bool:
 
 def _process_title(proc: Dict[str, Any]) -> str:
     details = []
-    if proc["mpi_rank"] is not None:
+    if proc["mpi_rank"] is not None and f"pid {proc['vpid']}" not in proc["label"]:
         details.append(f"pid {proc['vpid']}")
     if proc["argv"]:
         details.append(proc["argv"])
@@ -340,6 +438,39 @@ def _process_title(proc: Dict[str, Any]) -> str:
     return f"=== {proc['label']}{suffix}: {proc['events']:,} events ==="
 
 
+def _mpi_lines(mpi: Dict[str, Any]) -> List[str]:
+    ranks = mpi["ranks"]
+    hosts = mpi["hosts"]
+    size = f" of {mpi['size']:,}" if mpi["size"] is not None else ""
+    where = f" on {_plural(len(hosts), 'host', 'hosts')}" if hosts else ""
+    if 0 < len(hosts) <= 4:
+        where += f" ({', '.join(hosts)})"
+    lines = [f"MPI ranks: {_plural(len(ranks), 'process', 'processes')}{size}{where}"]
+    cells = []
+    for r in ranks:
+        top = r["top_function"]
+        top_text = f"{top['name']} ({format_ns(top['self_ns'])})" if top else ""
+        cells.append([
+            str(r["mpi_rank"]), str(r["vpid"]), r["host"] or "", f"{r['threads']:,}",
+            f"{r['events']:,}", format_ns(r["end_ns"] - r["begin_ns"]) if r["threads"] else "",
+            f"{r['python_calls']:,}", f"{r['native_calls']:,}",
+            f"{r['mpi4py_calls']:,}", format_ns(r["mpi4py_ns"]), top_text,
+        ])
+    lines += _table(
+        ["rank", "pid", "host", "threads", "events", "span", "python calls", "native calls",
+         "mpi4py calls", "in mpi4py", "top function by self time"],
+        cells, [True, True, False, True, True, True, True, True, True, True, False])
+    if mpi["repeated_ranks"]:
+        repeated = mpi["repeated_ranks"]
+        lines.append(
+            f"{'Rank' if len(repeated) == 1 else 'Ranks'} {_rank_list(repeated)} "
+            f"{'appears' if len(repeated) == 1 else 'appear'} in several processes: "
+            "children of a rank inherit its launcher's variables, or several jobs ran "
+            "during the session; the sections below name them by pid."
+        )
+    return lines
+
+
 def render_text(report: Dict[str, Any]) -> str:
     top = int(report["top"])
     threads = sum(len(p["threads"]) for p in report["processes"])
@@ -352,6 +483,8 @@ def render_text(report: Dict[str, Any]) -> str:
         lines.append(f"  ({report['other_events']:,} events of other providers ignored)")
     for warning in report["warnings"]:
         lines += ["", f"WARNING: {warning}."]
+    if report.get("mpi"):
+        lines += ["", *_mpi_lines(report["mpi"])]
     for proc in report["processes"]:
         lines += ["", _process_title(proc)]
         active = [t for t in proc["threads"] if _has_activity(t)]

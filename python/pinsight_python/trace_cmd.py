@@ -5,7 +5,8 @@
 call-heavy programs), runs the command with tracing switched on through the
 environment (so Python children trace too), stops and destroys the session, keeps
 the trace, prints where it is and a short summary on stderr, and exits with the
-command's exit status.
+command's exit status. With ``--relayd HOST[:CTRL[:DATA]]`` the session streams the
+trace to an lttng-relayd instead (no summary then: the trace is on the relay host).
 
 For cli.py's table: ``configure_trace``/``run_trace`` and
 ``configure_startup_file``/``run_startup_file``; or ``add_parser(subparsers)``
@@ -20,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -49,8 +51,15 @@ start-up. Ctrl-C reaches the command; the trace is stopped and kept either way.
 Exit status: the command's (128+N if signal N killed it), 127 command not found,
 2 bad arguments, 1 LTTng could not be set up.
 
-example:
+With --relayd, the session streams the trace to an LTTng relay daemon (lttng-relayd,
+ports 5342/5343 by default) instead of writing it here; the relay daemon writes it under
+its output directory as HOSTNAME/SESSION-YYYYmmdd-HHMMSS. Only this host's processes are
+recorded: on a cluster, each node needs its own session (docs/cluster.md).
+
+examples:
   pinsight-python trace -o sim-trace -- python sim.py --steps 100
+  pinsight-python trace --relayd collector -- python sim.py
+  pinsight-python trace --relayd 10.0.0.5:6342:6343 -- python sim.py
 """
 
 
@@ -70,6 +79,13 @@ def configure_trace(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where LTTng writes the trace; must not exist or be empty "
         "(default: ./pinsight-trace-YYYYmmdd-HHMMSS)",
+    )
+    parser.add_argument(
+        "--relayd",
+        metavar=lttng.RELAYD_SPEC_HELP,
+        help="stream the trace to the LTTng relay daemon on HOST (control and data ports: "
+        f"default {lttng.RELAYD_CTRL_PORT} and {lttng.RELAYD_DATA_PORT}; an IPv6 address in "
+        "brackets) instead of writing it locally; not with -o",
     )
     parser.add_argument(
         "--config", metavar="FILE", help="PInsight trace configuration file for the command"
@@ -137,12 +153,33 @@ def run_startup_file(args: argparse.Namespace) -> int:
 
 
 class _Plan:
-    """The validated request: what to run, where the trace goes, the child's environment."""
+    """The validated request: what to run, where the trace goes, the child's environment.
 
-    def __init__(self, command: List[str], output: Path, env: Dict[str, str]) -> None:
+    With a relay daemon (``relayd_url``), ``output`` is None: the trace goes there.
+    """
+
+    def __init__(
+        self,
+        command: List[str],
+        output: Optional[Path],
+        env: Dict[str, str],
+        relayd_url: Optional[str] = None,
+    ) -> None:
         self.command = command
         self.output = output
         self.env = env
+        self.relayd_url = relayd_url
+
+
+def parse_relayd_option(value: str, option: str = "--relayd") -> str:
+    """``HOST[:CTRL_PORT[:DATA_PORT]]`` -> the session's URL; SettingsError if malformed."""
+    try:
+        return lttng.relayd_url(*lttng.parse_relayd(value))
+    except ValueError as e:
+        raise _startup.SettingsError(
+            f"{option} {value!r}: {e}; expected {lttng.RELAYD_SPEC_HELP}, e.g. collector, "
+            "10.0.0.5:5342:5343 or [fd00::5]"
+        ) from None
 
 
 def _default_output() -> Path:
@@ -168,9 +205,19 @@ def _plan(args: argparse.Namespace) -> _Plan:
         _startup.parse_backend(args.backend, "--backend") if args.backend is not None else None
     )
     config = _startup.check_config(args.config, "--config") if args.config is not None else None
+    relayd = getattr(args, "relayd", None)
+    url = parse_relayd_option(relayd) if relayd is not None else None
+    if url is not None and args.output:
+        raise _startup.SettingsError(
+            "-o and --relayd exclude each other: with --relayd, the relay daemon writes "
+            "the trace under its own output directory"
+        )
     _check_runnable(command[0])
 
-    if args.output:
+    output: Optional[Path]
+    if url is not None:
+        output = None
+    elif args.output:
         output = Path(args.output).absolute()
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise _startup.SettingsError(
@@ -182,7 +229,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
 
     env = dict(os.environ)
     _startup.export_settings(env, events=events, mode=mode, config=config, backend=backend)
-    return _Plan(command, output, env)
+    return _Plan(command, output, env, url)
 
 
 class _NotRunnable(Exception):
@@ -245,7 +292,7 @@ def run_trace(args: argparse.Namespace) -> int:
         _error(str(e))
         return e.status
 
-    session = lttng.Session(plan.output)
+    session = lttng.Session(plan.output, set_url=plan.relayd_url)
     try:
         lttng.lttng_binary()  # the clearest message when LTTng is not installed at all
         started_daemon = lttng.ensure_sessiond()
@@ -278,6 +325,16 @@ def run_trace(args: argparse.Namespace) -> int:
         except lttng.LttngError as e:
             _error(f"stopping the session {session.name}: {e}")
 
+    if plan.output is None:
+        # The trace is on the relay host; where its daemon writes is not known here.
+        print(
+            f"pinsight-python trace: trace streamed to the relay daemon at {plan.relayd_url} "
+            f"(LTTng session {session.name}, now destroyed); on the relay host it is in "
+            f"RELAYD_OUTPUT/{socket.gethostname()}/{session.name}-YYYYmmdd-HHMMSS, "
+            "RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces)",
+            file=sys.stderr,
+        )
+        return status
     print(
         f"pinsight-python trace: trace written to {plan.output} "
         f"(LTTng session {session.name}, now destroyed)",
