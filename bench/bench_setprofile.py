@@ -77,14 +77,12 @@ def main() -> int:
     for workload, row in results.items():
         base, n = row["untraced"], row["events"]
 
-        def per_event(config: str, base: float = base, n: float = n) -> float:
-            return (row[config] - base) / n * 1e9
-
-        cprofile = per_event("cProfile")
+        ns = {c: (row[c] - base) / n * 1e9 for c in ("cProfile", *CONFIGS)}
         print(
-            f"{workload:10} {int(n):>9} {cprofile:>9.1f} {per_event('MONITORING'):>9.1f}"
-            f" {per_event('past-cap'):>9.1f} {per_event('TRACING'):>9.1f}"
-            f"   {per_event('MONITORING') / cprofile:>19.3f} {per_event('TRACING') / cprofile:>17.3f}"
+            f"{workload:10} {int(n):>9} {ns['cProfile']:>9.1f} {ns['MONITORING']:>9.1f}"
+            f" {ns['past-cap']:>9.1f} {ns['TRACING']:>9.1f}"
+            f"   {ns['MONITORING'] / ns['cProfile']:>19.3f}"
+            f" {ns['TRACING'] / ns['cProfile']:>17.3f}"
         )
     print("\ntarget: MONITORING/cProfile <= 1.0")
     return 0
