@@ -9,7 +9,7 @@ from pinsight_python import lttng
 
 from .tracing import Tracer
 
-REQUIRED_TOOLS = ("lttng", "lttng-sessiond", "babeltrace2")
+REQUIRED_TOOLS = ("lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "mpirun")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
