@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "legacy_qualname.h"
+#include "py_util.h"
 
 namespace pinsight::code_registry {
 
@@ -23,23 +24,13 @@ void free_code_info(void *extra) {
   delete info;
 }
 
-std::string utf8_or(PyObject *text, const char *fallback) {
-  if (text && PyUnicode_Check(text)) {
-    Py_ssize_t size = 0;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-    if (utf8) return std::string(utf8, static_cast<size_t>(size));
-    PyErr_Clear();
-  }
-  return fallback;
-}
-
 // Module name from the globals the code runs with: the running frame's at
 // PY_START (callee) and CALL (caller) alike.
 std::string module_name(PyObject *globals) {
   if (!globals) globals = PyEval_GetGlobals();  // borrowed
   if (!globals || !PyDict_Check(globals)) return std::string();
   PyObject *name = PyDict_GetItemString(globals, "__name__");  // borrowed
-  return utf8_or(name, "");
+  return py::utf8_or(name, "");
 }
 }  // namespace
 
@@ -56,9 +47,10 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
   auto info = std::make_unique<CodeInfo>();
   info->code = code;
-  info->qualname = compat::has_code_qualname() ? utf8_or(compat::code_qualname(pycode), "<unknown>")
-                                               : legacy_qualname::resolve(pycode, globals);
-  info->filename = utf8_or(pycode->co_filename, "<unknown>");
+  info->qualname = compat::has_code_qualname()
+                       ? py::utf8_or(compat::code_qualname(pycode), "<unknown>")
+                       : legacy_qualname::resolve(pycode, globals);
+  info->filename = py::utf8_or(pycode->co_filename, "<unknown>");
   info->lineno = pycode->co_firstlineno;
   info->module = module_name(globals);
   CodeInfo *result = nullptr;

@@ -93,19 +93,13 @@ void on_sigusr1(int signo, siginfo_t *info, void *context) {
   }
 }
 
-bool handler_installed() {
-  struct sigaction current = {};
-  return sigaction(SIGUSR1, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
-         current.sa_sigaction == on_sigusr1;
-}
-
 void install_handler() {
-  if (handler_installed()) return;
+  struct sigaction current = {};
+  if (sigaction(SIGUSR1, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigusr1) return;
   // The handler to chain to is recorded before ours is in place, so a signal
   // arriving meanwhile never sees a half-written previous_action.
-  struct sigaction old = {};
-  if (sigaction(SIGUSR1, nullptr, &old) != 0) return;
-  previous_action = old;
+  previous_action = current;
   struct sigaction action = {};
   action.sa_sigaction = on_sigusr1;
   action.sa_flags = SA_SIGINFO | SA_RESTART;

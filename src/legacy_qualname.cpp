@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "code_info.h"
+#include "py_util.h"
 
 namespace pinsight::legacy_qualname {
 namespace {
@@ -23,18 +24,7 @@ std::unordered_map<const void *, std::pair<PyObject *, Py_ssize_t>> &searched() 
   return *map;
 }
 
-std::string utf8(PyObject *text) {
-  if (!text || !PyUnicode_Check(text)) return std::string();
-  Py_ssize_t size = 0;
-  const char *data = PyUnicode_AsUTF8AndSize(text, &size);
-  if (!data) {
-    PyErr_Clear();
-    return std::string();
-  }
-  return std::string(data, static_cast<size_t>(size));
-}
-
-std::string code_name(PyCodeObject *code) { return utf8(code->co_name); }
+std::string code_name(PyCodeObject *code) { return py::utf8_or(code->co_name, ""); }
 
 void remember(PyCodeObject *code, const std::string &qualname) {
   auto *object = reinterpret_cast<PyObject *>(code);
@@ -70,7 +60,7 @@ void name_function(PyObject *function, int depth = 0) {
   if (!PyFunction_Check(function) || depth > 8) return;
   auto *fn = reinterpret_cast<PyFunctionObject *>(function);
   auto *code = reinterpret_cast<PyCodeObject *>(fn->func_code);
-  std::string qualname = utf8(fn->func_qualname);
+  std::string qualname = py::utf8_or(fn->func_qualname, "");
   std::string name = code_name(code);
   size_t dot = qualname.rfind('.');
   std::string last = dot == std::string::npos ? qualname : qualname.substr(dot + 1);
@@ -86,36 +76,31 @@ void name_function(PyObject *function, int depth = 0) {
   }
 }
 
-PyObject *attribute(PyObject *object, const char *name) {
-  PyObject *value = PyObject_GetAttrString(object, name);
-  if (!value) PyErr_Clear();
-  return value;
-}
-
 void name_class(PyTypeObject *type, const std::string &module, int depth) {
   if (depth > 8 || !type->tp_dict) return;
   PyObject *type_module = PyDict_GetItemString(type->tp_dict, "__module__");  // borrowed
-  if (utf8(type_module) != module) return;
-  std::string qualname = utf8(reinterpret_cast<PyHeapTypeObject *>(type)->ht_qualname);
+  if (py::utf8_or(type_module, "") != module) return;
+  std::string qualname = py::utf8_or(reinterpret_cast<PyHeapTypeObject *>(type)->ht_qualname, "");
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(type->tp_dict, &pos, &key, &value)) {
     if (PyFunction_Check(value)) {
       name_function(value);
     } else if (Py_IS_TYPE(value, &PyStaticMethod_Type) || Py_IS_TYPE(value, &PyClassMethod_Type)) {
-      PyObject *function = attribute(value, "__func__");
+      PyObject *function = py::attribute_or_null(value, "__func__");
       if (function) name_function(function);
       Py_XDECREF(function);
     } else if (Py_IS_TYPE(value, &PyProperty_Type)) {
       for (const char *accessor : {"fget", "fset", "fdel"}) {
-        PyObject *function = attribute(value, accessor);
+        PyObject *function = py::attribute_or_null(value, accessor);
         if (function) name_function(function);
         Py_XDECREF(function);
       }
     } else if (PyType_Check(value) &&
                (reinterpret_cast<PyTypeObject *>(value)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
       auto *nested = reinterpret_cast<PyTypeObject *>(value);
-      std::string nested_qualname = utf8(reinterpret_cast<PyHeapTypeObject *>(nested)->ht_qualname);
+      std::string nested_qualname =
+          py::utf8_or(reinterpret_cast<PyHeapTypeObject *>(nested)->ht_qualname, "");
       if (nested_qualname.compare(0, qualname.size() + 1, qualname + ".") == 0) {
         name_class(nested, module, depth + 1);
       }
@@ -135,7 +120,7 @@ void search_namespace(PyObject *globals) {
     Py_INCREF(globals);
     searched().emplace(globals, std::make_pair(globals, size));
   }
-  std::string module = utf8(PyDict_GetItemString(globals, "__name__"));
+  std::string module = py::utf8_or(PyDict_GetItemString(globals, "__name__"), "");
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(globals, &pos, &key, &value)) {

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "py_util.h"
+
 namespace pinsight {
 
 #if PINSIGHT_HAVE_SYS_MONITORING
@@ -91,26 +93,6 @@ EventRow event_table[] = {
 // and 5 are conventionally the debugger's, coverage's, profilers' and optimisers'.
 constexpr int kPreferredToolIds[] = {4, 3, 2, 1, 5, 0};
 
-// Python's error as text, cleared.
-std::string fetch_error() {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  std::string text = "unknown error";
-  if (value) {
-    PyObject *str = PyObject_Str(value);
-    if (str) {
-      const char *utf8 = PyUnicode_AsUTF8(str);
-      if (utf8) text = utf8;
-      Py_DECREF(str);
-    }
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-  PyErr_Clear();
-  return text;
-}
-
 class MonitoringBackend final : public Backend {
  public:
   const char *name() const override { return "sys.monitoring"; }
@@ -123,11 +105,11 @@ class MonitoringBackend final : public Backend {
     Py_INCREF(monitoring_);
     if (!disable_object) {
       disable_object = PyObject_GetAttrString(monitoring_, "DISABLE");
-      if (!disable_object) throw ActivationError("sys.monitoring.DISABLE: " + fetch_error());
+      if (!disable_object) throw ActivationError("sys.monitoring.DISABLE: " + py::fetch_error());
     }
     tool_id_ = take_free_tool_id();
     PyObject *events = PyObject_GetAttrString(monitoring_, "events");
-    if (!events) throw ActivationError("sys.monitoring.events: " + fetch_error());
+    if (!events) throw ActivationError("sys.monitoring.events: " + py::fetch_error());
     for (size_t i = 0; i < std::size(event_table); ++i) {
       PyObject *bit = PyObject_GetAttrString(events, event_table[i].event);
       event_bits_[i] = bit ? PyLong_AsUnsignedLong(bit) : 0;
@@ -136,7 +118,7 @@ class MonitoringBackend final : public Backend {
       if (!bit || !callbacks_[i]) {
         Py_DECREF(events);
         throw ActivationError(std::string("sys.monitoring.events.") + event_table[i].event + ": " +
-                              fetch_error());
+                              py::fetch_error());
       }
       call("register_callback", "iIO", tool_id_, static_cast<unsigned>(event_bits_[i]),
            callbacks_[i]);
@@ -176,7 +158,7 @@ class MonitoringBackend final : public Backend {
     PyObject *result = format ? PyObject_CallMethod(monitoring_, method, format, args...)
                               : PyObject_CallMethod(monitoring_, method, nullptr);
     if (!result)
-      throw ActivationError(std::string("sys.monitoring.") + method + ": " + fetch_error());
+      throw ActivationError(std::string("sys.monitoring.") + method + ": " + py::fetch_error());
     Py_DECREF(result);
   }
 
@@ -185,7 +167,7 @@ class MonitoringBackend final : public Backend {
     std::string taken;
     for (int id : kPreferredToolIds) {
       PyObject *owner = PyObject_CallMethod(monitoring_, "get_tool", "i", id);
-      if (!owner) throw ActivationError("sys.monitoring.get_tool: " + fetch_error());
+      if (!owner) throw ActivationError("sys.monitoring.get_tool: " + py::fetch_error());
       bool free = owner == Py_None;
       if (!free) {
         PyObject *text = PyObject_Str(owner);

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "monitoring.h"
+#include "py_util.h"
 
 namespace pinsight {
 namespace {
@@ -89,12 +90,6 @@ inline int end_transition(PyFrameObject *frame, PyCodeObject *code, PyObject *ar
                                                                   : emitter::kYield;
 }
 
-PyObject *attr_or_null(PyObject *obj, const char *name) {
-  PyObject *value = PyObject_GetAttrString(obj, name);
-  if (!value) PyErr_Clear();
-  return value;
-}
-
 // gen.throw()/close() resumes the generator, and each generator it
 // delegates to (yield from, await), with an exception: remember their
 // frames so their PyTrace_CALL reads as a throw.
@@ -111,13 +106,13 @@ void note_throw(ThreadState &state, PyObject *callable) {
   for (int depth = 0; gen && depth < 1000; ++depth) {
     bool coro = PyCoro_CheckExact(gen);
     if (!coro && !PyGen_CheckExact(gen)) break;
-    PyObject *frame = attr_or_null(gen, coro ? "cr_frame" : "gi_frame");
+    PyObject *frame = py::attribute_or_null(gen, coro ? "cr_frame" : "gi_frame");
     if (frame && PyFrame_Check(frame)) {
       state.pending_throws.emplace_back(
           callable, compat::frame_key(reinterpret_cast<PyFrameObject *>(frame)));
     }
     Py_XDECREF(frame);
-    PyObject *next = attr_or_null(gen, coro ? "cr_await" : "gi_yieldfrom");
+    PyObject *next = py::attribute_or_null(gen, coro ? "cr_await" : "gi_yieldfrom");
     Py_DECREF(gen);
     gen = next;
   }
@@ -181,23 +176,6 @@ int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
   return 0;
 }
 
-std::string fetch_error() {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  std::string text = "unknown error";
-  if (value) {
-    PyObject *str = PyObject_Str(value);
-    const char *utf8 = str ? PyUnicode_AsUTF8(str) : nullptr;
-    if (utf8) text = utf8;
-    Py_XDECREF(str);
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-  PyErr_Clear();
-  return text;
-}
-
 int opcode_number(PyObject *opmap, const char *name) {
   PyObject *value = PyDict_GetItemString(opmap, name);  // borrowed
   return value ? static_cast<int>(PyLong_AsLong(value)) : -1;
@@ -219,7 +197,7 @@ class ProfileBackend final : public Backend {
     Py_XDECREF(opcode);
     if (!opmap || !PyDict_Check(opmap)) {
       Py_XDECREF(opmap);
-      throw ActivationError("opcode.opmap: " + fetch_error());
+      throw ActivationError("opcode.opmap: " + py::fetch_error());
     }
     opcodes.resume = opcode_number(opmap, "RESUME");
     opcodes.return_value = opcode_number(opmap, "RETURN_VALUE");
@@ -231,7 +209,7 @@ class ProfileBackend final : public Backend {
                               : -1;
     Py_DECREF(opmap);
     PyObject *thread_module = PyImport_ImportModule("_thread");
-    if (!thread_module) throw ActivationError("import _thread: " + fetch_error());
+    if (!thread_module) throw ActivationError("import _thread: " + py::fetch_error());
     const char *starters[] = {"start_new_thread", "start_joinable_thread"};  // the latter: 3.13+
     for (int i = 0; i < 2; ++i) {
       Py_CLEAR(thread_starters[i]);

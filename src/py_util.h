@@ -1,0 +1,45 @@
+// Small CPython helpers shared by the components; none of them raises.
+#pragma once
+
+#include <string>
+
+#include "compat.h"
+
+namespace pinsight::py {
+
+// `text` as UTF-8, or `fallback` when it is not a str (error cleared).
+inline std::string utf8_or(PyObject *text, const char *fallback) {
+  if (text && PyUnicode_Check(text)) {
+    Py_ssize_t size = 0;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (utf8) return std::string(utf8, static_cast<size_t>(size));
+    PyErr_Clear();
+  }
+  return fallback;
+}
+
+// New reference to `object.name`, or null with the error cleared.
+inline PyObject *attribute_or_null(PyObject *object, const char *name) {
+  PyObject *value = PyObject_GetAttrString(object, name);
+  if (!value) PyErr_Clear();
+  return value;
+}
+
+// The pending Python error as text, cleared.
+inline std::string fetch_error() {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  std::string text = "unknown error";
+  if (value) {
+    PyObject *str = PyObject_Str(value);
+    text = utf8_or(str, text.c_str());
+    Py_XDECREF(str);
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  return text;
+}
+
+}  // namespace pinsight::py
