@@ -11,11 +11,9 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from .tracing import Run, Tracer, check_balanced
+from .tracing import DEFAULT_BACKEND, SETPROFILE, Run, Tracer, check_balanced
 
-HAVE_SYS_MONITORING = sys.version_info >= (3, 12)
-DEFAULT_BACKEND = "sys.monitoring" if HAVE_SYS_MONITORING else "setprofile"
-BACKENDS = ["sys.monitoring", "setprofile"] if HAVE_SYS_MONITORING else ["setprofile"]
+BACKENDS = ["setprofile"] if SETPROFILE else ["sys.monitoring", "setprofile"]
 
 # Only builtin functions and methods are called from the program's own
 # functions: CPython's profile hook reports no other native callables.

@@ -92,24 +92,12 @@ def isolated_session(out: Path, **session_args: Any) -> Iterator[Optional[Callab
     would see each other's programs. As root, each run gets a group id of its
     own and the session tracks only that group (lttng track --vgid).
     """
-    session = lttng.Session(out, **session_args)
+    gid = random.randrange(200_000, 2**31 - 1) if os.geteuid() == 0 else None
+    session = lttng.Session(out, track_vgid=gid, **session_args)
     session.create()
     run_as: Optional[Callable[[], None]] = None
     try:
-        if os.geteuid() == 0:
-            gid = random.randrange(200_000, 2**31 - 1)
-            subprocess.run(
-                [
-                    lttng.lttng_binary(),
-                    "track",
-                    "--userspace",
-                    f"--session={session.name}",
-                    f"--vgid={gid}",
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
+        if gid is not None:
 
             def run_as() -> None:
                 os.setgid(gid)

@@ -411,6 +411,9 @@ class Session:
     sends its trace to a relay daemon instead (``output`` is then not used). The
     relay daemon writes it under its base output directory; when that is on this
     host, pass it as ``relayd_output`` and :meth:`trace_dir` finds the trace there.
+
+    ``track_vgid``: record only processes of that group id (``lttng track
+    --vgid``); without it, every traced process of the user is recorded.
     """
 
     def __init__(
@@ -426,6 +429,7 @@ class Session:
         ctrl_url: Optional[str] = None,
         data_url: Optional[str] = None,
         relayd_output: Optional[Path] = None,
+        track_vgid: Optional[int] = None,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
             raise ValueError("ctrl_url and data_url go together")
@@ -444,6 +448,7 @@ class Session:
         self.num_subbuf = num_subbuf
         self.set_url = set_url
         self.channel = "pinsight"
+        self.track_vgid = track_vgid
         self._created = False
         self._started = False
 
@@ -511,6 +516,15 @@ class Session:
                         f"--session={self.name}",
                         f"--channel={self.channel}",
                         event,
+                    ]
+                )
+            if self.track_vgid is not None:
+                _run(
+                    [
+                        "track",
+                        "--userspace",
+                        f"--session={self.name}",
+                        f"--vgid={self.track_vgid}",
                     ]
                 )
             for ctx in self.contexts:
