@@ -1,4 +1,4 @@
-#include "tracer.h"
+#include "tracer/tracer.h"
 
 #include <unistd.h>
 
@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "control.h"
-#include "legacy_qualname.h"
+#include "control/control.h"
+#include "tracer/legacy_qualname.h"
 
 namespace pinsight {
 

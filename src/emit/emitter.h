@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "code_info.h"
 #include "python_pinsight_lttng_ust.h"
-#include "thread_state.h"
+#include "tracer/code_info.h"
+#include "tracer/thread_state.h"
 
 namespace pinsight::emitter {
 

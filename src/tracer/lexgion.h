@@ -33,7 +33,7 @@
 
 #include <cstdint>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace pinsight {
 

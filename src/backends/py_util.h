@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "compat.h"
+#include "backends/compat.h"
 
 namespace pinsight::py {
 

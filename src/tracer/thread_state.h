@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "code_info.h"
+#include "tracer/code_info.h"
 
 namespace pinsight {
 

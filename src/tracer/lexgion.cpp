@@ -1,4 +1,4 @@
-#include "lexgion.h"
+#include "tracer/lexgion.h"
 
 namespace pinsight {
 

@@ -3,10 +3,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "config_binding.h"
-#include "control.h"
-#include "emitter.h"
-#include "tracer.h"
+#include "bindings/config_binding.h"
+#include "control/control.h"
+#include "emit/emitter.h"
+#include "tracer/tracer.h"
 
 namespace py = pybind11;
 using pinsight::Tracer;

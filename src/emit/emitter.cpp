@@ -2,7 +2,7 @@
 // the provider object.
 #define LTTNG_UST_TRACEPOINT_DEFINE
 #define LTTNG_UST_TRACEPOINT_PROBE_DYNAMIC_LINKAGE
-#include "emitter.h"
+#include "emit/emitter.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

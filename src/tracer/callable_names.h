@@ -8,7 +8,7 @@
 // dispatchers, ctypes function pointers, Cython functions and pybind11 methods.
 #pragma once
 
-#include "compat.h"
+#include "backends/compat.h"
 
 namespace pinsight::callables {
 

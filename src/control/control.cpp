@@ -1,4 +1,4 @@
-#include "control.h"
+#include "control/control.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -14,8 +14,8 @@
 #include <new>
 #include <thread>
 
-#include "compat.h"
-#include "tracer.h"
+#include "backends/compat.h"
+#include "tracer/tracer.h"
 
 namespace pinsight {
 

@@ -1,10 +1,10 @@
-#include "legacy_qualname.h"
+#include "tracer/legacy_qualname.h"
 
 #include <unordered_map>
 #include <utility>
 
-#include "code_info.h"
-#include "py_util.h"
+#include "backends/py_util.h"
+#include "tracer/code_info.h"
 
 namespace pinsight::legacy_qualname {
 namespace {

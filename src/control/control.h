@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace pinsight {
 

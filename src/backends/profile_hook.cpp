@@ -1,11 +1,11 @@
-#include "profile_hook.h"
+#include "backends/profile_hook.h"
 
 #include <iterator>
 #include <string>
 #include <string_view>
 
-#include "monitoring.h"
-#include "py_util.h"
+#include "backends/monitoring.h"
+#include "backends/py_util.h"
 
 namespace pinsight {
 namespace {

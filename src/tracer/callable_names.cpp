@@ -1,4 +1,4 @@
-#include "callable_names.h"
+#include "tracer/callable_names.h"
 
 #include <string>
 #include <unordered_map>

@@ -1,8 +1,8 @@
-#include "monitoring.h"
+#include "backends/monitoring.h"
 
 #include <string>
 
-#include "py_util.h"
+#include "backends/py_util.h"
 
 namespace pinsight {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "compat.h"
+#include "backends/compat.h"
 
 namespace pinsight::legacy_qualname {
 

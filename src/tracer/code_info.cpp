@@ -1,9 +1,9 @@
-#include "code_info.h"
+#include "tracer/code_info.h"
 
 #include <algorithm>
 
-#include "legacy_qualname.h"
-#include "py_util.h"
+#include "backends/py_util.h"
+#include "tracer/legacy_qualname.h"
 
 namespace pinsight::code_registry {
 

@@ -1,11 +1,11 @@
-#include "thread_state.h"
+#include "tracer/thread_state.h"
 
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
 
-#include "tracer.h"
+#include "tracer/tracer.h"
 
 namespace pinsight::thread_states {
 

@@ -1,4 +1,4 @@
-#include "config_binding.h"
+#include "bindings/config_binding.h"
 
 #include <pybind11/stl.h>
 
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "lexgion.h"
+#include "config/config.h"
+#include "tracer/lexgion.h"
 
 namespace py = pybind11;
 

@@ -9,7 +9,7 @@
 // the reader is the line number of whatever inih reports, and applies each
 // section header when inih reaches it, so that PInsight's snapshot
 // inheritance ("a section sees what the lines above it set") holds.
-#include "config.h"
+#include "config/config.h"
 
 #include <ini.h>
 

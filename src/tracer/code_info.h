@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "compat.h"
-#include "config.h"
-#include "lexgion.h"
+#include "backends/compat.h"
+#include "config/config.h"
+#include "tracer/lexgion.h"
 
 namespace pinsight {
 

@@ -15,11 +15,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "callable_names.h"
-#include "code_info.h"
-#include "config.h"
-#include "emitter.h"
-#include "thread_state.h"
+#include "config/config.h"
+#include "emit/emitter.h"
+#include "tracer/callable_names.h"
+#include "tracer/code_info.h"
+#include "tracer/thread_state.h"
 
 namespace pinsight {
 
