@@ -1,0 +1,39 @@
+// Lexical pieces of PInsight's configuration format, shared by the parser's
+// line reader, section headers and keys (internal to src/config/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+
+namespace pinsight::config_detail {
+
+bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
+bool starts_with(std::string_view text, std::string_view prefix);
+bool ends_with(std::string_view text, std::string_view suffix);
+bool is_blank(char c);
+std::string_view trim(std::string_view text);
+// Splits on every `sep`; items are trimmed, empty ones kept.
+std::vector<std::string_view> split(std::string_view text, char sep);
+// At most `limit` bytes of `text`, cut between UTF-8 characters, "..." when cut.
+std::string shorten(std::string_view text, size_t limit);
+// For messages: quoted, control bytes escaped, long text shortened.
+std::string quote(std::string_view text);
+bool valid_utf8(std::string_view text);
+
+// Values. Each returns false, leaving *out alone, when `text` is not one.
+bool parse_int64(std::string_view text, int64_t *out);   // strict decimal integer
+bool parse_seconds(std::string_view text, double *out);  // finite decimal number
+bool parse_switch(std::string_view text, bool *out);     // on/off/true/false/1/0, any case
+
+// Thread id sets.
+void normalize(ThreadSet *set);  // ranges sorted and merged
+ThreadSet intersect(const ThreadSet &a, const ThreadSet &b);
+bool same_set(const ThreadSet &a, const ThreadSet &b);
+// "0-3", "0, 2, 5-7", "*" (with or without the parentheses of a key value).
+bool parse_thread_ids(std::string_view text, ThreadSet *out, bool *wildcard);
+
+}  // namespace pinsight::config_detail
