@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backends/py_util.h"
+#include "tracer/tracer.h"
 
 namespace pinsight {
 

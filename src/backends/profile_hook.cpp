@@ -6,6 +6,7 @@
 
 #include "backends/monitoring.h"
 #include "backends/py_util.h"
+#include "tracer/tracer.h"
 
 namespace pinsight {
 namespace {
@@ -256,15 +257,5 @@ class ProfileBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_profile_backend() { return std::make_unique<ProfileBackend>(); }
-
-std::unique_ptr<Backend> make_backend(const std::string &name) {
-  if (name == "sys.monitoring") return make_monitoring_backend();
-  if (name == "setprofile") return make_profile_backend();
-  if (name == "auto") {
-    return PINSIGHT_HAVE_SYS_MONITORING ? make_monitoring_backend() : make_profile_backend();
-  }
-  throw ActivationError("unknown backend '" + name +
-                        "' (expected 'auto', 'sys.monitoring' or 'setprofile')");
-}
 
 }  // namespace pinsight

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "tracer/tracer.h"
+#include "backends/backend.h"
 
 namespace pinsight {
 std::unique_ptr<Backend> make_profile_backend();

@@ -1,30 +1,14 @@
-// Publication of the configuration and the control thread that reloads it.
-//
-// The callbacks read the current Config lock-free inside an RCU read-side
-// section (liburcu, memb flavour: the signal flavour would take SIGUSR1,
-// our reload signal). The control thread parses a new file, publishes it
-// with rcu_assign_pointer, waits for readers (synchronize_rcu) and frees the
-// old one, then takes the GIL to apply CPython-level changes.
+// The control thread that reloads the configuration on SIGUSR1. It parses the
+// new file, publishes it in the configuration store (config_store.h), then
+// takes the GIL to apply CPython-level changes.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "config/config.h"
+#include "control/config_store.h"
 
 namespace pinsight {
-
-namespace config_store {
-// The current configuration; valid until read_unlock(). Never null after
-// the first publish().
-const Config *read_lock();
-void read_unlock();
-// Publishes `config` (its generation is assigned here) and frees the
-// previous one once no reader can see it. Returns the new generation.
-uint64_t publish(std::unique_ptr<Config> config);
-// Called when a thread that may have read the store exits.
-void forget_thread();
-}  // namespace config_store
 
 namespace control {
 // Starts the control thread and installs the SIGUSR1 handler, once per

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/backend.h"
 #include "config/config.h"
 #include "emit/emitter.h"
 #include "tracer/callable_names.h"
@@ -30,32 +31,6 @@ bool reload_now(std::string *error);
 // What CPython sees from a callback: carry on, or DISABLE this location.
 enum class Verdict { Continue, Disable };
 
-// Groups of CPython events a backend switches on.
-enum CPythonEvents : uint32_t {
-  kCPyBegins = 1u << 0,  // PY_START, PY_RESUME, PY_THROW
-  kCPyEnds = 1u << 1,    // PY_RETURN, PY_YIELD, PY_UNWIND
-  kCPyCalls = 1u << 2,   // CALL, C_RETURN, C_RAISE
-};
-
-class Backend {
- public:
-  virtual ~Backend() = default;
-  virtual const char *name() const = 0;
-  // Each may throw ActivationError.
-  virtual void install() = 0;
-  virtual void set_events(uint32_t cpython_events) = 0;
-  virtual void restart_events() = 0;  // re-enable locations that returned DISABLE
-  virtual void uninstall() = 0;
-  virtual int tool_id() const { return -1; }
-};
-
-// The backend for `name` (auto, sys.monitoring, setprofile); throws
-// ActivationError when it is not available on this CPython.
-std::unique_ptr<Backend> make_backend(const std::string &name);
-
-struct ActivationError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

@@ -1,0 +1,39 @@
+// The interface between the tracer and a CPython event source: sys.monitoring
+// (monitoring.cpp, CPython >= 3.12) or PyEval_SetProfile (profile_hook.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace pinsight {
+
+struct ActivationError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Groups of CPython events a backend switches on.
+enum CPythonEvents : uint32_t {
+  kCPyBegins = 1u << 0,  // PY_START, PY_RESUME, PY_THROW
+  kCPyEnds = 1u << 1,    // PY_RETURN, PY_YIELD, PY_UNWIND
+  kCPyCalls = 1u << 2,   // CALL, C_RETURN, C_RAISE
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  // Each may throw ActivationError.
+  virtual void install() = 0;
+  virtual void set_events(uint32_t cpython_events) = 0;
+  virtual void restart_events() = 0;  // re-enable locations that returned DISABLE
+  virtual void uninstall() = 0;
+  virtual int tool_id() const { return -1; }
+};
+
+// The backend for `name` (auto, sys.monitoring, setprofile); throws
+// ActivationError when it is not available on this CPython.
+std::unique_ptr<Backend> make_backend(const std::string &name);
+
+}  // namespace pinsight
