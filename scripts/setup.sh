@@ -5,6 +5,8 @@
 # pinsight-python and its test dependencies:
 #   .venv           newest CPython >= 3.12 (sys.monitoring backend), editable
 #   .venv-fallback  CPython 3.11 (PyEval_SetProfile backend), editable
+# The editable builds carry the test hooks module (_pinsight_python_testing,
+# CMake option PINSIGHT_PYTHON_TESTING), which wheels do not.
 #   .venv-py38      CPython 3.8, for the short smoke test of the oldest supported version
 set -euo pipefail
 
@@ -67,11 +69,12 @@ make_venv() {
 
 py_main=$(find_python 12 14)
 [[ -n $py_main ]] || die "no CPython >= 3.12 with venv found on PATH or in pyenv (\$PYENV_ROOT/versions)"
-make_venv .venv "$py_main" -e ".[test]"
+dev_build=(--config-settings=cmake.define.PINSIGHT_PYTHON_TESTING=ON)
+make_venv .venv "$py_main" "${dev_build[@]}" -e ".[test]"
 
 py_fallback=$(find_python 11 11)
 [[ -n $py_fallback ]] || die "no CPython 3.11 with venv found on PATH or in pyenv (needed for .venv-fallback)"
-make_venv .venv-fallback "$py_fallback" -e ".[test]"
+make_venv .venv-fallback "$py_fallback" "${dev_build[@]}" -e ".[test]"
 
 py_oldest=$(find_python 8 8)
 [[ -n $py_oldest ]] || die "no CPython 3.8 with venv found on PATH or in pyenv (needed for .venv-py38)"

@@ -1,6 +1,6 @@
 """The trace configuration parser and the lexgion rate arithmetic, at unit level.
 
-Every configuration here goes through the compiled parser (src/config.cpp); the
+Every configuration here goes through the compiled parser (src/config/); the
 _lexgion_simulate* bindings run Config::decide_code, Config::events_for and
 lexgion_begin in the order the tracer's hot path does, so "the executions it
 returns" are the executions the tracer traces (end-to-end tests check that
@@ -20,7 +20,14 @@ from typing import Any, Dict, List
 
 import pytest
 
-from pinsight_python import _pinsight_python as native
+try:
+    from pinsight_python import _pinsight_python_testing as native
+except ImportError as error:  # a wheel, or a build without the option
+    raise ImportError(
+        "pinsight_python._pinsight_python_testing is missing: install in editable mode "
+        "(bash scripts/setup.sh, or pip install -e .), which builds it "
+        "(CMake option PINSIGHT_PYTHON_TESTING=ON)"
+    ) from error
 
 HERE = Path(__file__).resolve().parent
 TEST_CONFIGS = HERE / "configs"
@@ -1811,3 +1818,30 @@ def test_fuzz_raw_bytes_files(tmp_path: Path) -> None:
             native._parse_config(str(path))
         except ValueError as error:
             assert str(error).startswith(str(path))
+
+
+def test_check_config_is_the_parser_without_test_hooks(tmp_path: Path) -> None:
+    import pinsight_python
+    from pinsight_python import _pinsight_python as product
+
+    hooks = {name for name in dir(native) if not name.startswith("__")}
+    assert hooks and not hooks & set(dir(product)), "test hooks belong in the test module"
+
+    good = tmp_path / "good.txt"
+    good.write_text("[Python.default]\ntrace_mode = MONITORING\nfrobnicate = 1\n")
+    config = pinsight_python.check_config(good)
+    assert config == native._parse_config(str(good))
+    assert config["mode"] == "MONITORING"
+    assert config["warnings"] and config["warnings"][0].startswith(f"{good}:3: ")
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text(
+        "[Python.default]\ntrace_mode = TRACE\n\n"
+        "[Lexgion.default]\nmax_num_traces = x\n"
+    )
+    with pytest.raises(pinsight_python.ConfigError) as raised:
+        pinsight_python.check_config(str(bad))
+    assert [line.split(": ")[0] for line in str(raised.value).splitlines()] == [
+        f"{bad}:2",
+        f"{bad}:5",
+    ]

@@ -25,6 +25,7 @@ __all__ = [
     "ActivationError",
     "ConfigError",
     "activate",
+    "check_config",
     "deactivate",
     "lexgions",
     "reload",
@@ -204,3 +205,10 @@ def set_mode(mode: str) -> None:
 def reload() -> None:
     """Re-read the configuration file now, as SIGUSR1 does."""
     _core.reload()
+
+
+def check_config(path: Union[str, os.PathLike[str]]) -> Dict[str, Any]:
+    """Parse a trace configuration file without applying it: the configuration
+    as a dict, its warnings ('file:line: message') under "warnings". Raises
+    ConfigError listing every error, one a line."""
+    return dict(_core.check_config(path))

@@ -3,7 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "bindings/config_binding.h"
+#include "bindings/config_dict.h"
+#include "bindings/testing_api.h"
 #include "control/control.h"
 #include "emit/emitter.h"
 #include "tracer/tracer.h"
@@ -32,6 +33,22 @@ py::dict status_dict() {
   d["reloads"] = s.reloads;
   d["reload_errors"] = s.reload_errors;
   return d;
+}
+
+void visit_stack(void (*visit)(const pinsight::StackEntryView &, void *), void *context) {
+  const pinsight::ThreadState *state = pinsight::thread_states::current_ptr;
+  if (!state) return;
+  for (const auto &r : state->stack) {
+    const pinsight::StackEntryView entry = {
+        reinterpret_cast<uintptr_t>(r.frame), r.code ? r.code->qualname.c_str() : "",
+        r.kind == pinsight::RecordKind::CCall, static_cast<int>(r.flags)};
+    visit(entry, context);
+  }
+}
+
+uintptr_t current_frame() {
+  return reinterpret_cast<uintptr_t>(
+      pinsight::compat::current_frame(pinsight::compat::thread_state()));
 }
 
 }  // namespace
@@ -111,26 +128,25 @@ PYBIND11_MODULE(_pinsight_python, m) {
     }
     return out;
   });
+  m.def(
+      "check_config",
+      [](const py::object &path) {
+        const std::string file = py::module_::import("os").attr("fspath")(path).cast<std::string>();
+        pinsight::ParseResult result;
+        {
+          py::gil_scoped_release release;
+          result = pinsight::parse_config_file(file);
+        }
+        if (!result.config) throw pinsight::ConfigError(pinsight::error_text(result));
+        return pinsight::config_dict(result);
+      },
+      py::arg("path"),
+      "Parse a trace configuration file without applying it: the configuration as a dict, "
+      "with its warnings ('file:line: message'). ConfigError lists every error, one a line.");
   m.def("lttng_available", [] {
     std::string error;
     bool ok = pinsight::emitter::load_provider(&error);
     return py::make_tuple(ok, error);
-  });
-  m.def("_debug_stack", [] {
-    py::list out;
-    pinsight::ThreadState *state = pinsight::thread_states::current_ptr;
-    if (!state) return out;
-    for (const auto &r : state->stack) {
-      out.append(py::make_tuple(reinterpret_cast<uintptr_t>(r.frame),
-                                r.code ? r.code->qualname : std::string(),
-                                r.kind == pinsight::RecordKind::CCall ? "c_call" : "function",
-                                static_cast<int>(r.flags)));
-    }
-    return out;
-  });
-  m.def("_debug_current_frame", [] {
-    return reinterpret_cast<uintptr_t>(
-        pinsight::compat::current_frame(pinsight::compat::thread_state()));
   });
   m.def("_before_fork", [] { Tracer::instance().before_fork(); });
   m.def("_after_fork_parent", [] { Tracer::instance().after_fork(false); });
@@ -140,5 +156,8 @@ PYBIND11_MODULE(_pinsight_python, m) {
     Py_END_ALLOW_THREADS
   });
 
-  pinsight::register_config_bindings(m);
+  // For the test module only (testing_api.h): no Python-callable hook here.
+  static const pinsight::TestingApi testing_api = {pinsight::TestingApi::kVersion, &visit_stack,
+                                                   &current_frame};
+  m.attr("_C_API") = py::capsule(&testing_api, pinsight::kTestingApiCapsule);
 }

@@ -1,0 +1,31 @@
+// What the test module (_pinsight_python_testing, a separate shared object)
+// may read of the live tracer, published by the product module as the capsule
+// pinsight_python._pinsight_python._C_API. A second copy of the tracer in the
+// test module would see none of the state the traced program builds.
+#pragma once
+
+#include <cstdint>
+
+namespace pinsight {
+
+inline constexpr const char *kTestingApiCapsule = "pinsight_python._pinsight_python._C_API";
+
+// One record of a shadow stack; `qualname` lives as long as the record.
+struct StackEntryView {
+  uintptr_t frame;
+  const char *qualname;
+  bool c_call;
+  int flags;
+};
+
+struct TestingApi {
+  static constexpr uint32_t kVersion = 1;
+  uint32_t version;
+  // Calls visit(entry, context) for each record of the calling thread's shadow
+  // stack, outermost first (GIL held).
+  void (*visit_stack)(void (*visit)(const StackEntryView &entry, void *context), void *context);
+  // The calling thread's current Python frame, as an address (GIL held).
+  uintptr_t (*current_frame)();
+};
+
+}  // namespace pinsight

@@ -1,0 +1,56 @@
+// pinsight_python._pinsight_python_testing: hooks for the tests, built only
+// with -DPINSIGHT_PYTHON_TESTING=ON (scripts/setup.sh turns it on for the dev
+// and test environments); the wheel does not carry it. Parser probes run the
+// configuration code linked in here; the tracer's live state is read through
+// the product module's capsule (testing_api.h).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings/config_probes.h"
+#include "bindings/testing_api.h"
+
+namespace py = pybind11;
+
+namespace {
+
+const pinsight::TestingApi &api() {
+  static const pinsight::TestingApi *loaded = [] {
+    auto *found = static_cast<const pinsight::TestingApi *>(
+        PyCapsule_Import(pinsight::kTestingApiCapsule, 0));
+    if (!found) throw py::error_already_set();
+    if (found->version != pinsight::TestingApi::kVersion) {
+      throw std::runtime_error(
+          "pinsight_python._pinsight_python is not the build this test "
+          "module was made with (testing API version mismatch)");
+    }
+    return found;
+  }();
+  return *loaded;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_pinsight_python_testing, m) {
+  m.doc() = "pinsight-python's test hooks (not part of the product)";
+  api();  // fail at import when the product module does not match
+
+  m.def(
+      "_debug_stack",
+      [] {
+        py::list out;
+        api().visit_stack(
+            [](const pinsight::StackEntryView &entry, void *context) {
+              static_cast<py::list *>(context)->append(py::make_tuple(
+                  entry.frame, entry.qualname, entry.c_call ? "c_call" : "function", entry.flags));
+            },
+            &out);
+        return out;
+      },
+      "The calling thread's shadow stack, outermost first: (frame address, qualname, "
+      "'function' or 'c_call', flags) tuples.");
+  m.def(
+      "_debug_current_frame", [] { return api().current_frame(); },
+      "The calling thread's current frame, as an address comparable with _debug_stack's.");
+
+  pinsight::register_config_probes(m);
+}
