@@ -2,9 +2,11 @@
 
 Records traces of at least ``--events`` events (default 10 million) by
 running a recursive workload under the tracer in a real LTTng session
-(pinsight_python.lttng.Session), then runs ``report``, ``flamegraph``
-and ``export --format chrome`` on each, in fresh processes, and prints wall
-time, events/s, CPU time and peak RSS of each. Two workloads:
+(pinsight_python.lttng.Session), then runs ``babeltrace2 -o dummy`` (the
+baseline: babeltrace2 decoding the trace and nothing else), the end-of-run
+summary of ``trace``, ``report``, ``flamegraph`` and ``export --format
+chrome`` on each, in fresh processes, and prints wall time, events/s, CPU
+time, peak RSS and the speed relative to babeltrace2 of each. Two workloads:
 
 * ``1-process``: one Python process; its events land in one per-CPU stream,
   which one thread must decode (babeltrace2 decodes a stream sequentially);
@@ -68,6 +70,13 @@ raw = read_trace(sys.argv[1], call_trees=False, progress="never").raw
 print(json.dumps({k: raw[k] for k in ("decode_thread_cpu_s", "analysis_cpu_s")}))
 """
 
+# The summary `pinsight-python trace` prints when the command ends.
+SUMMARY = """
+import sys
+from pinsight_python.summary import summarize
+print("\\n".join(summarize(sys.argv[1], progress="never")))
+"""
+
 
 WORKLOADS = ("1-process", "2-ranks")
 
@@ -128,7 +137,10 @@ def bench(trace_dir: Path, events_wanted: int, workload: str) -> None:
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     with tempfile.TemporaryDirectory() as out:
+        babeltrace2 = shutil.which("babeltrace2") or "babeltrace2"
         commands = {
+            "babeltrace2 -o dummy": [babeltrace2, "-o", "dummy", str(trace_dir)],
+            "trace's summary": [sys.executable, "-c", SUMMARY, str(trace_dir)],
             "report": [*cli, "report", str(trace_dir), "--progress", "never"],
             "report --json": [*cli, "report", str(trace_dir), "--json", "--progress", "never"],
             "flamegraph --folded": [*cli, "flamegraph", str(trace_dir), "--folded",
@@ -138,12 +150,16 @@ def bench(trace_dir: Path, events_wanted: int, workload: str) -> None:
             "export --format chrome": [*cli, "export", str(trace_dir), "--progress", "never",
                                        "-o", f"{out}/trace.json"],
         }
-        print(f"{'command':<24} {'wall s':>8} {'events/s':>12} {'CPU s':>8} {'peak RSS':>10}")
+        print(f"{'command':<24} {'wall s':>8} {'events/s':>12} {'CPU s':>8} {'peak RSS':>10} "
+              f"{'vs babeltrace2':>15}")
+        baseline = None
         for name, command in commands.items():
             wall, cpu, rss, status = measure(command)
             flag = "" if status == 0 else f"  (exit {status})"
+            baseline = baseline or wall
+            # > 1: faster than babeltrace2 decoding alone; the goal is >= 0.5.
             print(f"{name:<24} {wall:8.2f} {events / wall:12,.0f} {cpu:8.2f} "
-                  f"{rss:7.0f} MiB{flag}", flush=True)
+                  f"{rss:7.0f} MiB {baseline / wall:14.2f}x{flag}", flush=True)
         chrome = Path(out) / "trace.json"
         if chrome.exists():
             print(f"chrome JSON: {chrome.stat().st_size / 2**20:,.0f} MiB")
