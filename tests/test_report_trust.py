@@ -173,7 +173,7 @@ def test_calls_mean_starts_everywhere(program: Run, capsys: pytest.CaptureFixtur
 def test_control_thread_is_not_a_program_thread(
     program: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parent, child = pids(program)
+    parent, _child = pids(program)
     by_thread = program.trace.by_thread()
     # The reload's mode_change came from a thread that emitted nothing else.
     control = [key for key, events in by_thread.items()
@@ -300,7 +300,7 @@ def test_module_filters_hide_frames_into_their_caller(
 def test_filters_apply_to_flamegraph_and_export(
     program: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parent, child = pids(program)
+    parent, _child = pids(program)
     code = cli.main(["flamegraph", str(program.trace.path), "--folded", "--rank", "1",
                      "--exclude", "__main__"])
     out, err = capsys.readouterr()

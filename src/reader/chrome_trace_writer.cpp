@@ -82,15 +82,21 @@ const std::string &ChromeTraceWriter::fragment(const SymbolTable &symbols, Symbo
   return text;
 }
 
-void ChromeTraceWriter::begin_frame(int64_t pid, int32_t tid, const SymbolTable &symbols,
-                                    SymbolId symbol, uint64_t ts_ns) {
+void ChromeTraceWriter::event_head(const char *ph, int64_t pid, int32_t tid, uint64_t ts_ns) {
   begin_event();
-  buffer_ += "{\"ph\":\"B\",\"pid\":";
+  buffer_ += "{\"ph\":\"";
+  buffer_ += ph;
+  buffer_ += "\",\"pid\":";
   append_int(buffer_, pid);
   buffer_ += ",\"tid\":";
   append_int(buffer_, tid);
   buffer_ += ",\"ts\":";
   append_ns_as_us(buffer_, static_cast<int64_t>(ts_ns - origin_ns_));
+}
+
+void ChromeTraceWriter::begin_frame(int64_t pid, int32_t tid, const SymbolTable &symbols,
+                                    SymbolId symbol, uint64_t ts_ns) {
+  event_head("B", pid, tid, ts_ns);
   buffer_.push_back(',');
   buffer_ += fragment(symbols, symbol);
   buffer_ += "}}";
@@ -98,13 +104,7 @@ void ChromeTraceWriter::begin_frame(int64_t pid, int32_t tid, const SymbolTable 
 }
 
 void ChromeTraceWriter::end_frame(int64_t pid, int32_t tid, uint64_t ts_ns, FrameExit exit) {
-  begin_event();
-  buffer_ += "{\"ph\":\"E\",\"pid\":";
-  append_int(buffer_, pid);
-  buffer_ += ",\"tid\":";
-  append_int(buffer_, tid);
-  buffer_ += ",\"ts\":";
-  append_ns_as_us(buffer_, static_cast<int64_t>(ts_ns - origin_ns_));
+  event_head("E", pid, tid, ts_ns);
   buffer_ += exit_args(exit);
   flush_if_full();
 }

@@ -46,6 +46,8 @@ class ChromeTraceWriter {
 
  private:
   void begin_event();
+  // {"ph":PH,"pid":..,"tid":..,"ts":.. (the object left open)
+  void event_head(const char *ph, int64_t pid, int32_t tid, uint64_t ts_ns);
   void flush_if_full();
   void flush();
   const std::string &fragment(const SymbolTable &symbols, SymbolId symbol);
