@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config_impl.h"
+#include "config/module_names.h"
 #include "config/text.h"
 
 namespace pinsight {
@@ -75,7 +76,6 @@ namespace {
 using config_detail::builtin_lexgion;
 using config_detail::ends_with;
 using config_detail::kAdmitted;
-using config_detail::starts_with;
 
 const std::vector<NamedLexgion> kNoNamed;
 const std::vector<ThreadSection> kNoThreadSections;
@@ -95,11 +95,6 @@ bool file_hint_matches(std::string_view hint, std::string_view filename) {
   return false;
 }
 
-bool module_matches(std::string_view module, const std::string &entry) {
-  return module == entry || (starts_with(module, entry) && module.size() > entry.size() &&
-                             module[entry.size()] == '.');
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -108,16 +103,7 @@ bool module_matches(std::string_view module, const std::string &entry) {
 CodeDecision Config::decide_code(std::string_view qualname, std::string_view filename,
                                  std::string_view module) const {
   CodeDecision decision;
-  if (!module_filter.empty()) {
-    decision.module_selected =
-        std::any_of(module_filter.begin(), module_filter.end(),
-                    [module](const std::string &entry) { return module_matches(module, entry); });
-  }
-  if (decision.module_selected) {
-    decision.module_selected =
-        std::none_of(module_exclude.begin(), module_exclude.end(),
-                     [module](const std::string &entry) { return module_matches(module, entry); });
-  }
+  decision.module_selected = pinsight::module_selected(module, module_filter, module_exclude);
   if (!impl) {
     decision.lexgion = &builtin_lexgion();
     return decision;
