@@ -61,10 +61,13 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "activate",
       [](bool function_events, bool c_call_events, const std::string &config_path,
          const std::string &mode, const std::string &backend, unsigned long main_thread_ident,
-         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv) {
+         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv,
+         bool import_events, bool alloc_events) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
+        options.import_events = import_events;
+        options.alloc_events = alloc_events;
         options.config_path = config_path;
         options.mode = mode;
         options.backend = backend;
@@ -77,7 +80,8 @@ PYBIND11_MODULE(_pinsight_python, m) {
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
-      py::arg("hostname"), py::arg("argv"));
+      py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
+      py::arg("alloc_events") = false);
   m.def("deactivate", [] { Tracer::instance().deactivate(); });
   m.def("status", &status_dict);
   m.def("set_mode", [](const std::string &mode) {

@@ -167,6 +167,7 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
 
 void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
   TraceMode config_mode = config->mode;
+  update_extra_events(*config);
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
   uint64_t generation = config_store::publish(std::move(config));
@@ -307,6 +308,9 @@ void Tracer::activate(const ActivateOptions &options) {
 
   requested_events_ =
       (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
+  imports_requested_ = options.import_events;
+  alloc_requested_ = options.alloc_events;
+  update_extra_events(*config);
   config_path_ = path;
 
   std::string lttng_error;
@@ -380,6 +384,8 @@ Status Tracer::status() const {
   s.tool_id = backend_ ? backend_->tool_id() : -1;
   if (requested_events_ & kEventFunction) s.events.push_back("function");
   if (requested_events_ & kEventCCall) s.events.push_back("c_call");
+  if (imports_possible_.load()) s.events.push_back("import");
+  if (shadow_all_.load()) s.events.push_back("alloc");
   s.config_path = config_path_;
   s.config_generation = generation_.load();
   s.events_emitted = events_emitted_;

@@ -197,7 +197,7 @@ def test_doc_domain_event_selection() -> None:
             pysysmon_py_return = on    # Python function exit  (default: on)
             pysysmon_c_start   = off   # C extension call begin (turn off to reduce volume)
             pysysmon_c_return  = off   # C extension call end
-            pysysmon_import    = off   # module import (reserved, default: off)
+            pysysmon_import    = off   # module import (default: off)
         """
     config = parse(text)
     assert config["events"] == PY_EVENTS and config["warnings"] == []
@@ -1668,10 +1668,6 @@ def test_missing_and_unreadable_files(tmp_path: Path) -> None:
             "[Lexgion.default]\nwindow_end_action = Python:device_activity=off\n",
             "cfg.txt:2: window_end_action: Python has no device_activity: "
             "'Python:device_activity=off' ignored",
-        ),
-        (
-            "[Python.default]\npysysmon_import = on\n",
-            "cfg.txt:2: pysysmon_import is reserved: no import events are emitted",
         ),
         (
             "[Lexgion.default]\nwindow_end_trigger = anchor\n",

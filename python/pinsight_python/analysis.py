@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 PROGRESS_MODES = ("auto", "always", "never")
+# The reader's pseudo-file of import frames (src/reader/resource_events.cpp).
+IMPORT_FILE = "<import>"
 
 
 class TraceNotFoundError(Exception):
@@ -93,9 +95,16 @@ class Symbol:
     lineno: int  # -1: a Python caller whose definition line the trace did not show
 
     @property
+    def is_import(self) -> bool:
+        """An import frame (import_begin/import_end): qualname is the module."""
+        return not self.native and self.filename == IMPORT_FILE
+
+    @property
     def location(self) -> str:
         if self.native:
             return "[native]"
+        if self.is_import:
+            return "[import]"
         line = f":{self.lineno}" if self.lineno >= 0 else ""
         return f"{self.filename}{line}"
 
@@ -114,11 +123,16 @@ class Symbol:
         """The name of a frame in folded stacks and flame graphs."""
         if self.native:
             return self.qualname
+        if self.is_import:
+            return f"import {self.qualname}"
         return f"{self.qualname} ({self.location})"
 
     def as_json(self) -> Dict[str, Any]:
         if self.native:
             return {"kind": "native", "name": self.qualname, "qualname": self.qualname,
+                    "filename": None, "lineno": None}
+        if self.is_import:
+            return {"kind": "import", "name": self.qualname, "qualname": self.qualname,
                     "filename": None, "lineno": None}
         return {
             "kind": "python",

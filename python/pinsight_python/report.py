@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import Symbol, TraceData, format_ns
+from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
@@ -118,8 +119,11 @@ def _unbalanced(threads: Iterable[Dict[str, Any]]) -> Dict[str, int]:
 
 def _activity(symbols: Sequence[Symbol], threads: List[Dict[str, Any]], top: int) -> Dict[str, Any]:
     functions = _function_totals(threads)
+    for symbol in [s for s in functions if symbols[s].is_import]:
+        del functions[symbol]  # in the imports section
     natives = _native_totals(threads)
     return {
+        "imports": import_section(symbols, threads, top),
         "functions": _function_rows(symbols, functions, top),
         "functions_total": len(functions),
         "native_calls": _native_rows(symbols, natives, top),
@@ -258,6 +262,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "events": proc["events"],
         }
         entry.update(_activity(symbols, proc["threads"], top))
+        entry["allocations"] = alloc_section(symbols, proc.get("allocations", ()), top)
         entry["threads"] = threads
         processes.append(entry)
         if entry["mpi_rank"] is not None:
@@ -399,6 +404,7 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
                 where = f"{_where(e['caller'])} -> {e['callee']}"
             cells.append([f"{e['count']:,}", e["kind"], where])
         lines += _table(["count", "kind", "where"], cells, [True, False, False])
+    lines += import_lines(section["imports"])
     unbalanced = section["unbalanced"]
     notes = []
     if unbalanced["ends_without_begin"]:
@@ -416,7 +422,7 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
 
 
 def _has_activity(section: Dict[str, Any]) -> bool:
-    return bool(section["functions"] or section["native_calls"]
+    return bool(section["functions"] or section["native_calls"] or section["imports"]["modules"]
                 or any(section["unbalanced"].values()))
 
 
@@ -499,4 +505,7 @@ def render_text(report: Dict[str, Any]) -> str:
         if idle:
             labels = ", ".join(t["label"] for t in idle)
             lines += ["", f"Threads without function events: {labels}"]
+        allocations = alloc_lines(proc["allocations"])
+        if allocations:
+            lines += ["", *allocations]
     return "\n".join(lines) + "\n"

@@ -91,7 +91,9 @@ def configure_trace(parser: argparse.ArgumentParser) -> None:
         "--config", metavar="FILE", help="PInsight trace configuration file for the command"
     )
     parser.add_argument(
-        "--events", metavar="LIST", help="function, c_call or function,c_call (default: both)"
+        "--events",
+        metavar="LIST",
+        help="function, c_call, import, alloc (default: function,c_call)",
     )
     parser.add_argument(
         "--mode",

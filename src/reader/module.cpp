@@ -40,6 +40,20 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
   anomalies["implicitly_closed"] = t.anomalies.implicitly_closed;
   anomalies["open_at_end"] = t.anomalies.open_at_end;
   d["anomalies"] = anomalies;
+  py::list imports;
+  for (const auto &[symbol, s] : t.import_stats) {
+    imports.append(py::make_tuple(symbol, s.loads, s.cumulative_ns, s.self_ns, s.raised));
+  }
+  d["imports"] = imports;
+  py::list chains;
+  for (const ImportChain &c : t.import_chains)
+    chains.append(py::make_tuple(c.ns, c.modules, c.raised));
+  d["import_chains"] = chains;
+  py::list alloc_nodes;
+  if (with_tree) {
+    for (const auto &[node, bytes] : t.alloc_nodes) alloc_nodes.append(py::make_tuple(node, bytes));
+  }
+  d["alloc_tree"] = alloc_nodes;
   if (with_tree) {
     // Node 0 is the thread itself; parents precede their children.
     py::list nodes;
@@ -101,6 +115,12 @@ py::dict result_dict(const Analysis &analysis) {
     pd["backend"] = p->backend;
     pd["procname"] = p->procname;
     pd["events"] = p->events;
+    py::list allocations;
+    for (const auto &[symbol, s] : p->allocations) {
+      allocations.append(
+          py::make_tuple(symbol, s.samples, s.sampled_bytes, s.retained_bytes, s.native_bytes));
+    }
+    pd["allocations"] = allocations;
     py::list threads;
     for (const ThreadState *t : a.threads_of(*p))
       threads.append(thread_dict(*t, a.build_call_trees()));
