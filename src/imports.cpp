@@ -52,10 +52,6 @@ bool imports::named_by(const Config &config) {
   return lexgion.events_given && (lexgion.events & kEventImport);
 }
 
-void Tracer::update_extra_events(const Config &config) {
-  imports_possible_ = imports_requested_ || imports::named_by(config);
-}
-
 Verdict Tracer::begin_import(CodeInfo &code, ThreadState &state, const void *frame) {
   PyObject *exc_type, *exc_value, *exc_tb;
   PyErr_Fetch(&exc_type, &exc_value, &exc_tb);

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "alloc/sampler.h"
 #include "config_binding.h"
 #include "control.h"
 #include "emitter.h"
@@ -26,6 +27,9 @@ py::dict status_dict() {
   d["config_path"] = s.config_path;
   d["config_generation"] = s.config_generation;
   d["events_emitted"] = s.events_emitted;
+  d["alloc_sampling"] = s.alloc_sampling;
+  d["alloc_native"] = s.alloc_native;
+  d["alloc_samples"] = s.alloc_samples;
   d["code_objects_seen"] = s.code_objects_seen;
   d["code_objects_live"] = s.code_objects_live;
   d["threads_seen"] = s.threads_seen;
@@ -83,6 +87,9 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
       py::arg("alloc_events") = false);
   m.def("deactivate", [] { Tracer::instance().deactivate(); });
+  m.def(
+      "_alloc_finish", [] { pinsight::alloc::finish(); },
+      "atexit: allocation samples still alive now are never freed (teardown aside).");
   m.def("status", &status_dict);
   m.def("set_mode", [](const std::string &mode) {
     pinsight::TraceMode parsed;

@@ -91,6 +91,9 @@ struct Status {
   int threads_seen = 0;
   uint64_t reloads = 0;
   uint64_t reload_errors = 0;
+  bool alloc_sampling = false;  // allocation hooks sampling now
+  bool alloc_native = false;    // the preload library's malloc hooks are in place
+  uint64_t alloc_samples = 0;
 };
 
 struct LexgionReport {
@@ -152,6 +155,8 @@ class Tracer {
   void end_import(const FrameRecord &record, const ThreadState &state, int transition);
   // Whether import/alloc events are on under `config` (activate or the file).
   void update_extra_events(const Config &config);
+  // Allocation sampling follows alloc_wanted_, the mode and activation (GIL held).
+  void sync_alloc();
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
 
   // Never destroyed: at exit, after the interpreter has finalized, a
@@ -175,6 +180,8 @@ class Tracer {
   // Allocation sampling is on: every frame gets a shadow-stack record, traced
   // or not, so samples name the innermost Python function.
   std::atomic<bool> shadow_all_{false};
+  std::atomic<bool> alloc_wanted_{false};
+  std::atomic<uint64_t> alloc_interval_{kDefaultAllocSampleInterval};
   uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
   std::unique_ptr<Backend> backend_;
   std::string lttng_error_;

@@ -249,9 +249,9 @@ LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, alloc_source,
  * A sampled allocation: sampling by bytes with exponential intervals of mean
  * alloc_sample_interval, so sampled_bytes (the bytes the sample stands for)
  * summed over samples estimates the bytes allocated. qualname, filename,
- * lineno (definition line) and code_id name the innermost Python function of
- * the allocating thread (empty, 0 and python_thread_id -1 on a thread running
- * no Python code).
+ * lineno (definition line; the call site's for a native call) and code_id name
+ * the innermost Python function of the allocating thread ("<no Python frame>",
+ * "<none>", 0, 0 and python_thread_id -1 on a thread running no Python code).
  */
 LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, alloc_sample,
     LTTNG_UST_TP_ARGS(

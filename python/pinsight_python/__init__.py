@@ -93,6 +93,9 @@ def _install_process_hooks() -> None:
     )
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
+    # Sampled blocks alive when the program ends are "never freed": the frees
+    # of interpreter teardown are not the program's.
+    atexit.register(_core._alloc_finish)
 
 
 def _threads_not_ours() -> int:

@@ -58,9 +58,10 @@ void CallStackAnalyzer::on_import_end(ThreadState &t, const RawEvent &e, const E
 void CallStackAnalyzer::on_alloc_sample(ThreadState &t, const RawEvent &e,
                                         const EventBatch &batch) {
   std::string_view qualname = batch.string(e.str[0]);
-  SymbolId symbol = qualname.empty() ? symbols_.python_function(e.vpid, 0, kNoPythonFrame, {}, 0)
-                                     : symbols_.python_function(e.vpid, 0, qualname,
-                                                                batch.string(e.str[1]), e.lineno);
+  SymbolId symbol =
+      qualname.empty() || qualname == kNoPythonFrame
+          ? symbols_.python_function(e.vpid, 0, kNoPythonFrame, {}, 0)
+          : symbols_.python_function(e.vpid, 0, qualname, batch.string(e.str[1]), e.lineno);
   ProcessState &p = process(e.host, e.vpid);
   AllocStats &stats = p.allocations[symbol];
   ++stats.samples;
