@@ -65,9 +65,10 @@ def test_imports_nest_as_importlib_loads_them(tracer: Tracer) -> None:
     tree = import_tree(events)
     tree = tree[[m for _, m, _ in tree].index("xml.dom.minidom"):]  # after `before`
     # One pair per module actually loaded, nothing else: not the imports of
-    # modules already in sys.modules, not the imports of importlib.
-    assert sorted(module for _, module, _ in tree) == loaded
-    assert all(how == "return" for _, _, how in tree)
+    # modules already in sys.modules, not the imports of importlib. (copy's
+    # optional `from org.python.core import ...` fails on CPython < 3.12.)
+    assert sorted(module for _, module, how in tree if how == "return") == loaded
+    assert all(module.startswith("org") for _, module, how in tree if how == "raise")
     up = parents(tree)
     assert up["xml.dom.minidom"] == ""
     assert up["xml.dom"] == "xml.dom.minidom"
