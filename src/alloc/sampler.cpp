@@ -35,10 +35,14 @@ std::atomic<uint64_t> mean_bytes{512 * 1024};
 std::atomic<uint64_t> taken{0};
 
 // ---- the sampled blocks still alive ----
-// Every free consults a counting filter first (no lock): only addresses whose
-// slot is non-zero look into the table. The table grows as needed.
-constexpr size_t kFilterBits = 18;
-std::atomic<uint16_t> filter[size_t{1} << kFilterBits];
+// Every free first tests one bit of an 8 KiB bitmap (lock-free, stays in L1):
+// only addresses whose slot holds a sampled block look into the table. The
+// per-slot counts behind the bits, and the table, change under the lock; the
+// table grows as needed.
+constexpr size_t kFilterBits = 16;
+constexpr size_t kSlots = size_t{1} << kFilterBits;
+std::atomic<uint64_t> filter_bits[kSlots / 64];
+uint16_t filter_counts[kSlots];  // table_mutex
 std::atomic<size_t> live{0};
 std::mutex table_mutex;
 std::unordered_map<uintptr_t, uint64_t> &table() {
@@ -49,6 +53,23 @@ std::unordered_map<uintptr_t, uint64_t> &table() {
 inline size_t slot_of(const void *address) {
   return static_cast<size_t>((reinterpret_cast<uintptr_t>(address) >> 4) * 0x9E3779B97F4A7C15ULL >>
                              (64 - kFilterBits));
+}
+
+inline bool maybe_sampled(const void *address) {
+  size_t slot = slot_of(address);
+  return (filter_bits[slot / 64].load(std::memory_order_relaxed) >> (slot % 64)) & 1;
+}
+
+// table_mutex held.
+void filter_add(size_t slot) {
+  if (filter_counts[slot]++ == 0) {
+    filter_bits[slot / 64].fetch_or(uint64_t{1} << (slot % 64), std::memory_order_relaxed);
+  }
+}
+void filter_remove(size_t slot) {
+  if (--filter_counts[slot] == 0) {
+    filter_bits[slot / 64].fetch_and(~(uint64_t{1} << (slot % 64)), std::memory_order_relaxed);
+  }
 }
 
 // ---- random intervals ----
@@ -85,8 +106,8 @@ void forget(void *address) {
     auto it = table().find(reinterpret_cast<uintptr_t>(address));
     if (it == table().end()) return;
     table().erase(it);
+    filter_remove(slot_of(address));
   }
-  filter[slot_of(address)].fetch_sub(1, std::memory_order_relaxed);
   live.fetch_sub(1, std::memory_order_relaxed);
   lttng_ust_tracepoint(python_pinsight_lttng_ust, free_sample,
                        reinterpret_cast<unsigned long>(address));
@@ -104,9 +125,11 @@ void take_sample(void *address, size_t size, int source) {
     auto [it, inserted] = table().try_emplace(reinterpret_cast<uintptr_t>(address), weight);
     if (!inserted) {
       it->second = weight;  // its free was not seen (a path we do not hook)
-    } else {
-      filter[slot_of(address)].fetch_add(1, std::memory_order_relaxed);
+    } else if (filter_counts[slot_of(address)] < UINT16_MAX) {
+      filter_add(slot_of(address));
       live.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      table().erase(it);  // 65535 live samples in one slot: drop this one
     }
   }
   taken.fetch_add(1, std::memory_order_relaxed);
@@ -152,8 +175,7 @@ inline void on_alloc(void *address, size_t size, int source) {
 inline void on_free(void *address) {
   if (!address || live.load(std::memory_order_relaxed) == 0) return;
   if (finished.load(std::memory_order_relaxed)) return;
-  if (filter[slot_of(address)].load(std::memory_order_relaxed) == 0) return;
-  forget(address);
+  if (maybe_sampled(address)) forget(address);
 }
 
 // ---- Python's allocators: one wrapper per domain around what was there ----
