@@ -16,7 +16,7 @@ constexpr std::string_view kNoPythonFrame = "<no Python frame>";
 void CallStackAnalyzer::on_import_begin(ThreadState &t, const RawEvent &e,
                                         const EventBatch &batch) {
   SymbolId symbol = symbols_.python_function(e.vpid, 0, batch.string(e.str[0]), kImportFile, 0);
-  push(t, symbol, e.ts_ns, true, nullptr);
+  push(t, symbol, e.ts_ns, true, nullptr, !visible(symbol));
   t.imports.push_back(ImportFrame{symbol, e.ts_ns, 0, 0, {}});
 }
 
