@@ -15,8 +15,6 @@ bool Parser::event_key(std::string_view key, std::string_view value, bool *valid
   *valid = parse_switch(value, on);
   if (!*valid) {
     error(std::string(key) + ": expected on or off (or true/false, 1/0), got " + quote(value));
-  } else if (bits == kEventImport && *on) {
-    warning("pysysmon_import is reserved: no import events are emitted");
   }
   return true;
 }
@@ -40,8 +38,8 @@ bool Parser::events_list(std::string_view value, uint32_t *mask) {
       bits = event->bits;
     } else if ((bits = pysysmon_event_bits(name)) == 0) {
       error("events: unknown event " + quote(name) +
-            " (expected function, c_call, function_begin, function_end, c_call_begin, "
-            "c_call_end, all or none)");
+            " (expected function, c_call, import, alloc, function_begin, function_end, "
+            "c_call_begin, c_call_end, all or none)");
       return false;
     }
     parsed |= bits;
@@ -86,6 +84,13 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
     }
   } else if (key == "events") {
     events_list(value, &domain_events_);
+  } else if (key == "alloc_sample_interval") {
+    if (!parse_byte_size(value, &alloc_sample_interval_)) {
+      error(
+          "alloc_sample_interval: expected a size in bytes > 0 such as 524288, 512KiB or 1MiB, "
+          "got " +
+          quote(value));
+    }
   } else if (key == "module_filter" || key == "module_exclude") {
     module_list(key, value);
   } else if (pysysmon_event_bits(key) != 0) {

@@ -202,6 +202,7 @@ std::unique_ptr<Config> Parser::finish() {
   config->path = name_;
   config->mode = mode_;
   config->events = domain_events_;
+  config->alloc_sample_interval = alloc_sample_interval_;
   config->threads = scope_;
   config->module_filter = std::move(module_filter_);
   config->module_exclude = std::move(module_exclude_);
@@ -215,7 +216,8 @@ std::unique_ptr<Config> Parser::finish() {
     for (int id : representative_threads(*config, settings)) {
       any |= config->events_for(settings, id);
     }
-    settings.never_traced = settings.max_num_traces == 0 || any == 0;
+    // import and alloc events do not come from a function's own executions.
+    settings.never_traced = settings.max_num_traces == 0 || (any & kEventCallStack) == 0;
     return settings.never_traced ? 0 : any;
   };
   // [Lexgion.default] reaches code objects only through the Python default.

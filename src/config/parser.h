@@ -36,14 +36,11 @@ inline constexpr EventName kPysysmonEvents[] = {
 };
 // Names accepted by the design's `events = function, c_call`.
 inline constexpr EventName kEventListNames[] = {
-    {"function", kEventFunction},
-    {"c_call", kEventCCall},
-    {"function_begin", kEventPyStart},
-    {"function_end", kEventPyReturn},
-    {"c_call_begin", kEventCStart},
-    {"c_call_end", kEventCReturn},
-    {"all", kEventAll},
-    {"none", 0},
+    {"function", kEventFunction},      {"c_call", kEventCCall},
+    {"function_begin", kEventPyStart}, {"function_end", kEventPyReturn},
+    {"c_call_begin", kEventCStart},    {"c_call_end", kEventCReturn},
+    {"import", kEventImport},          {"alloc", kEventAlloc},
+    {"all", kEventAll | kEventImport}, {"none", 0},
 };
 
 // "pysysmon_c_start" or "Python.pysysmon_c_start"; 0 when not an event key.
@@ -112,6 +109,7 @@ class Parser {
     if (previous != nullptr) {
       mode_ = previous->mode;
       domain_events_ = previous->events;
+      alloc_sample_interval_ = previous->alloc_sample_interval;
       scope_ = previous->threads;
       module_filter_ = previous->module_filter;
       module_exclude_ = previous->module_exclude;
@@ -177,6 +175,7 @@ class Parser {
 
   TraceMode mode_ = TraceMode::Tracing;
   uint32_t domain_events_ = kEventAll;
+  uint64_t alloc_sample_interval_ = kDefaultAllocSampleInterval;
   ThreadSet scope_;
   std::vector<std::string> module_filter_, module_exclude_;
   bool module_filter_seen_ = false, module_exclude_seen_ = false;

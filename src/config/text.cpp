@@ -124,6 +124,29 @@ bool parse_int64(std::string_view text, int64_t *out) {
   return true;
 }
 
+// A size in bytes > 0: "524288", "64KiB", "64 KB", "1M" (K, M, G are powers of 1024).
+bool parse_byte_size(std::string_view text, uint64_t *out) {
+  text = trim(text);
+  size_t digits = 0;
+  while (digits < text.size() && digits < 16 && text[digits] >= '0' && text[digits] <= '9') {
+    ++digits;
+  }
+  if (digits == 0 || (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')) {
+    return false;
+  }
+  uint64_t value = std::strtoull(std::string(text.substr(0, digits)).c_str(), nullptr, 10);
+  std::string unit(trim(text.substr(digits)));
+  for (char &c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  uint64_t scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "k" || unit == "kb" || unit == "kib") scale = uint64_t{1} << 10;
+  if (unit == "m" || unit == "mb" || unit == "mib") scale = uint64_t{1} << 20;
+  if (unit == "g" || unit == "gb" || unit == "gib") scale = uint64_t{1} << 30;
+  if (scale == 0 || value == 0 || value > (uint64_t{1} << 40) / scale) return false;
+  *out = value * scale;
+  return true;
+}
+
 bool parse_seconds(std::string_view text, double *out) {
   text = trim(text);
   if (text.empty() || text.size() > 40) return false;

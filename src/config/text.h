@@ -27,7 +27,9 @@ bool valid_utf8(std::string_view text);
 // Values. Each returns false, leaving *out alone, when `text` is not one.
 bool parse_int64(std::string_view text, int64_t *out);   // strict decimal integer
 bool parse_seconds(std::string_view text, double *out);  // finite decimal number
-bool parse_switch(std::string_view text, bool *out);     // on/off/true/false/1/0, any case
+// A size in bytes > 0: "524288", "64KiB", "64 KB", "1M" (K, M, G are powers of 1024).
+bool parse_byte_size(std::string_view text, uint64_t *out);
+bool parse_switch(std::string_view text, bool *out);  // on/off/true/false/1/0, any case
 
 // Thread id sets.
 void normalize(ThreadSet *set);  // ranges sorted and merged
