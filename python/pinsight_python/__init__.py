@@ -19,7 +19,14 @@ import threading
 import warnings
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _pinsight_python as _core
+from ._subinterpreter import in_subinterpreter
+
+_core: Any
+if in_subinterpreter():
+    # The compiled core cannot load here (see _subinterpreter): the API, untraced.
+    from . import _subinterpreter as _core
+else:
+    from . import _pinsight_python as _core
 
 __all__ = [
     "ActivationError",
@@ -82,13 +89,9 @@ def _install_process_hooks() -> None:
     if _hooks_installed:
         return
     _hooks_installed = True
-    # LTTng-UST must hear about forks, or the child's events never reach the
-    # session; the child also needs its own control thread.
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=_core._after_fork_parent,
-        after_in_child=_core._after_fork_child,
-    )
+    # LTTng-UST hears of forks inside fork() itself (pthread_atfork, set up by
+    # the core); the child needs its own control thread and silent inherited frames.
+    os.register_at_fork(before=_filter_fork_warning, after_in_child=_core._after_fork_child)
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
 
@@ -108,8 +111,7 @@ def _threads_not_ours() -> int:
     return count
 
 
-def _before_fork() -> None:
-    _core._before_fork()
+def _filter_fork_warning() -> None:
     if sys.version_info < (3, 12):
         return
     # Our threads are fork-safe (LTTng-UST hears of the fork, the control thread
@@ -187,8 +189,11 @@ def deactivate() -> None:
 
 
 def status() -> Dict[str, Any]:
-    """Backend, mode, events, counts of events emitted and of code objects seen."""
-    return dict(_core.status())
+    """Backend, mode, events, counts of events emitted and of code objects seen;
+    "interpreter" is "main", or "sub" in a sub-interpreter (never traced; "reason")."""
+    result = dict(_core.status())
+    result.setdefault("interpreter", "main")
+    return result
 
 
 def lexgions() -> List[Dict[str, Any]]:
