@@ -143,3 +143,29 @@ def test_subinterpreters_run_untraced_without_a_word(
     assert {e.fields["backend"] for e in run.trace.named("process_info")} == {backend}
     check_balanced(run.trace, allow_open=True)
 
+
+
+THREADING_FIRST_FROM_A_THREAD = """
+import _thread, sys
+print("threading imported:", "threading" in sys.modules, flush=True)
+done = _thread.allocate_lock()
+done.acquire()
+
+def importer():
+    import threading
+    print("main thread is main:", threading.main_thread().ident != _thread.get_ident())
+    done.release()
+
+_thread.start_new_thread(importer, ())
+done.acquire()
+"""
+
+
+def test_activation_imports_no_threading(tracer: Tracer, tmp_path: Path) -> None:
+    # CPython's bpo-1596321 case: the program imports threading first from
+    # another thread. Activation importing it beforehand changed what it saw.
+    run = tracer.run(THREADING_FIRST_FROM_A_THREAD, activate=None, env=SHIM, timeout=60)
+    plain = untraced(THREADING_FIRST_FROM_A_THREAD, tmp_path)
+    assert run.stdout == plain.stdout
+    assert run.stdout.startswith("threading imported: False\n")
+    assert run.trace.functions()["importer"] == 1

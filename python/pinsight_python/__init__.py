@@ -10,13 +10,10 @@ program: ``pinsight-python trace -- python sim.py``.
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
-import re
-import socket
 import sys
-import threading
-import warnings
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from ._subinterpreter import in_subinterpreter
@@ -57,7 +54,9 @@ _MPI_LAUNCHERS = (
     # Only inside an srun step: a batch script's own shell has SLURM_PROCID=0 too.
     ("SLURM_PROCID", ("SLURM_STEP_NUM_TASKS",)),
 )
-_lock = threading.Lock()
+# Activation imports no module the program could notice: not threading (whose
+# first import decides threading.main_thread()), socket, re or warnings.
+_lock = _thread.allocate_lock()
 _hooks_installed = False
 # CPython 3.12+ warns when os.fork() runs while other OS threads exist.
 _FORK_WARNING = (
@@ -111,9 +110,22 @@ def _threads_not_ours() -> int:
     return count
 
 
+def _main_thread_ident() -> int:
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        return threading.main_thread().ident or 0
+    main_ident = getattr(_thread, "_get_main_thread_ident", None)  # 3.13+
+    # Before 3.13, without threading imported, the caller is taken as the main
+    # thread: the .pth shim and PYTHONSTARTUP run there.
+    return int(main_ident()) if main_ident is not None else _thread.get_ident()
+
+
 def _filter_fork_warning() -> None:
     if sys.version_info < (3, 12):
         return
+    import re
+    import warnings
+
     # Our threads are fork-safe (LTTng-UST hears of the fork, the control thread
     # is restarted in the child): they alone must not make a traced program print
     # the warning it would not print untraced. CPython warns after the after-fork
@@ -174,10 +186,10 @@ def activate(
             config_path=os.fspath(config) if config is not None else "",
             mode=mode or "",
             backend=backend,
-            main_thread_ident=threading.main_thread().ident or 0,
+            main_thread_ident=_main_thread_ident(),
             mpi_rank=mpi_rank,
             mpi_size=mpi_size,
-            hostname=socket.gethostname(),
+            hostname=os.uname().nodename,  # gethostname()
             argv=" ".join(sys.argv),
         )
 
