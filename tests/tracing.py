@@ -92,6 +92,15 @@ def isolated_session(out: Path, **session_args: Any) -> Iterator[Optional[Callab
     would see each other's programs. As root, each run gets a group id of its
     own and the session tracks only that group (lttng track --vgid).
     """
+    with isolated(out, **session_args) as (_, run_as):
+        yield run_as
+
+
+@contextlib.contextmanager
+def isolated(
+    out: Path, **session_args: Any
+) -> Iterator[Tuple[lttng.Session, Optional[Callable[[], None]]]]:
+    """isolated_session, with the session itself (for record_snapshot)."""
     gid = random.randrange(200_000, 2**31 - 1) if os.geteuid() == 0 else None
     session = lttng.Session(out, track_vgid=gid, **session_args)
     session.create()
@@ -103,7 +112,7 @@ def isolated_session(out: Path, **session_args: Any) -> Iterator[Optional[Callab
                 os.setgid(gid)
 
         session.start()
-        yield run_as
+        yield session, run_as
     finally:
         session.destroy()
 
