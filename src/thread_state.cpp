@@ -37,8 +37,11 @@ struct Owner {
         registry().erase(state.get());
       }
       current_ptr = nullptr;
-      live_threads.fetch_sub(1, std::memory_order_relaxed);
-      control::program_thread_exiting();
+      // The last thread that ran Python code: the control thread looks whether
+      // the program has any thread left (a child forked from a thread).
+      if (live_threads.fetch_sub(1, std::memory_order_relaxed) == 1) {
+        control::program_thread_exiting();
+      }
     }
   }
 };

@@ -18,6 +18,7 @@ the profile tests that a profile function already in place makes fail.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -181,6 +182,8 @@ def _summary(run: SuiteRun) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(2 * RUN_TIMEOUT + 120)
 def test_cpython_suites_fail_traced_exactly_as_untraced(tmp_path: Path) -> None:
+    if importlib.util.find_spec("test.libregrtest") is None:
+        pytest.fail(f"{sys.executable} lacks CPython's test package (pyenv's builds ship it)")
     known = TWO_TOOL_FAILURES.get((sys.version_info[:2], DEFAULT_BACKEND), frozenset())
     untraced = run_suites(tmp_path / "untraced", {}, known)
     assert untraced.tests_run > 1000, _summary(untraced)
