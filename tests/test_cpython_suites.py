@@ -30,7 +30,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import pytest
 
-from .tracing import DEFAULT_BACKEND, isolated, read_trace
+from .tracing import DEFAULT_BACKEND, OWN_VARIABLES, isolated, read_trace
 
 SUITES = (
     "test_pdb",
@@ -51,14 +51,6 @@ JOBS = 2  # CI's cores
 FILE_TIMEOUT = 300  # regrtest's per-file timeout: a hung file fails, with its traceback
 RUN_TIMEOUT = 900
 SHIM = {"PINSIGHT_TRACE_PYTHON": "TRACING"}
-OUR_VARIABLES = (
-    "PINSIGHT_PYTHON",
-    "PINSIGHT_TRACE_PYTHON",
-    "PINSIGHT_PYTHON_EVENTS",
-    "PINSIGHT_PYTHON_BACKEND",
-    "PINSIGHT_TRACE_CONFIG_FILE",
-    "PYTHONSTARTUP",
-)
 
 # CPython 3.13 with two sys.monitoring tools, whatever the second one does:
 # - pdb.set_trace() stops one line late: the INSTRUCTION event bdb asks for right
@@ -143,7 +135,7 @@ def run_suites(
         ignore_file = out / "ignore.txt"
         ignore_file.write_text("".join(f"{name}\n" for name in sorted(ignore)))
         command += ["--ignorefile", str(ignore_file)]
-    env = {k: v for k, v in os.environ.items() if k not in OUR_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
     env.update(environ)
     proc = subprocess.Popen(
         [*command, *SUITES],

@@ -28,6 +28,15 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter python3-bt2 binds
 # not calls to types, NumPy ufuncs and dispatchers, Cython or pybind11 functions.
 DEFAULT_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
 SETPROFILE = DEFAULT_BACKEND == "setprofile"
+# The variables that activate tracing (docs/activation.md).
+OWN_VARIABLES = (
+    "PINSIGHT_PYTHON",
+    "PINSIGHT_TRACE_PYTHON",
+    "PINSIGHT_PYTHON_EVENTS",
+    "PINSIGHT_PYTHON_BACKEND",
+    "PINSIGHT_TRACE_CONFIG_FILE",
+    "PYTHONSTARTUP",
+)
 
 
 @dataclass
