@@ -301,11 +301,11 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       CodeInfo &info = *record.code;
       --info.open_records;
       --open_records_;
-      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (record.flags & kEmitEnd) {
         ++events_emitted_;
         emitter::function(false, info, state->python_thread_id, transition);
       }
+      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (transition == emitter::kYield) {
         suspend(frame, info, record.flags);
       } else if (record.flags & kEndsWindow) {
