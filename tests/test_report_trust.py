@@ -274,6 +274,9 @@ def test_process_and_thread_filters(program: Run, capsys: pytest.CaptureFixture[
     [proc] = data["processes"]
     assert [t["vtid"] for t in proc["threads"]] == [parent]
     assert "worker" not in functions(proc)
+    assert cli.main(["report", str(program.trace.path), "--pid", str(child), "--thread",
+                     str(child)]) == 0
+    assert f"showing only: --pid {child} --thread {child}" in capsys.readouterr().out
     nothing = report(program.trace.path, capsys, "--pid", "999999999")
     assert nothing["processes"] == [] and "--pid 999999999" in nothing["warnings"][-1]
 
