@@ -186,6 +186,14 @@ class Tracer {
   std::unique_ptr<Backend> backend_;
   std::string lttng_error_;
   std::string config_path_;
+  // process_info's fields but the pid: a forked child emits them again, so
+  // that readers label it by its rank or command line too.
+  struct ProcessIdentity {
+    int mpi_rank = -1;
+    int mpi_size = -1;
+    std::string hostname, argv, python_version;
+  } identity_;
+  void emit_process_info();
 
   // Records on all shadow stacks, and traced generator frames at a yield.
   uint64_t open_records_ = 0;
