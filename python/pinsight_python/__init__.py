@@ -16,12 +16,13 @@ import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from ._subinterpreter import in_subinterpreter
+from . import _subinterpreter
 
 _core: Any
-if in_subinterpreter():
+_IN_SUBINTERPRETER = _subinterpreter.in_subinterpreter()
+if _IN_SUBINTERPRETER:
     # The compiled core cannot load here (see _subinterpreter): the API, untraced.
-    from . import _subinterpreter as _core
+    _core = _subinterpreter
 else:
     from . import _pinsight_python as _core
 
@@ -185,6 +186,8 @@ def activate(
             f"activate(backend=...): unknown backend {backend!r}"
             f" (expected one of {', '.join(_BACKENDS)})"
         )
+    if _IN_SUBINTERPRETER:
+        raise ActivationError(_subinterpreter.REASON)
     mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:
         _install_process_hooks()

@@ -65,13 +65,5 @@ def lexgions() -> List[Dict[str, Any]]:
     return []
 
 
-def _after_fork_child() -> None:
-    pass
-
-
-def _stop_control_thread() -> None:
-    pass
-
-
 def __getattr__(name: str) -> Any:
     raise AttributeError(f"pinsight_python core: {name} is not available: {REASON}")
