@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on the environments scripts/setup.sh made:
 #   bash scripts/test.sh [pytest args...]
-# Lint and format checks, then the suite on .venv (CPython >= 3.12,
+# Lint, format and type checks (mypy, strict), then the suite on .venv (CPython >= 3.12,
 # sys.monitoring) and on .venv-fallback (CPython 3.11, PyEval_SetProfile), then
 # the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status
 # is non-zero if any failed.
@@ -14,14 +14,16 @@ done
 
 failed=()
 stage() {
-  local name=$1
+  local name=$1 start=$SECONDS
   shift
   echo "== $name"
   "$@" || failed+=("$name")
+  echo "== $name: $((SECONDS - start)) s"
 }
 
 stage "ruff" .venv/bin/python -m ruff check python tests bench scripts
 stage "clang-format" bash -c "git ls-files 'src/*.cpp' 'src/*.h' | xargs clang-format --dry-run --Werror"
+stage "mypy (strict)" .venv/bin/python -m mypy
 stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
 stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend)" .venv-fallback/bin/python -m pytest "$@"
 stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/test_backends.py

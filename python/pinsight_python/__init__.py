@@ -139,12 +139,13 @@ def _filter_fork_warning() -> None:
     # hooks, so the filter stays until the next fork decides again; with a thread
     # of the program's own, the warning shows as it would untraced.
     silence = _threads_not_ours() == 1
-    entry = ("ignore", re.compile(_FORK_WARNING, re.I), DeprecationWarning, None, 0)
+    pattern = re.compile(_FORK_WARNING, re.I)
+    entry: Tuple[Any, ...] = ("ignore", pattern, DeprecationWarning, None, 0)
     present = entry in warnings.filters
     if silence and not present:
         warnings.filterwarnings("ignore", message=_FORK_WARNING, category=DeprecationWarning)
     elif present and not silence:
-        warnings.filters.remove(entry)  # type: ignore[arg-type]
+        warnings.filters.remove(entry)
         mutated = getattr(warnings, "_filters_mutated", None)
         if mutated is not None:
             mutated()
