@@ -72,6 +72,16 @@ bool load_provider(std::string *error) {
 
 bool provider_loaded() { return provider_handle != nullptr; }
 
+bool recording() {
+  // A tracepoint is enabled once a session's enabler matches it: the application
+  // has its sessions' enablers when liblttng-ust's constructor returns (it waits
+  // for the session daemon's registration), so this holds from activation on.
+  return provider_handle != nullptr &&
+         (lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, function_begin) ||
+          lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, c_call_begin) ||
+          lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, process_info));
+}
+
 void before_fork() {
   if (hook_before_fork) hook_before_fork(&fork_sigset);
 }

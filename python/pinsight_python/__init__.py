@@ -20,6 +20,7 @@ import warnings
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _pinsight_python as _core
+from . import settings as _settings
 
 __all__ = [
     "ActivationError",
@@ -36,8 +37,6 @@ __version__ = "0.1.0"
 ConfigError = _core.ConfigError
 ActivationError = _core.ActivationError
 
-_EVENT_NAMES = ("function", "c_call")
-_BACKENDS = ("auto", "sys.monitoring", "setprofile")
 # Launchers' variables for the MPI rank and size: read, never MPI_Init. The first
 # launcher whose rank variable is set gives the rank, and the size comes from its
 # own variables only, so that two launchers' values are never mixed.
@@ -123,18 +122,20 @@ def _before_fork() -> None:
     if silence and not present:
         warnings.filterwarnings("ignore", message=_FORK_WARNING, category=DeprecationWarning)
     elif present and not silence:
-        warnings.filters.remove(entry)  # type: ignore[arg-type]
+        warnings.filters.remove(entry)  # type: ignore[arg-type,unused-ignore]
         mutated = getattr(warnings, "_filters_mutated", None)
         if mutated is not None:
             mutated()
 
 
 def activate(
-    events: Iterable[str] = _EVENT_NAMES,
+    events: Iterable[str] = _settings.EVENT_NAMES,
     *,
     config: Optional[Union[str, os.PathLike[str]]] = None,
     mode: Optional[str] = None,
     backend: str = "auto",
+    modules: Optional[Iterable[str]] = None,
+    exclude: Iterable[str] = (),
 ) -> None:
     """Start tracing this process.
 
@@ -145,6 +146,10 @@ def activate(
         the configuration's trace_mode.
     backend: "auto" (sys.monitoring on 3.12+, else setprofile), "sys.monitoring"
         or "setprofile".
+    modules: trace only these modules and their submodules (replaces the
+        configuration's module_filter, on reloads too).
+    exclude: never trace these modules and their submodules (added to the
+        configuration's module_exclude).
 
     Idempotent and thread-safe. Raises ConfigError (a ValueError) for a bad
     configuration and ActivationError (a RuntimeError) when tracing cannot start,
@@ -153,16 +158,25 @@ def activate(
     if isinstance(events, str):
         events = [e.strip() for e in events.split(",") if e.strip()]
     chosen = list(events)
-    unknown = [e for e in chosen if e not in _EVENT_NAMES]
-    if unknown:
-        raise ValueError(
-            f"activate(events=...): unknown event {unknown[0]!r} (expected 'function' or 'c_call')"
+    try:
+        for event in chosen:
+            _settings.parse_events(event, "activate(events=...)")
+        _settings.parse_backend(backend, "activate(backend=...)")
+        module_filter = (
+            None
+            if modules is None
+            else _settings.parse_modules(",".join(modules), "activate(modules=...)")
         )
-    if backend not in _BACKENDS:
-        raise ValueError(
-            f"activate(backend=...): unknown backend {backend!r}"
-            f" (expected one of {', '.join(_BACKENDS)})"
+        module_exclude = (
+            _settings.parse_modules(",".join(exclude), "activate(exclude=...)")
+            if exclude
+            else []
         )
+    except _settings.SettingsError as e:
+        raise ValueError(str(e)) from None
+    # Under a supervisor that reports the configuration's warnings and reload errors
+    # whole run (pinsight-python trace), each process keeps them to itself.
+    config_reported = bool(os.environ.get(_settings.ENV_CONFIG_REPORTED))
     mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:
         _install_process_hooks()
@@ -177,6 +191,9 @@ def activate(
             mpi_size=mpi_size,
             hostname=socket.gethostname(),
             argv=" ".join(sys.argv),
+            module_filter=module_filter,
+            module_exclude=module_exclude,
+            report_config=not config_reported,
         )
 
 
