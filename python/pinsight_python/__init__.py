@@ -175,7 +175,7 @@ def activate(
     except _settings.SettingsError as e:
         raise ValueError(str(e)) from None
     # Under a supervisor that reports the configuration's warnings and reload errors
-    # whole run (pinsight-python trace), each process keeps them to itself.
+    # once for the whole run (pinsight-python trace), each process keeps them quiet.
     config_reported = bool(os.environ.get(_settings.ENV_CONFIG_REPORTED))
     mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:

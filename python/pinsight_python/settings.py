@@ -60,8 +60,9 @@ ENV_BACKEND = "PINSIGHT_PYTHON_BACKEND"
 ENV_CONFIG = "PINSIGHT_TRACE_CONFIG_FILE"  # PInsight's variable
 ENV_MODULES = "PINSIGHT_PYTHON_MODULES"
 ENV_EXCLUDE = "PINSIGHT_PYTHON_EXCLUDE"
-# Set by a supervisor (pinsight-python trace) that reports configuration warnings
-# itself, once for the whole run: traced processes then keep theirs quiet.
+# Set by a supervisor (pinsight-python trace) that reports the configuration's
+# warnings and reload errors itself, once for the whole run: traced processes then
+# keep theirs quiet.
 ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
 
 EVENT_NAMES = ("function", "c_call")
