@@ -8,6 +8,7 @@ the session records every traced process of this user.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -199,6 +200,34 @@ def test_sigint_from_the_same_process_group_is_relayed(tmp_path: Path) -> None:
     single_line(stderr, r"the command was killed by signal 2 \(SIGINT\)")
     _, session = trace_report(stderr)
     assert not session_exists(session)
+
+
+POOL = """
+import collections, json, os, multiprocessing as mp
+
+def work(n):
+    return os.getpid()
+
+if __name__ == "__main__":
+    with mp.get_context("fork").Pool(2) as pool:  # ends with terminate()
+        workers = [w.pid for w in pool._pool]
+        done = pool.map(work, range(16), chunksize=1)
+    print(json.dumps({"workers": workers, "done": collections.Counter(done)}))
+"""
+
+
+def test_pool_terminate_keeps_everything_the_workers_ran(tmp_path: Path) -> None:
+    # A worker terminate() kills may have run nothing (docs/activation.md: it may
+    # still be waiting for LTTng-UST's registration); whatever ran is in the trace.
+    write(tmp_path, "pool.py", POOL)
+    proc = subprocess.run([*CLI, "trace", "-o", "t", "--no-summary", "--", PY, "pool.py"],
+                          cwd=tmp_path, env=env_with(), capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    trace = read_trace(tmp_path / "t")
+    for pid in out["workers"]:
+        assert begins(events_of(trace, pid), "work") == out["done"].get(str(pid), 0)
 
 
 # ---------------------------------------------------------------------------- checks first

@@ -9,15 +9,10 @@ Three ways in, one set of rules (docs/activation.md):
 * ``python -m pinsight_python`` runs :func:`python_m_main`.
 
 The environment they read, and that ``python -m pinsight_python`` and
-``pinsight-python trace`` write so that child interpreters trace too:
-
-    PINSIGHT_PYTHON=1             activate; 0: never activate automatically
-    PINSIGHT_TRACE_PYTHON=MODE    TRACING, MONITORING or STANDBY: activate in that mode
-                                  (OFF: no activation; PInsight's variable)
-    PYTHONSTARTUP=.../activate.py activate, in scripts, -m and -c runs too
-    PINSIGHT_PYTHON_EVENTS        function,c_call (default both)
-    PINSIGHT_PYTHON_BACKEND       auto, sys.monitoring or setprofile
-    PINSIGHT_TRACE_CONFIG_FILE    the configuration file (PInsight's variable)
+``pinsight-python trace`` write so that child interpreters trace too, is named and
+checked in :mod:`pinsight_python.settings`: PINSIGHT_PYTHON=1 (0: never activate
+automatically), PINSIGHT_TRACE_PYTHON=MODE (activate in that mode; OFF: no
+activation), PYTHONSTARTUP naming activate.py, and the settings' variables.
 """
 
 from __future__ import annotations
@@ -227,10 +222,33 @@ examples:
   python -m pinsight_python --config pinsight_trace_config.txt -c 'import sim; sim.main()'"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def version_text() -> str:
+    """``pinsight-python VERSION (CPython X.Y.Z)``: what ``--version`` prints."""
+    try:
+        from importlib.metadata import version
+
+        ours = version("pinsight-python")
+    except Exception:  # not installed as a distribution (a source tree on sys.path)
+        ours = "(unknown version)"
+    return f"pinsight-python {ours} (CPython {sys.version.split()[0]})"
+
+
+def add_version_argument(parser: argparse.ArgumentParser) -> None:
+    """``--version``; the version is looked up only when asked for (importlib.metadata
+    is slow to import, and the program would see its modules)."""
     import argparse
 
-    from .cli import version_text
+    class Version(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            print(version_text())
+            parser.exit()
+
+    parser.add_argument("--version", action=Version, nargs=0,
+                        help="show the version and exit")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -239,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    add_version_argument(parser)
     _settings.add_arguments(parser)
     program = parser.add_argument_group("the program (one of)")
     target = program.add_mutually_exclusive_group(required=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, TextIO
 
 from . import trace_cmd
+from ._startup import add_version_argument
 from .analysis import PROGRESS_MODES, TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -36,17 +37,6 @@ class Subcommand:
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     examples: Sequence[str] = ()  # shown at the end of the subcommand's help
-
-
-def version_text() -> str:
-    """``pinsight-python VERSION (CPython X.Y.Z)``: what ``--version`` prints."""
-    try:
-        from importlib.metadata import version
-
-        ours = version("pinsight-python")
-    except Exception:  # not installed as a distribution (a source tree on sys.path)
-        ours = "(unknown version)"
-    return f"pinsight-python {ours} (CPython {sys.version.split()[0]})"
 
 
 def _positive_or_zero(text: str) -> int:
@@ -239,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_MAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    add_version_argument(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in SUBCOMMANDS:
         sub = commands.add_parser(

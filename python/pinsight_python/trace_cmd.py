@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Counter, Dict, List, Optional, Set, Tuple
+from typing import Any, Counter, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import _startup, lttng
 from . import settings as _settings
@@ -360,10 +360,13 @@ def command_tree(root: int, marker: bytes) -> List[int]:
 class _Supervisor:
     """Runs the command and answers the signals sent to us until it ends."""
 
-    def __init__(self, plan: _Plan, marker: bytes, child_mask: Set[int]) -> None:
+    def __init__(
+        self, plan: _Plan, marker: bytes, child_mask: Set[int], ignored: Sequence[int]
+    ) -> None:
         self.plan = plan
         self.marker = marker
         self.child_mask = child_mask
+        self.ignored = ignored  # what we were started with SIG_IGN for
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.stop_signal: Optional[int] = None  # relayed before the command existed
 
@@ -434,13 +437,18 @@ class _Supervisor:
         self.drain()
         if self.stop_signal is not None:
             return
-        mask = self.child_mask
+        mask, ignored = self.child_mask, self.ignored
+
+        def as_we_were_started() -> None:
+            # The signal mask and ignored signals we were given, not ours (a job
+            # script's background command ignores SIGINT and SIGQUIT).
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            for signo in ignored:
+                signal.signal(signo, signal.SIG_IGN)
+
+        # We have no threads: the fork-then-exec path preexec_fn takes is safe.
         self.proc = subprocess.Popen(
-            self.plan.command,
-            env=self.plan.env,
-            # The command starts with the signal mask we were given, not ours; we have
-            # no threads, so the fork-then-exec path preexec_fn takes is safe.
-            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask) and None,  # noqa: PLW1509
+            self.plan.command, env=self.plan.env, preexec_fn=as_we_were_started  # noqa: PLW1509
         )
 
     def wait(self) -> int:
@@ -513,7 +521,8 @@ def _run_trace(
     old_mask = signal.pthread_sigmask(
         signal.SIG_BLOCK, {*RELAYED_SIGNALS, *FORWARDED_SIGNALS, signal.SIGCHLD}
     )
-    supervisor = _Supervisor(plan, f"{ENV_RUN}={session.name}".encode(), old_mask)
+    ignored = [signo for signo, handler in handlers.items() if handler == signal.SIG_IGN]
+    supervisor = _Supervisor(plan, f"{ENV_RUN}={session.name}".encode(), old_mask, ignored)
     for signo in noted:
         supervisor.relay(signo, False) if signo in RELAYED_SIGNALS else supervisor.forward(signo)
     status: int
