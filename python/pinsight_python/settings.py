@@ -94,36 +94,29 @@ def _expected(choices: Sequence[str]) -> str:
     return ", ".join(choices[:-1]) + " or " + choices[-1]
 
 
+def _one_of(value: str, choices: Sequence[str], source: str, what: str, given: str,
+            expected: str) -> str:
+    if value not in choices:
+        raise SettingsError(f"{source}: unknown {what} {given!r} (expected {expected})"
+                            + did_you_mean(value, choices))
+    return value
+
+
 def parse_events(text: str, source: str) -> List[str]:
     events = [e.strip() for e in text.split(",") if e.strip()]
     if not events:
         raise SettingsError(f"{source}: no event named (expected function, c_call or both)")
     for event in events:
-        if event not in EVENT_NAMES:
-            raise SettingsError(
-                f"{source}: unknown event {event!r} (expected function, c_call or both)"
-                + did_you_mean(event, EVENT_NAMES)
-            )
+        _one_of(event, EVENT_NAMES, source, "event", event, "function, c_call or both")
     return events
 
 
 def parse_mode(text: str, source: str) -> str:
-    mode = text.strip().upper()
-    if mode not in MODES:
-        raise SettingsError(
-            f"{source}: unknown trace mode {text!r} (expected {_expected(MODES)})"
-            + did_you_mean(mode, MODES)
-        )
-    return mode
+    return _one_of(text.strip().upper(), MODES, source, "trace mode", text, _expected(MODES))
 
 
 def parse_backend(text: str, source: str) -> str:
-    if text not in BACKENDS:
-        raise SettingsError(
-            f"{source}: unknown backend {text!r} (expected {_expected(BACKENDS)})"
-            + did_you_mean(text, BACKENDS)
-        )
-    return text
+    return _one_of(text, BACKENDS, source, "backend", text, _expected(BACKENDS))
 
 
 def _module_name_ok(name: str) -> bool:
