@@ -90,6 +90,9 @@ def _install_process_hooks() -> None:
     )
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
+    # Sampled blocks alive when the program ends are "never freed": the frees
+    # of interpreter teardown are not the program's.
+    atexit.register(_core._alloc_finish)
 
 
 def _threads_not_ours() -> int:
@@ -139,7 +142,9 @@ def activate(
 ) -> None:
     """Start tracing this process.
 
-    events: any of "function" (function_begin/end) and "c_call" (c_call_begin/end).
+    events: any of "function" (function_begin/end), "c_call" (c_call_begin/end),
+        "import" (import_begin/end) and "alloc" (alloc_sample/free_sample); import
+        and alloc are also on when the configuration names them.
     config: a PInsight trace configuration file; default PINSIGHT_TRACE_CONFIG_FILE,
         else ./pinsight_trace_config.txt if present, else trace everything.
     mode: OFF, STANDBY, MONITORING or TRACING; default PINSIGHT_TRACE_PYTHON, else
@@ -194,6 +199,8 @@ def activate(
             module_filter=module_filter,
             module_exclude=module_exclude,
             report_config=not config_reported,
+            import_events="import" in chosen,
+            alloc_events="alloc" in chosen,
         )
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # argparse is not imported at start-up
     import argparse
 
 __all__ = [
+    "ALL_EVENT_NAMES",
     "BACKENDS",
     "ENV_BACKEND",
     "ENV_CONFIG",
@@ -65,7 +66,9 @@ ENV_EXCLUDE = "PINSIGHT_PYTHON_EXCLUDE"
 # keep theirs quiet.
 ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
 
-EVENT_NAMES = ("function", "c_call")
+EVENT_NAMES = ("function", "c_call")  # the default
+# import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
+ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc")
 MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
 BACKENDS = ("auto", "sys.monitoring", "setprofile")
 # The modules (globals' __name__) of importlib's frozen bootstrap, whose frames fill
@@ -104,10 +107,11 @@ def _one_of(value: str, choices: Sequence[str], source: str, what: str, given: s
 
 def parse_events(text: str, source: str) -> List[str]:
     events = [e.strip() for e in text.split(",") if e.strip()]
+    expected = "a list of function, c_call, import, alloc"
     if not events:
-        raise SettingsError(f"{source}: no event named (expected function, c_call or both)")
+        raise SettingsError(f"{source}: no event named (expected {expected})")
     for event in events:
-        _one_of(event, EVENT_NAMES, source, "event", event, "function, c_call or both")
+        _one_of(event, ALL_EVENT_NAMES, source, "event", event, expected)
     return events
 
 
@@ -255,7 +259,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("what to trace")
     group.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     group.add_argument("--events", metavar="LIST",
-                       help="function, c_call or function,c_call (default: both)")
+                       help="any of function, c_call, import, alloc (default: function,c_call)")
     group.add_argument("--mode", metavar="MODE",
                        help="TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON "
                        "if set, else the configuration's trace_mode, TRACING without one)")
