@@ -133,8 +133,9 @@ class Tracer {
   void on_new_thread(ThreadState &state);
   // Reported once on stderr; tracing then turns itself off.
   void internal_failure(const char *what);
-  void before_fork();
-  void after_fork(bool child);
+  // In a forked child (os.register_at_fork): silence inherited frames, start
+  // the child's control thread. LTTng-UST's own hooks run inside fork().
+  void after_fork_child();
 
  private:
   Tracer() = default;
@@ -323,11 +324,11 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       CodeInfo &info = *record.code;
       --info.open_records;
       --open_records_;
-      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (record.flags & kEmitEnd) {
         ++events_emitted_;
         emitter::function(false, info, state->python_thread_id, transition);
       }
+      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (transition == emitter::kYield) {
         suspend(frame, info, record.flags);
       } else if (record.flags & kEndsWindow) {
