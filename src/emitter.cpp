@@ -77,7 +77,6 @@ bool load_provider(std::string *error) {
 
 bool provider_loaded() { return provider_handle != nullptr; }
 
-<<<<<<< HEAD
 bool recording() {
   // A tracepoint is enabled once a session's enabler matches it: the application
   // has its sessions' enablers when liblttng-ust's constructor returns (it waits
@@ -88,18 +87,6 @@ bool recording() {
           lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, process_info));
 }
 
-void before_fork() {
-  if (hook_before_fork) hook_before_fork(&fork_sigset);
-}
-void after_fork_parent() {
-  if (hook_after_fork_parent) hook_after_fork_parent(&fork_sigset);
-}
-void after_fork_child() {
-  if (hook_after_fork_child) hook_after_fork_child(&fork_sigset);
-}
-
-=======
->>>>>>> main
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend) {
   lttng_ust_tracepoint(python_pinsight_lttng_ust, process_info, pid, mpi_rank, mpi_size,
