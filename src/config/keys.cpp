@@ -37,9 +37,12 @@ bool Parser::events_list(std::string_view value, uint32_t *mask) {
     if (event != std::end(kEventListNames)) {
       bits = event->bits;
     } else if ((bits = pysysmon_event_bits(name)) == 0) {
+      std::vector<std::string_view> names;
+      for (const EventName &known : kEventListNames) names.push_back(known.name);
       error("events: unknown event " + quote(name) +
             " (expected function, c_call, import, alloc, function_begin, function_end, "
-            "c_call_begin, c_call_end, all or none)");
+            "c_call_begin, c_call_end, all or none)" +
+            did_you_mean(name, names));
       return false;
     }
     parsed |= bits;
@@ -104,7 +107,8 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
   } else if (key.find('.') != std::string_view::npos) {
     warning(quote(key) + " does not belong in " + label_ + ": ignored");
   } else {
-    warning("unknown key " + quote(key) + " in " + label_ + ": ignored");
+    warning("unknown key " + quote(key) + " in " + label_ + ": ignored" +
+            did_you_mean(key, kKnownKeys));
   }
 }
 
@@ -117,7 +121,8 @@ void Parser::thread_section_key(std::string_view key, std::string_view value) {
   } else if (key == "trace_mode") {
     warning("trace_mode is domain-wide: set it in [Python.default]; ignored in " + label_);
   } else {
-    warning("unknown key " + quote(key) + " in " + label_ + ": ignored");
+    warning("unknown key " + quote(key) + " in " + label_ + ": ignored" +
+            did_you_mean(key, kKnownKeys));
   }
 }
 
@@ -201,7 +206,8 @@ void Parser::lexgion_key(std::string_view key, std::string_view value) {
              is_other_domain(key.substr(0, key.find('.')))) {
     // "OpenMP.omp_thread_begin = on" in a shared lexgion section: libpinsight.so's.
   } else {
-    warning("unknown key " + quote(key) + " in " + label_ + ": ignored");
+    warning("unknown key " + quote(key) + " in " + label_ + ": ignored" +
+            did_you_mean(key, kKnownKeys));
   }
 }
 

@@ -11,7 +11,10 @@
 // inheritance ("a section sees what the lines above it set") holds.
 #include "config/parser.h"
 
+#include <fcntl.h>
 #include <ini.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstdio>
@@ -243,8 +246,27 @@ ParseResult read_and_parse(const std::string &path, const Config *previous) {
     result.errors.push_back({path, 0, std::move(message)});
     return result;
   };
-  FILE *file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return fail(std::string("cannot open the file: ") + std::strerror(errno));
+  // O_NONBLOCK: opening a FIFO would wait for a writer (for ever, at the program's
+  // start); only a regular file is a configuration, so look before reading.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fail(std::string("cannot open the file: ") + std::strerror(errno));
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    const int stat_errno = errno;
+    close(fd);
+    return fail(std::string("cannot read the file: ") + std::strerror(stat_errno));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    close(fd);
+    return fail(S_ISDIR(info.st_mode) ? "is a directory, not a configuration file"
+                                      : "not a regular file (a FIFO or a device): refused, "
+                                        "a trace configuration must be a regular file");
+  }
+  FILE *file = fdopen(fd, "rb");
+  if (file == nullptr) {
+    close(fd);
+    return fail(std::string("cannot open the file: ") + std::strerror(errno));
+  }
   std::string text;
   char chunk[65536];
   size_t count;

@@ -65,6 +65,19 @@ inline std::string lexgion_label(const NamedLexgion &named) {
   return label + named.qualname + ")";
 }
 
+// Every key some section accepts: what a misspelt key is compared with.
+inline constexpr std::string_view kKnownKeys[] = {
+    "trace_mode",         "events",
+    "module_filter",      "module_exclude",
+    "Python.thread",      "range",
+    "trace_starts_at",    "max_num_traces",
+    "tracing_rate",       "window_end_action",
+    "trace_mode_after",   "window_timeout",
+    "window_end_trigger", "pysysmon_py_start",
+    "pysysmon_py_return", "pysysmon_c_start",
+    "pysysmon_c_return",  "pysysmon_import",
+};
+
 // [Lexgion.default]'s values when the file sets none: trace everything.
 const LexgionSettings &builtin_lexgion();
 

@@ -246,4 +246,20 @@ bool parse_thread_ids(std::string_view text, ThreadSet *out, bool *wildcard) {
   return true;
 }
 
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitution = diagonal + (std::tolower(static_cast<unsigned char>(a[i - 1])) !=
+                                              std::tolower(static_cast<unsigned char>(b[j - 1])));
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitution});
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace pinsight::config_detail

@@ -2,6 +2,7 @@
 // line reader, section headers and keys (internal to src/config/).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -37,5 +38,23 @@ ThreadSet intersect(const ThreadSet &a, const ThreadSet &b);
 bool same_set(const ThreadSet &a, const ThreadSet &b);
 // "0-3", "0, 2, 5-7", "*" (with or without the parentheses of a key value).
 bool parse_thread_ids(std::string_view text, ThreadSet *out, bool *wildcard);
+
+// Edits (insertions, deletions, substitutions; ASCII case ignored) from a to b.
+size_t edit_distance(std::string_view a, std::string_view b);
+// "; did you mean 'x'?" for the closest of `known` (within a third of the word's
+// length in edits), or nothing.
+template <typename Names>
+inline std::string did_you_mean(std::string_view word, const Names &known) {
+  std::string_view best;
+  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
+  for (std::string_view name : known) {
+    const size_t distance = edit_distance(word, name);
+    if (distance < best_distance) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  return best.empty() ? std::string() : "; did you mean '" + std::string(best) + "'?";
+}
 
 }  // namespace pinsight::config_detail
