@@ -46,6 +46,9 @@ struct CodeInfo {
   // Begins of this code were disabled (DISABLE returned) in this epoch.
   uint64_t begins_disabled_epoch = 0;
 
+  // Naming epoch in which code_info last went out (compact payload; 0: never).
+  uint32_t named_epoch = 0;
+
   uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
   uint64_t traced = 0;      // starts whose function_begin was emitted
 

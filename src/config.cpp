@@ -342,6 +342,21 @@ bool parse_trace_mode(std::string_view text, TraceMode *out) {
   return false;
 }
 
+const char *payload_name(Payload payload) {
+  return payload == Payload::Compact ? "compact" : "full";
+}
+
+bool parse_payload(std::string_view text, Payload *out) {
+  text = trim(text);
+  for (Payload payload : {Payload::Full, Payload::Compact}) {
+    if (iequals(text, payload_name(payload))) {
+      *out = payload;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool ThreadSet::contains(int python_thread_id) const {
   if (everything) return true;
   for (const auto &range : ranges) {
@@ -474,6 +489,7 @@ class Parser {
       : text_(text), name_(std::move(name)) {
     if (previous != nullptr) {
       mode_ = previous->mode;
+      payload_ = previous->payload;
       domain_events_ = previous->events;
       scope_ = previous->threads;
       module_filter_ = previous->module_filter;
@@ -542,6 +558,7 @@ class Parser {
   uint32_t domain_events_ = kEventAll;
   ThreadSet scope_;
   std::vector<std::string> module_filter_, module_exclude_;
+  Payload payload_ = Payload::Full;
   bool module_filter_seen_ = false, module_exclude_seen_ = false;
   std::vector<ThreadSection> thread_sections_;
   LexgionSettings global_;
@@ -1185,6 +1202,10 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
       error("unknown trace_mode " + quote(value) +
             " (expected OFF, STANDBY, MONITORING or TRACING)");
     }
+  } else if (key == "payload") {
+    if (!parse_payload(value, &payload_)) {
+      error("unknown payload " + quote(value) + " (expected full or compact)");
+    }
   } else if (key == "Python.thread") {
     bool wildcard;
     if (!parse_thread_ids(value, &scope_, &wildcard)) {
@@ -1400,6 +1421,7 @@ std::unique_ptr<Config> Parser::finish() {
   auto config = std::make_unique<Config>();
   config->path = name_;
   config->mode = mode_;
+  config->payload = payload_;
   config->events = domain_events_;
   config->threads = scope_;
   config->module_filter = std::move(module_filter_);

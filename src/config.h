@@ -19,6 +19,14 @@ const char *trace_mode_name(TraceMode mode);
 // Accepts OFF, STANDBY, MONITORING, TRACING (any case); false if none matches.
 bool parse_trace_mode(std::string_view text, TraceMode *out);
 
+// What a frame or native-call event carries: `full` (the design's payload,
+// names on every event) or `compact` (integers; names in code_info /
+// callable_info events). [Python] payload = full | compact.
+enum class Payload : uint8_t { Full = 0, Compact = 1 };
+const char *payload_name(Payload payload);
+// Accepts full, compact (any case); false if neither matches.
+bool parse_payload(std::string_view text, Payload *out);
+
 // Event selection: PInsight's pysysmon_* keys and the design's `events = ...`.
 enum EventBits : uint32_t {
   kEventPyStart = 1u << 0,   // pysysmon_py_start  -> function_begin
@@ -97,6 +105,7 @@ struct Config {
   std::string path;         // file it was read from; empty for the built-in default
   uint64_t generation = 0;  // set by the publisher (control.cpp)
   TraceMode mode = TraceMode::Tracing;
+  Payload payload = Payload::Full;
   uint32_t events = kEventAll;              // domain default event mask
   ThreadSet threads;                        // Python.thread = (...) / [Python.punit.thread] range
   std::vector<std::string> module_filter;   // empty: every module

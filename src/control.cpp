@@ -107,7 +107,8 @@ void install_handler() {
   sigaction(SIGUSR1, &action, nullptr);
 }
 
-// How often the control thread checks that SIGUSR1 still reaches us.
+// How often the control thread checks that SIGUSR1 still reaches us, and
+// advances the naming epoch of the compact payload (emitter.h).
 constexpr int kHandlerCheckSeconds = 1;
 
 void run() {
@@ -118,6 +119,7 @@ void run() {
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += kHandlerCheckSeconds;
     if (sem_timedwait(&wakeup, &deadline) != 0) {
+      emitter::advance_naming_epoch();
       // A library loaded later (libpinsight.so through OMP_TOOL_LIBRARIES or
       // dlopen) may have replaced our handler without chaining to it: put
       // ours back, chained to theirs, so that both see every signal.

@@ -19,6 +19,7 @@ py::dict status_dict() {
   d["active"] = s.active;
   d["backend"] = s.backend;
   d["mode"] = s.mode;
+  d["payload"] = s.payload;
   d["lttng_available"] = s.lttng_available;
   d["lttng_error"] = s.lttng_error;
   d["tool_id"] = s.tool_id;
@@ -61,7 +62,8 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "activate",
       [](bool function_events, bool c_call_events, const std::string &config_path,
          const std::string &mode, const std::string &backend, unsigned long main_thread_ident,
-         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv) {
+         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv,
+         const std::string &payload) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -73,11 +75,12 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.mpi_size = mpi_size;
         options.hostname = hostname;
         options.argv = argv;
+        options.payload = payload;
         Tracer::instance().activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
-      py::arg("hostname"), py::arg("argv"));
+      py::arg("hostname"), py::arg("argv"), py::arg("payload") = "");
   m.def("deactivate", [] { Tracer::instance().deactivate(); });
   m.def("status", &status_dict);
   m.def("set_mode", [](const std::string &mode) {

@@ -1,5 +1,6 @@
 #include "tracer.h"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -165,8 +166,17 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
   }
 }
 
+void Tracer::set_payload(Payload payload) {
+  bool compact = payload == Payload::Compact;
+  if (emitter::compact_payload == compact) return;
+  emitter::compact_payload = compact;
+  // Names written under the other payload may be far back: write them again.
+  emitter::advance_naming_epoch();
+}
+
 void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
   TraceMode config_mode = config->mode;
+  Payload config_payload = config->payload;
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
   uint64_t generation = config_store::publish(std::move(config));
@@ -178,6 +188,7 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
     gil = PyGILState_Ensure();
   }
   if (active_) {
+    set_payload(payload_override_set_ ? payload_override_ : config_payload);
     TraceMode target = mode_override_set_ ? mode_override_ : config_mode;
     if (target == mode()) {
       emitter::mode_change(trace_mode_name(target), reason, generation);
@@ -305,6 +316,27 @@ void Tracer::activate(const ActivateOptions &options) {
     mode_override_set_ = true;
   }
 
+  // Payload: the caller's, else PINSIGHT_PYTHON_PAYLOAD, else the file's.
+  payload_override_set_ = false;
+  std::string payload_text = options.payload;
+  const char *payload_source = "activate(payload=...)";
+  if (payload_text.empty()) {
+    const char *env = std::getenv("PINSIGHT_PYTHON_PAYLOAD");
+    if (env && *env) {
+      payload_text = env;
+      payload_source = "PINSIGHT_PYTHON_PAYLOAD";
+    }
+  }
+  Payload payload = config->payload;
+  if (!payload_text.empty()) {
+    if (!parse_payload(payload_text, &payload)) {
+      throw ConfigError(std::string(payload_source) + ": unknown payload '" + payload_text +
+                        "' (expected full or compact)");
+    }
+    payload_override_ = payload;
+    payload_override_set_ = true;
+  }
+
   requested_events_ =
       (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
   config_path_ = path;
@@ -332,12 +364,15 @@ void Tracer::activate(const ActivateOptions &options) {
   failed_ = false;
   installed_events_ = 0;
   mode_.store(initial);
+  set_payload(payload);
 
   std::string version = Py_GetVersion();
   version = version.substr(0, version.find(' '));
+  char procname[17] = {};  // what LTTng's procname context reads: the thread's comm
+  if (prctl(PR_GET_NAME, procname) != 0) procname[0] = '\0';
   emitter::process_info(static_cast<int>(getpid()), options.mpi_rank, options.mpi_size,
                         options.hostname, options.argv, version,
-                        backend_ ? backend_->name() : "none");
+                        backend_ ? backend_->name() : "none", procname);
   emitter::mode_change(trace_mode_name(initial), "activate", generation);
   if (initial == TraceMode::Tracing) push_activation_frames(*thread_states::current());
   reconcile_events();
@@ -375,6 +410,7 @@ Status Tracer::status() const {
   s.active = active_;
   s.backend = backend_ ? backend_->name() : (active_ ? backend_name_ : "");
   s.mode = trace_mode_name(mode());
+  s.payload = emitter::compact_payload ? "compact" : "full";
   s.lttng_available = emitter::provider_loaded();
   s.lttng_error = lttng_error_;
   s.tool_id = backend_ ? backend_->tool_id() : -1;
@@ -410,6 +446,8 @@ void Tracer::after_fork(bool child) {
   // begins are in the parent's trace, so their ends (and the end of the
   // fork call itself) must not appear under the child's vpid.
   thread_states::forked_child();
+  // The child's events carry its own vpid: its names must be written anew.
+  emitter::advance_naming_epoch();
   if (active_) control::start(config_path_);
 }
 

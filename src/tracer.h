@@ -66,6 +66,7 @@ struct ActivateOptions {
   std::string config_path;       // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
   std::string mode;              // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
   std::string backend = "auto";  // auto | sys.monitoring | setprofile
+  std::string payload;           // empty: PINSIGHT_PYTHON_PAYLOAD, else the config's payload
   unsigned long main_thread_ident = 0;
   int mpi_rank = -1;
   int mpi_size = -1;
@@ -77,6 +78,7 @@ struct Status {
   bool active = false;
   std::string backend;
   std::string mode;
+  std::string payload;
   bool lttng_available = false;
   std::string lttng_error;
   int tool_id = -1;
@@ -138,6 +140,7 @@ class Tracer {
   void window_ended(CodeInfo &code);
   void reconcile_events();  // CPython's events follow mode_ and open records
   void push_activation_frames(ThreadState &state);
+  void set_payload(Payload payload);
 
   bool begins_disabled(const CodeInfo &code) const {
     return code.begins_disabled_epoch == disable_epoch_;
@@ -152,6 +155,8 @@ class Tracer {
   std::atomic<TraceMode> mode_{TraceMode::Off};
   TraceMode mode_override_ = TraceMode::Tracing;  // activate(mode=) / PINSIGHT_TRACE_PYTHON
   bool mode_override_set_ = false;
+  Payload payload_override_ = Payload::Full;  // activate(payload=) / PINSIGHT_PYTHON_PAYLOAD
+  bool payload_override_set_ = false;
   std::string backend_name_ = "auto";
   std::atomic<uint64_t> generation_{0};
   bool active_ = false;

@@ -135,6 +135,7 @@ def activate(
     config: Optional[Union[str, os.PathLike[str]]] = None,
     mode: Optional[str] = None,
     backend: str = "auto",
+    payload: Optional[str] = None,
 ) -> None:
     """Start tracing this process.
 
@@ -145,6 +146,10 @@ def activate(
         the configuration's trace_mode.
     backend: "auto" (sys.monitoring on 3.12+, else setprofile), "sys.monitoring"
         or "setprofile".
+    payload: "full" (names on every event) or "compact" (integers; names once per
+        code object and callable per second, in code_info/callable_info events);
+        default PINSIGHT_PYTHON_PAYLOAD, else the configuration's [Python] payload,
+        else full.
 
     Idempotent and thread-safe. Raises ConfigError (a ValueError) for a bad
     configuration and ActivationError (a RuntimeError) when tracing cannot start,
@@ -177,6 +182,7 @@ def activate(
             mpi_size=mpi_size,
             hostname=socket.gethostname(),
             argv=" ".join(sys.argv),
+            payload=payload or "",
         )
 
 
