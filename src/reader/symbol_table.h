@@ -1,5 +1,12 @@
 // Interned functions: Python functions (qualname, filename, def line) and
 // native callees (callee_name). Memory grows with distinct functions only.
+//
+// The one place where names are resolved. Full-payload events carry their
+// names; compact ones carry ids (code_id, callable_id) named by code_info /
+// callable_info events of the same process. An id used before its names came
+// (the first naming epoch of a trace that started late) gets a symbol named
+// after the id, renamed in place when the names arrive, so every frame of
+// the code object stays one symbol and begins still match their ends.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +39,19 @@ class SymbolTable {
                   std::string_view filename);
   SymbolId native_function(std::string_view name);
 
+  // Compact payload: the names of an id, from code_info / callable_info.
+  void name_code(uint16_t host, int32_t vpid, uint64_t code_id, std::string_view qualname,
+                 std::string_view filename, int32_t lineno);
+  void name_callable(uint16_t host, int32_t vpid, uint64_t callable_id, std::string_view name);
+  // As python_function(), caller() and native_function() with the names the
+  // ids were given; before any, the id's own symbol ("<code 0x...>").
+  SymbolId python_function_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
+  SymbolId caller_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
+  SymbolId native_function_by_id(uint16_t host, int32_t vpid, uint64_t callable_id);
+  // Whether `symbol` is the one python_function_by_id() gives for this code
+  // object (matching a native call to the frame that made it).
+  bool is_code(SymbolId symbol, uint16_t host, int32_t vpid, uint64_t code_id);
+
   const Symbol &operator[](SymbolId id) const { return symbols_[id]; }
   size_t size() const { return symbols_.size(); }
 
@@ -55,12 +75,36 @@ class SymbolTable {
 
   SymbolId intern(bool native, std::string_view qualname, std::string_view filename,
                   int32_t lineno);
+  SymbolId unnamed(bool native, uint64_t id);
+  void rename(SymbolId id, std::string_view qualname, std::string_view filename, int32_t lineno);
+
+  struct IdKey {
+    uint64_t id;
+    int32_t vpid;
+    uint16_t host;
+    bool native;
+    bool operator==(const IdKey &o) const {
+      return id == o.id && vpid == o.vpid && host == o.host && native == o.native;
+    }
+  };
+  struct IdKeyHash {
+    size_t operator()(const IdKey &k) const;
+  };
+  struct IdNames {
+    bool named = false;
+    std::string qualname, filename;  // native: the callee's name in qualname
+    int32_t lineno = 0;
+    // The symbol this id got before it was named: it keeps it (renamed), so
+    // frames opened under it still match their ends.
+    SymbolId early = kNoSymbol;
+  };
   static uint64_t code_key(int32_t vpid, uint64_t code_id);
 
   std::deque<Symbol> symbols_;  // a deque: keys below point into it
   std::unordered_map<FunctionKey, SymbolId, FunctionKeyHash> functions_;
   std::unordered_map<std::string_view, SymbolId> natives_;
   std::unordered_map<uint64_t, CodeCacheEntry> by_code_;
+  std::unordered_map<IdKey, IdNames, IdKeyHash> ids_;
 };
 
 }  // namespace pinsight_reader
