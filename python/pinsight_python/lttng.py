@@ -416,6 +416,10 @@ class Session:
 
     ``track_vgid``: record only processes of that group id (``lttng track
     --vgid``); without it, every traced process of the user is recorded.
+
+    ``snapshot``: a flight-recorder session (``lttng create --snapshot``): the
+    channel overwrites its oldest data, and :meth:`record_snapshot` writes what the
+    buffers hold at that moment under ``output``.
     """
 
     def __init__(
@@ -432,6 +436,7 @@ class Session:
         data_url: Optional[str] = None,
         relayd_output: Optional[Path] = None,
         track_vgid: Optional[int] = None,
+        snapshot: bool = False,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
             raise ValueError("ctrl_url and data_url go together")
@@ -451,6 +456,7 @@ class Session:
         self.set_url = set_url
         self.channel = "pinsight"
         self.track_vgid = track_vgid
+        self.snapshot = snapshot
         self._created = False
         self._started = False
 
@@ -496,6 +502,8 @@ class Session:
             )
         elif self.set_url:
             _run(["create", self.name, f"--set-url={self.set_url}"])
+        elif self.snapshot:
+            _run(["create", self.name, "--snapshot", f"--output={self.output}"])
         else:
             _run(["create", self.name, f"--output={self.output}"])
         self._created = True
@@ -507,6 +515,7 @@ class Session:
                     f"--session={self.name}",
                     f"--subbuf-size={self.subbuf_size}",
                     f"--num-subbuf={self.num_subbuf}",
+                    *(["--overwrite"] if self.snapshot else []),
                     self.channel,
                 ]
             )
@@ -547,6 +556,10 @@ class Session:
     def start(self) -> None:
         _run(["start", self.name])
         self._started = True
+
+    def record_snapshot(self) -> None:
+        """Write the buffers' current content (a snapshot session) under ``output``."""
+        _run(["snapshot", "record", f"--session={self.name}"])
 
     def stop(self) -> None:
         if self._started:
