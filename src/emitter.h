@@ -81,12 +81,10 @@ inline void function(bool begin, CodeInfo &code, int python_thread_id, int trans
   }
   if (begin) {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, function_begin, code.qualname.c_str(),
-                         code.filename.c_str(), code.lineno, code_id, python_thread_id,
-                         transition);
+                         code.filename.c_str(), code.lineno, code_id, python_thread_id, transition);
   } else {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, function_end, code.qualname.c_str(),
-                         code.filename.c_str(), code.lineno, code_id, python_thread_id,
-                         transition);
+                         code.filename.c_str(), code.lineno, code_id, python_thread_id, transition);
   }
 }
 

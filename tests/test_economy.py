@@ -286,7 +286,7 @@ def run_late(tmp_path: Path, session: lttng.Session, burst: int, snapshot: bool)
     argv = [sys.executable, str(script), str(burst), "4" if snapshot else "100", str(stop)]
     if not snapshot:
         with subprocess.Popen(
-            argv, stdout=subprocess.PIPE, text=True, preexec_fn=in_group
+            argv, stdout=subprocess.PIPE, text=True, preexec_fn=in_group  # noqa: PLW1509
         ) as proc:
             try:
                 assert proc.stdout is not None and proc.stdout.readline() == "ready\n"

@@ -116,8 +116,8 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
 
 SymbolId CallStackAnalyzer::python_symbol(const RawEvent &e, const EventBatch &batch) {
   if (e.compact) return symbols_.python_function_by_id(e.host, e.vpid, e.code_id);
-  return symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
-                                  batch.string(e.str[1]), e.lineno);
+  return symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]), batch.string(e.str[1]),
+                                  e.lineno);
 }
 
 SymbolId CallStackAnalyzer::native_symbol(const RawEvent &e, const EventBatch &batch) {

@@ -23,7 +23,7 @@ enum class EventKind : uint8_t {
   CodeInfo,      // compact payload: names of a code object
   CallableInfo,  // compact payload: name of a native callee
   ModeChange,    // counted only
-  Discarded,   // LTTng discarded events (ring buffer full)
+  Discarded,     // LTTng discarded events (ring buffer full)
   DiscardedPackets,
 };
 
