@@ -18,6 +18,8 @@ The environment they read, and that ``python -m pinsight_python`` and
     PINSIGHT_PYTHON_EVENTS        function,c_call (default both)
     PINSIGHT_PYTHON_BACKEND       auto, sys.monitoring or setprofile
     PINSIGHT_TRACE_CONFIG_FILE    the configuration file (PInsight's variable)
+    PINSIGHT_PYTHON_PAYLOAD       full or compact (read by the core at activation;
+                                  default: the configuration's [Python] payload)
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ ENV_MODE = "PINSIGHT_TRACE_PYTHON"
 ENV_EVENTS = "PINSIGHT_PYTHON_EVENTS"
 ENV_BACKEND = "PINSIGHT_PYTHON_BACKEND"
 ENV_CONFIG = "PINSIGHT_TRACE_CONFIG_FILE"
+ENV_PAYLOAD = "PINSIGHT_PYTHON_PAYLOAD"
 
 EVENT_NAMES = ("function", "c_call")
 MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
