@@ -83,6 +83,7 @@ py::dict config_dict(const ParseResult &result) {
   py::dict out;
   out["path"] = config.path;
   out["mode"] = trace_mode_name(config.mode);
+  out["payload"] = payload_name(config.payload);
   out["events"] = event_list(config.events);
   out["threads"] = thread_list(config.threads);
   out["module_filter"] = config.module_filter;

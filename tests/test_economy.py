@@ -162,6 +162,52 @@ def replayed_stacks(
     return sorted([(f.depth, str(f.name)) for f in fs] for fs in frames.values())
 
 
+# ---------------------------------------------------------------------------- choosing
+
+
+def test_payload_key_and_overrides(tmp_path: Path) -> None:
+    from pinsight_python import _pinsight_python as native
+
+    def parse(text: str) -> Dict[str, Any]:
+        return native._parse_config_string(textwrap.dedent(text), "cfg.txt")
+
+    assert parse("[Python]\ntrace_mode = TRACING\n")["payload"] == "full"
+    assert parse("[Python.default]\n    payload = Compact\n")["payload"] == "compact"
+    with pytest.raises(ValueError) as caught:
+        parse("[Python]\npayload = tiny\n")
+    assert str(caught.value) == "cfg.txt:2: unknown payload 'tiny' (expected full or compact)"
+
+    config = tmp_path / "compact.txt"
+    config.write_text("[Python]\npayload = compact\n")
+    probe = (
+        "import pinsight_python as p, sys\n"
+        "try:\n"
+        "    p.activate(**eval(sys.argv[1]))\n"
+        "except ValueError as e:\n"
+        "    print('error:', e); raise SystemExit\n"
+        "print(p.status()['payload'])\n"
+    )
+
+    def payload(kwargs: str, **env: str) -> str:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, kwargs],
+            capture_output=True,
+            text=True,
+            env={**environ, **env},
+            check=True,
+        )
+        return proc.stdout.strip()
+
+    assert payload("{}") == "full"
+    assert payload(f"dict(config={str(config)!r})") == "compact"
+    assert payload(f"dict(config={str(config)!r})", PINSIGHT_PYTHON_PAYLOAD="full") == "full"
+    assert payload("dict(payload='compact')", PINSIGHT_PYTHON_PAYLOAD="full") == "compact"
+    assert payload("{}", PINSIGHT_PYTHON_PAYLOAD="small") == (
+        "error: PINSIGHT_PYTHON_PAYLOAD: unknown payload 'small' (expected full or compact)"
+    )
+
+
 # ---------------------------------------------------------------------------- same results
 
 
