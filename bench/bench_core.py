@@ -76,6 +76,20 @@ def workload():
 """,
 }
 
+REFTRACER = """
+import sys, _reftracer
+_reftracer.load_provider(PROVIDER)
+M = sys.monitoring; E = M.events
+M.use_tool_id(4, "reftracer")
+M.register_callback(4, E.PY_START, _reftracer.on_start{suffix})
+M.register_callback(4, E.PY_RETURN, _reftracer.on_return{suffix})
+M.register_callback(4, E.CALL, _reftracer.on_call{suffix})
+M.register_callback(4, E.C_RETURN, _reftracer.on_c_return{suffix})
+M.register_callback(4, E.C_RAISE, _reftracer.on_c_return{suffix})
+start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
+stop = lambda: M.set_events(4, 0)
+"""
+
 SETUP = {
     "untraced": "",
     "cProfile": "import cProfile; _p = cProfile.Profile(); start = _p.enable; stop = _p.disable",
@@ -92,32 +106,9 @@ for ev in (E.PY_START, E.PY_RETURN, E.CALL, E.C_RETURN, E.C_RAISE):
 start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
 stop = lambda: M.set_events(4, 0)
 """,
-    "int-floor": """
-import sys, _reftracer
-_reftracer.load_provider(PROVIDER)
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "int-floor")
-M.register_callback(4, E.PY_START, _reftracer.on_start_int)
-M.register_callback(4, E.PY_RETURN, _reftracer.on_return_int)
-M.register_callback(4, E.CALL, _reftracer.on_call_int)
-M.register_callback(4, E.C_RETURN, _reftracer.on_c_return_int)
-M.register_callback(4, E.C_RAISE, _reftracer.on_c_return_int)
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
-stop = lambda: M.set_events(4, 0)
-""",
-    "reference": """
-import sys, _reftracer
-_reftracer.load_provider(PROVIDER)
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "reference")
-M.register_callback(4, E.PY_START, _reftracer.on_start)
-M.register_callback(4, E.PY_RETURN, _reftracer.on_return)
-M.register_callback(4, E.CALL, _reftracer.on_call)
-M.register_callback(4, E.C_RETURN, _reftracer.on_c_return)
-M.register_callback(4, E.C_RAISE, _reftracer.on_c_return)
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
-stop = lambda: M.set_events(4, 0)
-""",
+    # bench/reftracer's callbacks: integers only, and the full payload.
+    "int-floor": REFTRACER.format(suffix="_int"),
+    "reference": REFTRACER.format(suffix=""),
     "full": """
 import pinsight_python
 start = lambda: pinsight_python.activate(payload="full")

@@ -22,6 +22,31 @@ bool is_own_module(const std::string &module) {
          (module.size() == own.size() || module[own.size()] == '.');
 }
 
+// `given` (an activate() argument), else environment variable `variable`, else
+// `fallback` (the configuration's); *overridden: one of the first two was set.
+template <typename T>
+T overridden_setting(const std::string &given, const char *option, const char *variable, T fallback,
+                     bool (*parse)(std::string_view, T *), const char *what, const char *expected,
+                     bool *overridden) {
+  std::string text = given;
+  const char *source = option;
+  if (text.empty()) {
+    const char *env = std::getenv(variable);
+    if (env && *env) {
+      text = env;
+      source = variable;
+    }
+  }
+  *overridden = !text.empty();
+  if (text.empty()) return fallback;
+  T value = fallback;
+  if (!parse(text, &value)) {
+    throw ConfigError(std::string(source) + ": unknown " + what + " '" + text + "' (expected " +
+                      expected + ")");
+  }
+  return value;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -295,47 +320,15 @@ void Tracer::activate(const ActivateOptions &options) {
     config = std::move(parsed.config);
   }
 
-  // Mode: the caller's, else PINSIGHT_TRACE_PYTHON, else the file's.
-  mode_override_set_ = false;
-  std::string mode_text = options.mode;
-  const char *mode_source = "activate(mode=...)";
-  if (mode_text.empty()) {
-    const char *env = std::getenv("PINSIGHT_TRACE_PYTHON");
-    if (env && *env) {
-      mode_text = env;
-      mode_source = "PINSIGHT_TRACE_PYTHON";
-    }
-  }
-  TraceMode initial = config->mode;
-  if (!mode_text.empty()) {
-    if (!parse_trace_mode(mode_text, &initial)) {
-      throw ConfigError(std::string(mode_source) + ": unknown trace mode '" + mode_text +
-                        "' (expected OFF, STANDBY, MONITORING or TRACING)");
-    }
-    mode_override_ = initial;
-    mode_override_set_ = true;
-  }
-
-  // Payload: the caller's, else PINSIGHT_PYTHON_PAYLOAD, else the file's.
-  payload_override_set_ = false;
-  std::string payload_text = options.payload;
-  const char *payload_source = "activate(payload=...)";
-  if (payload_text.empty()) {
-    const char *env = std::getenv("PINSIGHT_PYTHON_PAYLOAD");
-    if (env && *env) {
-      payload_text = env;
-      payload_source = "PINSIGHT_PYTHON_PAYLOAD";
-    }
-  }
-  Payload payload = config->payload;
-  if (!payload_text.empty()) {
-    if (!parse_payload(payload_text, &payload)) {
-      throw ConfigError(std::string(payload_source) + ": unknown payload '" + payload_text +
-                        "' (expected full or compact)");
-    }
-    payload_override_ = payload;
-    payload_override_set_ = true;
-  }
+  // Mode and payload: the caller's, else the environment's, else the file's.
+  TraceMode initial = overridden_setting(
+      options.mode, "activate(mode=...)", "PINSIGHT_TRACE_PYTHON", config->mode, parse_trace_mode,
+      "trace mode", "OFF, STANDBY, MONITORING or TRACING", &mode_override_set_);
+  mode_override_ = initial;
+  Payload payload = overridden_setting(options.payload, "activate(payload=...)",
+                                       "PINSIGHT_PYTHON_PAYLOAD", config->payload, parse_payload,
+                                       "payload", "full or compact", &payload_override_set_);
+  payload_override_ = payload;
 
   requested_events_ =
       (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
