@@ -136,18 +136,18 @@ def folded_stacks(text: str) -> List[str]:
     return sorted(stacks)
 
 
-def chrome_frames(path: Path) -> List[List[Tuple[str, str]]]:
-    """Per thread: its complete events' names and arguments in time order."""
+def chrome_frames(path: Path) -> List[List[Tuple[str, str, str]]]:
+    """Per thread: its frame events (begin/end or complete) with names and arguments,
+    in time order."""
     data = json.loads(path.read_text())
     events = data["traceEvents"] if isinstance(data, dict) else data
-    threads: Dict[Tuple[Any, Any], List[Tuple[float, float, str, str]]] = (
-        collections.defaultdict(list)
-    )
-    for e in events:
-        if e.get("ph") == "X":
+    threads: Dict[Tuple[Any, Any], List[Tuple[str, str, str]]] = collections.defaultdict(list)
+    for e in sorted(events, key=lambda e: e.get("ts", 0)):  # stable: file order at equal ts
+        if e.get("ph") in ("B", "E", "X"):
             args = json.dumps(e.get("args", {}), sort_keys=True)
-            threads[(e["pid"], e["tid"])].append((e["ts"], -e["dur"], e["name"], args))
-    return sorted([(name, args) for _, _, name, args in sorted(f)] for f in threads.values())
+            threads[(e["pid"], e["tid"])].append((e["ph"], e.get("name", ""), args))
+    assert threads, f"{path}: no frames"
+    return sorted(threads.values())
 
 
 def replayed_stacks(

@@ -18,10 +18,21 @@ uint64_t SymbolTable::code_key(int32_t vpid, uint64_t code_id) {
   return code_id ^ (static_cast<uint64_t>(static_cast<uint32_t>(vpid)) * 0x9e3779b97f4a7c15ULL);
 }
 
+CodeLocation SymbolTable::location(bool native, std::string_view filename) {
+  if (native) return CodeLocation{"", CodeOrigin::Native};
+  auto found = locations_.find(std::string(filename));
+  if (found == locations_.end()) {
+    found = locations_.emplace(std::string(filename), locate_code(filename)).first;
+  }
+  return found->second;
+}
+
 SymbolId SymbolTable::intern(bool native, std::string_view qualname, std::string_view filename,
                              int32_t lineno) {
   auto id = static_cast<SymbolId>(symbols_.size());
-  symbols_.push_back(Symbol{native, std::string(qualname), std::string(filename), lineno});
+  CodeLocation where = location(native, filename);
+  symbols_.push_back(Symbol{native, std::string(qualname), std::string(filename), lineno,
+                            std::move(where.module), where.origin});
   const Symbol &s = symbols_.back();
   if (native) {
     natives_.emplace(s.qualname, id);
@@ -82,7 +93,9 @@ SymbolId SymbolTable::unnamed(bool native, uint64_t id) {
   std::snprintf(text, sizeof text, native ? "<callable 0x%" PRIx64 ">" : "<code 0x%" PRIx64 ">",
                 id);
   auto symbol = static_cast<SymbolId>(symbols_.size());
-  symbols_.push_back(Symbol{native, text, std::string(), native ? 0 : -1});
+  CodeLocation where = location(native, {});
+  symbols_.push_back(
+      Symbol{native, text, std::string(), native ? 0 : -1, std::move(where.module), where.origin});
   return symbol;
 }
 
@@ -92,6 +105,10 @@ void SymbolTable::rename(SymbolId id, std::string_view qualname, std::string_vie
   s.qualname = qualname;
   s.filename = filename;
   s.lineno = lineno;
+  CodeLocation where = location(s.native, filename);
+  s.module = std::move(where.module);
+  s.origin = where.origin;
+  renamed_.push_back(id);
   // Found by name from now on too, unless the name already has a symbol.
   if (s.native) {
     natives_.emplace(s.qualname, id);

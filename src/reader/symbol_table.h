@@ -1,5 +1,7 @@
 // Interned functions: Python functions (qualname, filename, def line) and
 // native callees (callee_name). Memory grows with distinct functions only.
+// The one place where the reader turns event strings into names: each symbol
+// is resolved once (its module and origin too), then known by its id.
 //
 // The one place where names are resolved. Full-payload events carry their
 // names; compact ones carry ids (code_id, callable_id) named by code_info /
@@ -14,6 +16,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "code_location.h"
 
 namespace pinsight_reader {
 
@@ -25,6 +31,8 @@ struct Symbol {
   std::string qualname;  // native: callee_name
   std::string filename;  // native: empty
   int32_t lineno;        // native: 0; Python, seen only as a caller: -1
+  std::string module;    // Python: from the file name (code_location.h); native: empty
+  CodeOrigin origin;
 };
 
 class SymbolTable {
@@ -48,6 +56,8 @@ class SymbolTable {
   SymbolId python_function_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
   SymbolId caller_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
   SymbolId native_function_by_id(uint16_t host, int32_t vpid, uint64_t callable_id);
+  // Symbols renamed since the last call (their names came after their ids).
+  std::vector<SymbolId> take_renamed() { return std::exchange(renamed_, {}); }
   // Whether `symbol` is the one python_function_by_id() gives for this code
   // object (matching a native call to the frame that made it).
   bool is_code(SymbolId symbol, uint16_t host, int32_t vpid, uint64_t code_id);
@@ -75,6 +85,7 @@ class SymbolTable {
 
   SymbolId intern(bool native, std::string_view qualname, std::string_view filename,
                   int32_t lineno);
+  CodeLocation location(bool native, std::string_view filename);
   SymbolId unnamed(bool native, uint64_t id);
   void rename(SymbolId id, std::string_view qualname, std::string_view filename, int32_t lineno);
 
@@ -104,7 +115,9 @@ class SymbolTable {
   std::unordered_map<FunctionKey, SymbolId, FunctionKeyHash> functions_;
   std::unordered_map<std::string_view, SymbolId> natives_;
   std::unordered_map<uint64_t, CodeCacheEntry> by_code_;
+  std::unordered_map<std::string, CodeLocation> locations_;  // by file name
   std::unordered_map<IdKey, IdNames, IdKeyHash> ids_;
+  std::vector<SymbolId> renamed_;
 };
 
 }  // namespace pinsight_reader
