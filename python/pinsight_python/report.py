@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import ORIGINS, Symbol, TraceData, format_ns
+from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
@@ -138,8 +139,11 @@ def _unbalanced(threads: Iterable[Dict[str, Any]]) -> Dict[str, int]:
 
 def _activity(symbols: Sequence[Symbol], threads: List[Dict[str, Any]], top: int) -> Dict[str, Any]:
     functions = _function_totals(threads)
+    for symbol in [s for s in functions if symbols[s].is_import]:
+        del functions[symbol]  # in the imports section
     natives = _native_totals(threads)
     return {
+        "imports": import_section(symbols, threads, top),
         "modules": _module_rows(symbols, functions),
         "functions": _function_rows(symbols, functions, top),
         "functions_total": len(functions),
@@ -279,6 +283,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "events": proc["events"],
         }
         entry.update(_activity(symbols, proc["threads"], top))
+        entry["allocations"] = alloc_section(symbols, proc.get("allocations", ()), top)
         entry["threads"] = threads
         processes.append(entry)
         if entry["mpi_rank"] is not None:
@@ -445,6 +450,7 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
                 where = f"{_where(e['caller'])} -> {e['callee']}"
             cells.append([f"{e['count']:,}", e["kind"], where])
         lines += _table(["count", "kind", "where"], cells, [True, False, False])
+    lines += import_lines(section["imports"])
     unbalanced = section["unbalanced"]
     notes = []
     if unbalanced["ends_without_begin"]:
@@ -462,7 +468,7 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
 
 
 def _has_activity(section: Dict[str, Any]) -> bool:
-    return bool(section["functions"] or section["native_calls"]
+    return bool(section["functions"] or section["native_calls"] or section["imports"]["modules"]
                 or any(section["unbalanced"].values()))
 
 
@@ -545,4 +551,7 @@ def render_text(report: Dict[str, Any]) -> str:
         if idle:
             labels = ", ".join(t["label"] for t in idle)
             lines += ["", f"Threads without function events: {labels}"]
+        allocations = alloc_lines(proc["allocations"])
+        if allocations:
+            lines += ["", *allocations]
     return "\n".join(lines) + "\n"
