@@ -385,12 +385,9 @@ void Tracer::activate(const ActivateOptions &options) {
   set_payload(payload);
 
   std::string version = Py_GetVersion();
-  version = version.substr(0, version.find(' '));
-  char procname[17] = {};  // what LTTng's procname context reads: the thread's comm
-  if (prctl(PR_GET_NAME, procname) != 0) procname[0] = '\0';
-  emitter::process_info(static_cast<int>(getpid()), options.mpi_rank, options.mpi_size,
-                        options.hostname, options.argv, version,
-                        backend_ ? backend_->name() : "none", procname);
+  identity_ = ProcessIdentity{options.mpi_rank, options.mpi_size, options.hostname, options.argv,
+                              version.substr(0, version.find(' '))};
+  emit_process_info();
   emitter::mode_change(trace_mode_name(initial), "activate", generation);
   if (initial == TraceMode::Tracing) push_activation_frames(*thread_states::current());
   reconcile_events();
@@ -473,7 +470,18 @@ void Tracer::after_fork(bool child) {
   thread_states::forked_child();
   // The child's events carry its own vpid: its names must be written anew.
   emitter::advance_naming_epoch();
-  if (active_) control::start(config_path_);
+  if (active_) {
+    emit_process_info();
+    control::start(config_path_);
+  }
+}
+
+void Tracer::emit_process_info() {
+  char procname[17] = {};  // what LTTng's procname context reads: the thread's comm
+  if (prctl(PR_GET_NAME, procname) != 0) procname[0] = '\0';
+  emitter::process_info(static_cast<int>(getpid()), identity_.mpi_rank, identity_.mpi_size,
+                        identity_.hostname, identity_.argv, identity_.python_version,
+                        backend_ ? backend_->name() : "none", procname);
 }
 
 }  // namespace pinsight

@@ -248,7 +248,8 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, callable_info,
 )
 
 /*
- * Once per process, at activation: lets tools label processes and MPI ranks.
+ * Once per process, at activation (and again in a forked child, with its pid):
+ * lets tools label processes and MPI ranks.
  * mpi_rank/mpi_size are -1 outside an MPI launcher. backend is "sys.monitoring"
  * or "setprofile". procname is the thread name (comm) at activation, what the
  * procname context gave on every event; our sessions no longer record it.
