@@ -27,10 +27,6 @@ enum CCallTransition : int { kCall = 0, kCReturn = 1, kCRaise = 2 };
 // LTTng-UST is unavailable.
 bool load_provider(std::string *error);
 bool provider_loaded();
-// liblttng-ust's fork hooks (ust-fork.h), when the provider is loaded.
-void before_fork();
-void after_fork_parent();
-void after_fork_child();
 
 // The payload: full (names on every event, the design's) or compact
 // (integers; names once per code object and callable and naming epoch).

@@ -459,11 +459,7 @@ std::vector<LexgionReport> Tracer::lexgions() const {
   return out;
 }
 
-// LTTng-UST's own fork hooks run from pthread_atfork (emitter.cpp).
-void Tracer::before_fork() {}
-
-void Tracer::after_fork(bool child) {
-  if (!child) return;
+void Tracer::after_fork_child() {
   // The child inherits the forking thread's shadow stack: those frames'
   // begins are in the parent's trace, so their ends (and the end of the
   // fork call itself) must not appear under the child's vpid.

@@ -127,8 +127,9 @@ class Tracer {
   void on_new_thread(ThreadState &state);
   // Reported once on stderr; tracing then turns itself off.
   void internal_failure(const char *what);
-  void before_fork();
-  void after_fork(bool child);
+  // In a forked child (os.register_at_fork): silence inherited frames, start
+  // the child's control thread. LTTng-UST's own hooks run inside fork().
+  void after_fork_child();
 
  private:
   Tracer() = default;

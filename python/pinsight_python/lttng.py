@@ -417,9 +417,10 @@ class Session:
     ``track_vgid``: record only processes of that group id (``lttng track
     --vgid``); without it, every traced process of the user is recorded.
 
-    ``snapshot``: a flight-recorder session (``lttng create --snapshot``): the
-    channel overwrites its oldest data, and :meth:`record_snapshot` writes what the
-    buffers hold at that moment under ``output``.
+    ``snapshot``: a flight recorder. The channel overwrites its oldest
+    sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
+    writes the buffers' current content there: hours of events, bounded memory
+    and disk.
     """
 
     def __init__(
@@ -457,6 +458,8 @@ class Session:
         self.channel = "pinsight"
         self.track_vgid = track_vgid
         self.snapshot = snapshot
+        if snapshot and (self.network or output is None):
+            raise ValueError("a snapshot session writes to a local output directory")
         self._created = False
         self._started = False
 
@@ -558,7 +561,9 @@ class Session:
         self._started = True
 
     def record_snapshot(self) -> None:
-        """Write the buffers' current content (a snapshot session) under ``output``."""
+        """Write the snapshot session's buffers under ``output``."""
+        if not self.snapshot:
+            raise LttngError(f"session {self.name} is not a snapshot session")
         _run(["snapshot", "record", f"--session={self.name}"])
 
     def stop(self) -> None:
