@@ -27,6 +27,9 @@ enum CCallTransition : int { kCall = 0, kCReturn = 1, kCRaise = 2 };
 // LTTng-UST is unavailable.
 bool load_provider(std::string *error);
 bool provider_loaded();
+// Whether some LTTng session records our events right now (a session that enables
+// them after this call makes it true later).
+bool recording();
 
 // The payload: full (names on every event, the design's) or compact
 // (integers; names once per code object and callable and naming epoch).
