@@ -17,6 +17,7 @@ py::dict status_dict() {
   pinsight::Status s = Tracer::instance().status();
   py::dict d;
   d["active"] = s.active;
+  d["refused"] = s.refused;
   d["backend"] = s.backend;
   d["mode"] = s.mode;
   d["lttng_available"] = s.lttng_available;
@@ -132,6 +133,13 @@ PYBIND11_MODULE(_pinsight_python, m) {
     return reinterpret_cast<uintptr_t>(
         pinsight::compat::current_frame(pinsight::compat::thread_state()));
   });
+  m.def(
+      "_unverified_cpython",
+      [](unsigned long hexversion, bool free_threaded) {
+        return pinsight::compat::unverified_cpython(hexversion, free_threaded);
+      },
+      py::arg("hexversion"), py::arg("free_threaded"),
+      "Why activate() refuses on that CPython (sys.hexversion encoding); '' when verified.");
   m.def("_before_fork", [] { Tracer::instance().before_fork(); });
   m.def("_after_fork_parent", [] { Tracer::instance().after_fork(false); });
   m.def("_after_fork_child", [] { Tracer::instance().after_fork(true); });

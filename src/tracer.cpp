@@ -50,15 +50,39 @@ void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread
   config_store::read_unlock();
 }
 
-bool Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
+uint8_t Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
   // Thread-independent verdicts hold for every thread, present or future.
   if (!code.module_selected || code.limits.max_num_traces == 0 || code.limits.never_traced) {
-    return true;
+    return kDisabledShared;
   }
   // DISABLE silences a location for all threads: per-thread verdicts only
-  // count while this is the only thread (a new thread restarts events).
-  if (thread_states::live_count() > 1) return false;
-  return lex.events == 0 || lexgion_exhausted(code.limits, lex.counters);
+  // count while this is the only thread (a new thread re-arms them).
+  if (thread_states::live_count() > 1) return 0;
+  return lex.events == 0 || lexgion_exhausted(code.limits, lex.counters) ? kDisabledPerThread : 0;
+}
+
+Verdict Tracer::disable(PyObject *code) {
+  // Slow path: once per location, which then stays quiet until re-armed.
+  if (CodeInfo *info = code_registry::get(code)) return disable(*info);
+  return Verdict::Disable;
+}
+
+void Tracer::rearm(bool per_thread_only) {
+  if (!backend_) return;
+  std::vector<PyObject *> codes;
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    if (!info->disabled || (per_thread_only && !(info->disabled & kDisabledPerThread))) continue;
+    codes.push_back(info->code);
+    info->disabled = 0;
+    info->begins_disabled_epoch = 0;
+  }
+  if (!per_thread_only) ++disable_epoch_;
+  if (codes.empty()) return;
+  try {
+    backend_->rearm(codes);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "pinsight-python: cannot re-enable CPython events: %s\n", e.what());
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -158,11 +182,8 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
     }
   }
   reconcile_events();
-  if (new_mode >= TraceMode::Monitoring && backend_) {
-    // Locations silenced under the old mode may be needed now.
-    ++disable_epoch_;
-    backend_->restart_events();
-  }
+  // Locations silenced under the old mode may be needed now.
+  if (new_mode >= TraceMode::Monitoring) rearm(/*per_thread_only=*/false);
 }
 
 void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
@@ -181,11 +202,8 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
     TraceMode target = mode_override_set_ ? mode_override_ : config_mode;
     if (target == mode()) {
       emitter::mode_change(trace_mode_name(target), reason, generation);
-      if (backend_ && target >= TraceMode::Monitoring) {
-        // Decisions may change: re-enable silenced locations.
-        ++disable_epoch_;
-        backend_->restart_events();
-      }
+      // Decisions may change: re-enable the locations we silenced.
+      if (target >= TraceMode::Monitoring) rearm(/*per_thread_only=*/false);
     } else {
       set_mode(target, reason);
     }
@@ -196,14 +214,11 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
 void Tracer::on_new_thread(ThreadState &state) {
   threads_seen_.fetch_add(1);
   emitter::thread_start(state.python_thread_id, state.thread_ident);
-  if (thread_states::live_count() > 1 && backend_ && mode() >= TraceMode::Monitoring) {
+  if (thread_states::live_count() > 1 && mode() >= TraceMode::Monitoring) {
     // Per-thread verdicts made while this thread did not exist no longer
-    // hold for every thread.
-    ++disable_epoch_;
-    try {
-      backend_->restart_events();
-    } catch (const std::exception &) {
-    }
+    // hold for every thread. Only our own locations: other tools keep what
+    // they disabled.
+    rearm(/*per_thread_only=*/true);
   }
 }
 
@@ -254,9 +269,16 @@ void Tracer::push_activation_frames(ThreadState &state) {
 
 void Tracer::activate(const ActivateOptions &options) {
   if (active_) return;
-#ifdef Py_GIL_DISABLED
-  throw ActivationError("free-threaded CPython is not supported yet");
-#endif
+  std::string unverified = cpython_refusal();
+  if (!unverified.empty()) {
+    // The program runs untraced; status() says why.
+    if (refused_.empty()) {
+      std::fprintf(stderr, "pinsight-python: %s; tracing is off and the program runs untraced\n",
+                   unverified.c_str());
+    }
+    refused_ = unverified;
+    return;
+  }
   if (!code_registry::init()) throw ActivationError("no code-object extra slot is available");
 
   // Configuration: explicit path, PInsight's variable, then the working directory.
@@ -344,6 +366,24 @@ void Tracer::activate(const ActivateOptions &options) {
   control::start(config_path_);
 }
 
+std::string Tracer::cpython_refusal() {
+#ifdef Py_GIL_DISABLED
+  constexpr bool free_threaded = true;
+#else
+  constexpr bool free_threaded = false;
+#endif
+  // The headers this build was compiled with, then the interpreter running it.
+  std::string reason = compat::unverified_cpython(PY_VERSION_HEX, free_threaded);
+  if (!reason.empty()) return reason;
+  PyObject *running = PySys_GetObject("hexversion");  // borrowed
+  unsigned long hexversion = running ? PyLong_AsUnsignedLong(running) : PY_VERSION_HEX;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    hexversion = PY_VERSION_HEX;
+  }
+  return compat::unverified_cpython(hexversion, free_threaded);
+}
+
 void Tracer::deactivate() {
   if (!active_) return;
   active_ = false;
@@ -373,6 +413,7 @@ void Tracer::deactivate() {
 Status Tracer::status() const {
   Status s;
   s.active = active_;
+  s.refused = refused_;
   s.backend = backend_ ? backend_->name() : (active_ ? backend_name_ : "");
   s.mode = trace_mode_name(mode());
   s.lttng_available = emitter::provider_loaded();

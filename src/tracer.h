@@ -44,7 +44,10 @@ class Backend {
   // Each may throw ActivationError.
   virtual void install() = 0;
   virtual void set_events(uint32_t cpython_events) = 0;
-  virtual void restart_events() = 0;  // re-enable locations that returned DISABLE
+  // Re-enables the locations of these code objects that returned DISABLE to
+  // us, leaving every other tool's DISABLEd locations as they are (never
+  // sys.monitoring.restart_events(), which re-arms them all).
+  virtual void rearm(const std::vector<PyObject *> &codes) = 0;
   virtual void uninstall() = 0;
   virtual int tool_id() const { return -1; }
 };
@@ -75,6 +78,7 @@ struct ActivateOptions {
 
 struct Status {
   bool active = false;
+  std::string refused;  // why activate() refused to trace on this CPython; empty otherwise
   std::string backend;
   std::string mode;
   bool lttng_available = false;
@@ -130,19 +134,34 @@ class Tracer {
   void decide(CodeInfo &code);
   void apply_decision(CodeInfo &code, const Config &config);  // read lock held
   void decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id);
-  bool never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
+  // 0 while the code may still be traced; else why its begins may be
+  // disabled (kDisabledShared, kDisabledPerThread).
+  uint8_t never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
   void forget_suspended(const void *frame);
   bool resume_suspended(const void *frame, uint8_t *flags);
   void suspend(const void *frame, CodeInfo &code, uint8_t flags);
   void close_stale_calls(ThreadState &state, const void *frame);
   void window_ended(CodeInfo &code);
   void reconcile_events();  // CPython's events follow mode_ and open records
+  // Re-enables our DISABLEd locations: those of per-thread verdicts only (a
+  // new thread), or all of them (mode change, reload).
+  void rearm(bool per_thread_only);
+  // Every DISABLE we return goes through here, so that rearm() finds it.
+  Verdict disable(CodeInfo &code, uint8_t why = kDisabledShared) {
+    code.disabled |= why;
+    return Verdict::Disable;
+  }
+  Verdict disable(PyObject *code);
   void push_activation_frames(ThreadState &state);
+  // Non-empty: this CPython's internals were not verified (compat.h).
+  static std::string cpython_refusal();
 
   bool begins_disabled(const CodeInfo &code) const {
     return code.begins_disabled_epoch == disable_epoch_;
   }
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
+  void monitor_start(CodeInfo &code, ThreadState &state);         // MONITORING: counts only
+  ThreadLexgion &lexgion_of(CodeInfo &code, ThreadState &state);  // decided for this config
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
 
   // Never destroyed: at exit, after the interpreter has finalized, a
@@ -154,7 +173,7 @@ class Tracer {
   bool mode_override_set_ = false;
   std::string backend_name_ = "auto";
   std::atomic<uint64_t> generation_{0};
-  bool active_ = false;
+  std::atomic<bool> active_{false};  // read by the control thread without the GIL
   bool failed_ = false;
   bool reconciling_ = false;
   uint64_t disable_epoch_ = 1;
@@ -162,6 +181,7 @@ class Tracer {
   uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
   std::unique_ptr<Backend> backend_;
   std::string lttng_error_;
+  std::string refused_;
   std::string config_path_;
 
   // Records on all shadow stacks, and traced generator frames at a yield.
@@ -185,11 +205,11 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
   if (mode != TraceMode::Tracing) {
     if (mode == TraceMode::Monitoring && transition == emitter::kStart) {
       CodeInfo *info = code_registry::get(code);
-      if (info) ++info->executions;
+      if (info) monitor_start(*info, *thread_states::current());
       return Verdict::Continue;
     }
     // Nothing can begin outside TRACING; PY_THROW cannot be disabled.
-    return transition == emitter::kThrow ? Verdict::Continue : Verdict::Disable;
+    return transition == emitter::kThrow ? Verdict::Continue : disable(code);
   }
   CodeInfo *info = code_registry::get(code);
   if (!info) {
@@ -201,16 +221,29 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
   return begin_resume(*info, *state, frame, transition);
 }
 
-inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
-  if (!suspended_.empty()) forget_suspended(frame);
-  ++code.executions;
+inline ThreadLexgion &Tracer::lexgion_of(CodeInfo &code, ThreadState &state) {
   if (code.generation != generation_.load(std::memory_order_relaxed)) decide(code);
   ThreadLexgion &lex = code.for_thread(state.python_thread_id);
   if (lex.generation != code.generation) decide_thread(code, lex, state.python_thread_id);
-  if (lex.events == 0 || !lexgion_begin(code.limits, lex.counters)) {
-    if (never_traced_again(code, lex)) {
+  return lex;
+}
+
+inline void Tracer::monitor_start(CodeInfo &code, ThreadState &state) {
+  ++code.executions;
+  ThreadLexgion &lex = lexgion_of(code, state);
+  lexgion_execution(TraceMode::Monitoring, lex.events, code.limits, lex.counters);
+}
+
+inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
+  if (!suspended_.empty()) forget_suspended(frame);
+  ++code.executions;
+  ThreadLexgion &lex = lexgion_of(code, state);
+  const LexgionStep step =
+      lexgion_execution(TraceMode::Tracing, lex.events, code.limits, lex.counters);
+  if (!step.traced) {
+    if (uint8_t why = never_traced_again(code, lex)) {
       code.begins_disabled_epoch = disable_epoch_;
-      return Verdict::Disable;
+      return disable(code, why);
     }
     return Verdict::Continue;
   }
@@ -218,7 +251,7 @@ inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const voi
   if (lex.events & kEventPyStart) flags |= kBeginEmitted;
   if ((lex.events & kEventPyReturn) && (flags & kBeginEmitted)) flags |= kEmitEnd;
   if (lex.events & kEventCCall) flags |= kTraceCCalls;
-  if (lexgion_window_ended(code.limits, lex.counters)) flags |= kEndsWindow;
+  if (step.ends_window) flags |= kEndsWindow;
   state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags});
   ++code.open_records;
   ++open_records_;
@@ -236,7 +269,7 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
   if (suspended_.empty() || !resume_suspended(frame, &flags)) {
     // Not a traced generator: a resume follows its start's decision.
     if (transition == emitter::kResume && code.suspended_traced == 0 && begins_disabled(code)) {
-      return Verdict::Disable;
+      return disable(code, code.disabled);
     }
     return Verdict::Continue;
   }
@@ -283,24 +316,26 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
   CodeInfo *info = code_registry::find(code);
   if (!info) {
     return mode_.load(std::memory_order_relaxed) == TraceMode::Tracing ? Verdict::Continue
-                                                                       : Verdict::Disable;
+                                                                       : disable(code);
   }
-  if (info->open_records == 0 && info->suspended_traced == 0 &&
-      (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing || begins_disabled(*info))) {
-    return Verdict::Disable;
+  if (info->open_records == 0 && info->suspended_traced == 0) {
+    if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return disable(*info);
+    if (begins_disabled(*info)) return disable(*info, info->disabled);
   }
   return Verdict::Continue;
 }
 
 inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, PyObject *callable) {
-  if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return Verdict::Disable;
+  if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return disable(code);
   ThreadState *state = thread_states::current_ptr;
   if (!state || state->stack.empty()) return Verdict::Continue;
   FrameRecord *top = &state->stack.back();
   if (top->frame != frame) {
     // The caller is not traced: its executions were rate-limited or filtered.
     CodeInfo *info = code_registry::find(code);
-    if (info && info->open_records == 0 && begins_disabled(*info)) return Verdict::Disable;
+    if (info && info->open_records == 0 && begins_disabled(*info)) {
+      return disable(*info, info->disabled);
+    }
     return Verdict::Continue;
   }
   if (top->kind == RecordKind::CCall) {

@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from pinsight_python import _pinsight_python as native
 from pinsight_python import lttng
 
 from .tracing import Tracer, check_balanced, read_trace
@@ -157,6 +158,42 @@ def test_monitoring_counts_without_output(tracer: Tracer, tmp_path: Path) -> Non
     assert run.stdout.split() == ["100", "1", "MONITORING"]
     assert not run.trace.named("function_begin")
     assert not run.trace.named("c_call_begin")
+
+
+def test_monitoring_then_tracing_honours_start_and_rate(tracer: Tracer, tmp_path: Path) -> None:
+    # MONITORING counts executions as PInsight does, so once TRACING starts,
+    # trace_starts_at and tracing_rate count from the first execution ever,
+    # exactly as the tracer's own decision function says (_lexgion_simulate).
+    sections = """
+        [Lexgion(Python:late)]
+            trace_starts_at = 15
+        [Lexgion(Python:sparse)]
+            tracing_rate = 4
+        """
+    code = """
+        import pinsight_python
+        def late():
+            return 1
+        def sparse():
+            return 2
+        def phase():
+            for _ in range(10):
+                late()
+                sparse()
+        phase()
+        pinsight_python.set_mode("TRACING")
+        phase()
+        """
+    run = run_with_config(
+        tracer, tmp_path, "[Python.default]\n    trace_mode = MONITORING\n" + sections,
+        code=textwrap.dedent(code),
+    )
+    tracing = textwrap.dedent(sections)
+    for name, expected in (("late", list(range(15, 20))), ("sparse", [10, 14, 18])):
+        assert pairs(run, name) == len(expected)
+        simulated = native._lexgion_simulate(tracing, name, n_calls=20, monitoring_calls=10)
+        assert simulated == expected
+    check_balanced(run.trace)
 
 
 def test_standby_then_tracing_by_reload(tracer: Tracer, tmp_path: Path) -> None:
