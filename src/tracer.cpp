@@ -62,7 +62,9 @@ uint8_t Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &le
 }
 
 Verdict Tracer::disable(PyObject *code) {
-  // Slow path: once per location, which then stays quiet until re-armed.
+  // Slow path: once per location, which then stays quiet until re-armed. The
+  // profile hook cannot disable anything: nothing to remember then.
+  if (!backend_ || backend_->tool_id() < 0) return Verdict::Disable;
   if (CodeInfo *info = code_registry::get(code)) return disable(*info);
   return Verdict::Disable;
 }

@@ -35,7 +35,7 @@ def pbmod_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = out / f"pbmod{sysconfig.get_config_var('EXT_SUFFIX')}"
     subprocess.run(
         [
-            "g++", "-O1", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden",
+            "g++", "-O0", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden",
             f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}",
             str(HERE / "native" / "pbmod" / "pbmod.cpp"), "-o", str(target),
         ],

@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 from pinsight_python import _pinsight_python as native
-from pinsight_python import lttng
 
-from .tracing import Tracer, check_balanced, read_trace
+from .tracing import Tracer, check_balanced, isolated_session, read_trace
 
 CALL_100 = """
 def hot(i):
@@ -420,13 +419,16 @@ def test_many_sigusr1_against_busy_threads(tmp_path: Path) -> None:
         """)
     )
     out = tmp_path / "trace"
-    with lttng.Session(out):
+    # Only this program's group is recorded: other traced programs running on
+    # the machine meanwhile must not show up in the trace.
+    with isolated_session(out) as run_as:
         proc = subprocess.Popen(
             [sys.executable, str(script)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=tmp_path,
+            preexec_fn=run_as,  # noqa: PLW1509 (sets the group id only)
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
