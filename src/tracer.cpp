@@ -193,13 +193,15 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
   uint64_t generation = config_store::publish(std::move(config));
-  generation_.store(generation);
-  if (!active_) return;
-  PyGILState_STATE gil{};
-  if (!gil_held) {
-    if (compat::is_finalizing()) return;
-    gil = PyGILState_Ensure();
+  if (!active_ || (!gil_held && compat::is_finalizing())) {
+    generation_.store(generation);
+    return;
   }
+  PyGILState_STATE gil{};
+  if (!gil_held) gil = PyGILState_Ensure();
+  // Under the GIL, with the mode it brings: status() never shows the new
+  // generation with the old mode.
+  generation_.store(generation);
   if (active_) {
     TraceMode target = mode_override_set_ ? mode_override_ : config_mode;
     if (target == mode()) {

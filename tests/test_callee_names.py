@@ -90,7 +90,12 @@ def test_pybind11_functions_methods_and_reexports(tracer: Tracer, pbmod_dir: Pat
         "pbpkg.relu",
         "pbmod.pybind11_version",
     ]
-    if not SETPROFILE:  # the profile hook does not report calls to types
+    if SETPROFILE:
+        # The profile hook reports only builtin functions: not the call to the
+        # class, nor `Klass.method(k, 6)`, whose callable is pybind11's
+        # instancemethod wrapper.
+        expected.remove("pbmod.Klass.method")
+    else:
         expected.insert(0, "pbmod.Klass")
     assert names == expected
     assert not any("pybind11_" in n.split(".")[0] for n in names)
