@@ -23,6 +23,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "module_names.h"
+
 namespace pinsight {
 
 // ---------------------------------------------------------------------------
@@ -160,6 +162,29 @@ bool parse_int64(std::string_view text, int64_t *out) {
   return true;
 }
 
+// A size in bytes > 0: "524288", "64KiB", "64 KB", "1M" (K, M, G are powers of 1024).
+bool parse_byte_size(std::string_view text, uint64_t *out) {
+  text = trim(text);
+  size_t digits = 0;
+  while (digits < text.size() && digits < 16 && text[digits] >= '0' && text[digits] <= '9') {
+    ++digits;
+  }
+  if (digits == 0 || (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')) {
+    return false;
+  }
+  uint64_t value = std::strtoull(std::string(text.substr(0, digits)).c_str(), nullptr, 10);
+  std::string unit(trim(text.substr(digits)));
+  for (char &c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  uint64_t scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "k" || unit == "kb" || unit == "kib") scale = uint64_t{1} << 10;
+  if (unit == "m" || unit == "mb" || unit == "mib") scale = uint64_t{1} << 20;
+  if (unit == "g" || unit == "gb" || unit == "gib") scale = uint64_t{1} << 30;
+  if (scale == 0 || value == 0 || value > (uint64_t{1} << 40) / scale) return false;
+  *out = value * scale;
+  return true;
+}
+
 bool parse_seconds(std::string_view text, double *out) {
   text = trim(text);
   if (text.empty() || text.size() > 40) return false;
@@ -211,14 +236,11 @@ constexpr EventName kPysysmonEvents[] = {
 };
 // Names accepted by the design's `events = function, c_call`.
 constexpr EventName kEventListNames[] = {
-    {"function", kEventFunction},
-    {"c_call", kEventCCall},
-    {"function_begin", kEventPyStart},
-    {"function_end", kEventPyReturn},
-    {"c_call_begin", kEventCStart},
-    {"c_call_end", kEventCReturn},
-    {"all", kEventAll},
-    {"none", 0},
+    {"function", kEventFunction},      {"c_call", kEventCCall},
+    {"function_begin", kEventPyStart}, {"function_end", kEventPyReturn},
+    {"c_call_begin", kEventCStart},    {"c_call_end", kEventCReturn},
+    {"import", kEventImport},          {"alloc", kEventAlloc},
+    {"all", kEventAll | kEventImport}, {"none", 0},
 };
 
 // "pysysmon_c_start" or "Python.pysysmon_c_start"; 0 when not an event key.
@@ -470,19 +492,10 @@ struct Header {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string name, const Config *previous)
-      : text_(text), name_(std::move(name)) {
-    if (previous != nullptr) {
-      mode_ = previous->mode;
-      domain_events_ = previous->events;
-      scope_ = previous->threads;
-      module_filter_ = previous->module_filter;
-      module_exclude_ = previous->module_exclude;
-      thread_sections_ = previous->thread_sections();
-      global_ = previous->lexgion_default();
-    } else {
-      global_ = builtin_lexgion();
-    }
+  // Each parse starts from the built-in defaults: a reload applies the whole
+  // file, as docs/configuration.md says (libpinsight.so merges instead).
+  Parser(std::string_view text, std::string name) : text_(text), name_(std::move(name)) {
+    global_ = builtin_lexgion();
   }
 
   ParseResult run();
@@ -540,6 +553,7 @@ class Parser {
 
   TraceMode mode_ = TraceMode::Tracing;
   uint32_t domain_events_ = kEventAll;
+  uint64_t alloc_sample_interval_ = kDefaultAllocSampleInterval;
   ThreadSet scope_;
   std::vector<std::string> module_filter_, module_exclude_;
   bool module_filter_seen_ = false, module_exclude_seen_ = false;
@@ -1122,8 +1136,6 @@ bool Parser::event_key(std::string_view key, std::string_view value, bool *valid
   *valid = parse_switch(value, on);
   if (!*valid) {
     error(std::string(key) + ": expected on or off (or true/false, 1/0), got " + quote(value));
-  } else if (bits == kEventImport && *on) {
-    warning("pysysmon_import is reserved: no import events are emitted");
   }
   return true;
 }
@@ -1147,8 +1159,8 @@ bool Parser::events_list(std::string_view value, uint32_t *mask) {
       bits = event->bits;
     } else if ((bits = pysysmon_event_bits(name)) == 0) {
       error("events: unknown event " + quote(name) +
-            " (expected function, c_call, function_begin, function_end, c_call_begin, "
-            "c_call_end, all or none)");
+            " (expected function, c_call, import, alloc, function_begin, function_end, "
+            "c_call_begin, c_call_end, all or none)");
       return false;
     }
     parsed |= bits;
@@ -1161,7 +1173,7 @@ void Parser::module_list(std::string_view key, std::string_view value) {
   const bool filter = key == "module_filter";
   std::vector<std::string> &list = filter ? module_filter_ : module_exclude_;
   bool &seen = filter ? module_filter_seen_ : module_exclude_seen_;
-  if (!seen) list.clear();  // replaces what a previous configuration had
+  if (!seen) list.clear();  // the first occurrence in this file starts the list
   seen = true;
   for (std::string_view name : split(value, ',')) {
     bool valid = !name.empty() && name.front() != '.' && name.back() != '.' &&
@@ -1193,6 +1205,13 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
     }
   } else if (key == "events") {
     events_list(value, &domain_events_);
+  } else if (key == "alloc_sample_interval") {
+    if (!parse_byte_size(value, &alloc_sample_interval_)) {
+      error(
+          "alloc_sample_interval: expected a size in bytes > 0 such as 524288, 512KiB or 1MiB, "
+          "got " +
+          quote(value));
+    }
   } else if (key == "module_filter" || key == "module_exclude") {
     module_list(key, value);
   } else if (pysysmon_event_bits(key) != 0) {
@@ -1401,6 +1420,7 @@ std::unique_ptr<Config> Parser::finish() {
   config->path = name_;
   config->mode = mode_;
   config->events = domain_events_;
+  config->alloc_sample_interval = alloc_sample_interval_;
   config->threads = scope_;
   config->module_filter = std::move(module_filter_);
   config->module_exclude = std::move(module_exclude_);
@@ -1414,7 +1434,8 @@ std::unique_ptr<Config> Parser::finish() {
     for (int id : representative_threads(*config, settings)) {
       any |= config->events_for(settings, id);
     }
-    settings.never_traced = settings.max_num_traces == 0 || any == 0;
+    // import and alloc events do not come from a function's own executions.
+    settings.never_traced = settings.max_num_traces == 0 || (any & kEventCallStack) == 0;
     return settings.never_traced ? 0 : any;
   };
   // [Lexgion.default] reaches code objects only through the Python default.
@@ -1440,16 +1461,11 @@ bool file_hint_matches(std::string_view hint, std::string_view filename) {
   return false;
 }
 
-bool module_matches(std::string_view module, const std::string &entry) {
-  return module == entry || (starts_with(module, entry) && module.size() > entry.size() &&
-                             module[entry.size()] == '.');
+ParseResult parse_text(const std::string &text, const std::string &name) {
+  return Parser(text, name).run();
 }
 
-ParseResult parse_text(const std::string &text, const std::string &name, const Config *previous) {
-  return Parser(text, name, previous).run();
-}
-
-ParseResult read_and_parse(const std::string &path, const Config *previous) {
+ParseResult read_and_parse(const std::string &path) {
   constexpr size_t kMaxFileSize = 16 << 20;
   const auto fail = [&path](std::string message) {
     ParseResult result;
@@ -1472,7 +1488,7 @@ ParseResult read_and_parse(const std::string &path, const Config *previous) {
   std::fclose(file);
   if (read_errno != 0)
     return fail(std::string("cannot read the file: ") + std::strerror(read_errno));
-  return parse_text(text, path, previous);
+  return parse_text(text, path);
 }
 
 }  // namespace
@@ -1483,16 +1499,7 @@ ParseResult read_and_parse(const std::string &path, const Config *previous) {
 CodeDecision Config::decide_code(std::string_view qualname, std::string_view filename,
                                  std::string_view module) const {
   CodeDecision decision;
-  if (!module_filter.empty()) {
-    decision.module_selected =
-        std::any_of(module_filter.begin(), module_filter.end(),
-                    [module](const std::string &entry) { return module_matches(module, entry); });
-  }
-  if (decision.module_selected) {
-    decision.module_selected =
-        std::none_of(module_exclude.begin(), module_exclude.end(),
-                     [module](const std::string &entry) { return module_matches(module, entry); });
-  }
+  decision.module_selected = pinsight::module_selected(module, module_filter, module_exclude);
   if (!impl) {
     decision.lexgion = &builtin_lexgion();
     return decision;
@@ -1539,23 +1546,14 @@ const std::vector<ThreadSection> &Config::thread_sections() const {
   return impl ? impl->thread_sections : kNoThreadSections;
 }
 
-ParseResult parse_config_file(const std::string &path) { return read_and_parse(path, nullptr); }
-
-ParseResult parse_config_file(const std::string &path, const Config *previous) {
-  return read_and_parse(path, previous);
-}
+ParseResult parse_config_file(const std::string &path) { return read_and_parse(path); }
 
 ParseResult parse_config_string(const std::string &text, const std::string &name) {
-  return parse_text(text, name, nullptr);
-}
-
-ParseResult parse_config_string(const std::string &text, const std::string &name,
-                                const Config *previous) {
-  return parse_text(text, name, previous);
+  return parse_text(text, name);
 }
 
 std::unique_ptr<Config> default_config() {
-  ParseResult result = parse_text("", "", nullptr);
+  ParseResult result = parse_text("", "");
   return std::move(result.config);
 }
 

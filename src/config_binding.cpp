@@ -17,7 +17,7 @@ namespace {
 constexpr std::pair<const char *, uint32_t> kEventNames[] = {
     {"pysysmon_py_start", kEventPyStart}, {"pysysmon_py_return", kEventPyReturn},
     {"pysysmon_c_start", kEventCStart},   {"pysysmon_c_return", kEventCReturn},
-    {"pysysmon_import", kEventImport},
+    {"pysysmon_import", kEventImport},    {"alloc", kEventAlloc},
 };
 
 py::list event_list(uint32_t mask) {
@@ -84,6 +84,7 @@ py::dict config_dict(const ParseResult &result) {
   out["path"] = config.path;
   out["mode"] = trace_mode_name(config.mode);
   out["events"] = event_list(config.events);
+  out["alloc_sample_interval"] = config.alloc_sample_interval;
   out["threads"] = thread_list(config.threads);
   out["module_filter"] = config.module_filter;
   out["module_exclude"] = config.module_exclude;
@@ -183,15 +184,11 @@ void register_config_bindings(py::module_ &m) {
       "'file:line: message' a line.");
   m.def(
       "_parse_config_string",
-      [](const std::string &text, const std::string &name, std::optional<std::string> previous) {
-        if (!previous) return config_dict(parse_config_string(text, name));
-        const ParseResult base = parse_config_string(*previous, "<previous>");
-        return config_dict(parse_config_string(text, name, &checked(base)));
+      [](const std::string &text, const std::string &name) {
+        return config_dict(parse_config_string(text, name));
       },
-      py::arg("text"), py::arg("name") = "<string>", py::kw_only(),
-      py::arg("previous") = py::none(),
-      "Like _parse_config, for configuration text; `name` stands for the file in messages. "
-      "With `previous` (configuration text), `text` is applied on top of it as on a reload.");
+      py::arg("text"), py::arg("name") = "<string>",
+      "Like _parse_config, for configuration text; `name` stands for the file in messages.");
   m.def(
       "_lexgion_simulate",
       [](const py::object &config, const std::string &qualname, const std::string &filename,

@@ -66,6 +66,8 @@ struct ConfigError : std::runtime_error {
 struct ActivateOptions {
   bool function_events = true;
   bool c_call_events = true;
+  bool import_events = false;    // also when the configuration names import
+  bool alloc_events = false;     // also when the configuration names alloc
   std::string config_path;       // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
   std::string mode;              // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
   std::string backend = "auto";  // auto | sys.monitoring | setprofile
@@ -93,6 +95,9 @@ struct Status {
   int threads_seen = 0;
   uint64_t reloads = 0;
   uint64_t reload_errors = 0;
+  bool alloc_sampling = false;  // allocation hooks sampling now
+  bool alloc_native = false;    // the preload library's malloc hooks are in place
+  uint64_t alloc_samples = 0;
 };
 
 struct LexgionReport {
@@ -162,6 +167,15 @@ class Tracer {
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
   void monitor_start(CodeInfo &code, ThreadState &state);         // MONITORING: counts only
   ThreadLexgion &lexgion_of(CodeInfo &code, ThreadState &state);  // decided for this config
+  template <bool MayDisable>
+  Verdict begin_execution(CodeInfo &code, ThreadState &state, const void *frame);
+  // imports.cpp: importlib's _find_and_load starts / ends (import events).
+  Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
+  void end_import(const FrameRecord &record, const ThreadState &state, int transition);
+  // Whether import/alloc events are on under `config` (activate or the file).
+  void update_extra_events(const Config &config);
+  // Allocation sampling follows alloc_wanted_, the mode and activation (GIL held).
+  void sync_alloc();
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
 
   // Never destroyed: at exit, after the interpreter has finalized, a
@@ -177,7 +191,16 @@ class Tracer {
   bool failed_ = false;
   bool reconciling_ = false;
   uint64_t disable_epoch_ = 1;
-  uint32_t requested_events_ = 0;  // kEvent* bits allowed by activate(events=...)
+  uint32_t requested_events_ = 0;   // kEvent* bits allowed by activate(events=...)
+  bool imports_requested_ = false;  // activate(events=[..., "import"])
+  bool alloc_requested_ = false;    // activate(events=[..., "alloc"])
+  // Import events may be emitted: _find_and_load frames take begin_import.
+  std::atomic<bool> imports_possible_{false};
+  // Allocation sampling is on: every frame gets a shadow-stack record, traced
+  // or not, so samples name the innermost Python function.
+  std::atomic<bool> shadow_all_{false};
+  std::atomic<bool> alloc_wanted_{false};
+  std::atomic<uint64_t> alloc_interval_{kDefaultAllocSampleInterval};
   uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
   std::unique_ptr<Backend> backend_;
   std::string lttng_error_;
@@ -236,12 +259,28 @@ inline void Tracer::monitor_start(CodeInfo &code, ThreadState &state) {
 
 inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
   if (!suspended_.empty()) forget_suspended(frame);
+  if (code.import_loader && imports_possible_.load(std::memory_order_relaxed)) {
+    return begin_import(code, state, frame);
+  }
+  return begin_execution<true>(code, state, frame);
+}
+
+template <bool MayDisable>
+inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const void *frame) {
   ++code.executions;
   ThreadLexgion &lex = lexgion_of(code, state);
   const LexgionStep step =
       lexgion_execution(TraceMode::Tracing, lex.events, code.limits, lex.counters);
   if (!step.traced) {
-    if (uint8_t why = never_traced_again(code, lex)) {
+    if (shadow_all_.load(std::memory_order_relaxed)) {
+      // Not traced, but allocation samples need to know the frame runs.
+      state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, 0});
+      ++code.open_records;
+      ++open_records_;
+      return Verdict::Continue;
+    }
+    uint8_t why = MayDisable ? never_traced_again(code, lex) : 0;
+    if (why) {
       code.begins_disabled_epoch = disable_epoch_;
       return disable(code, why);
     }
@@ -296,6 +335,7 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       CodeInfo &info = *record.code;
       --info.open_records;
       --open_records_;
+      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (record.flags & kEmitEnd) {
         ++events_emitted_;
         emitter::function(false, info, state->python_thread_id, transition);

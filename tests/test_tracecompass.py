@@ -245,7 +245,8 @@ def test_header_parser_sees_the_whole_contract() -> None:
         f"{OUR_PROVIDER}:{name}"
         for name in (
             "function_begin function_end c_call_begin c_call_end "
-            "process_info thread_start mode_change"
+            "process_info thread_start mode_change import_begin import_end "
+            "alloc_sample free_sample"
         ).split()
     }
     assert OURS.events[f"{OUR_PROVIDER}:c_call_end"] >= {"callee_name", "caller_qualname"}

@@ -11,12 +11,35 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import html
+import json
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, TextIO, Tuple
 
-from .analysis import TraceData, format_ns
+from .analysis import ORIGINS, Symbol, TraceData, format_ns
+from .resources import format_bytes
 
-__all__ = ["folded_stacks", "render_svg", "write_folded"]
+__all__ = ["alloc_weighted", "folded_stacks", "render_svg", "write_folded"]
+
+
+def alloc_weighted(trace: TraceData) -> TraceData:
+    """The same call paths weighted by sampled allocated bytes instead of time
+    (``flamegraph --alloc``): a path's self weight is what its own samples stand for."""
+    processes = []
+    for proc in trace.processes:
+        threads = []
+        for thread in proc["threads"]:
+            tree = thread["call_tree"]
+            if tree is None:
+                raise ValueError("the trace was read without call trees")
+            weights = dict(thread.get("alloc_tree") or ())
+            threads.append({
+                **thread,
+                "call_tree": [(parent, symbol, weights.get(i, 0), 0)
+                              for i, (parent, symbol, _ns, _calls) in enumerate(tree)],
+            })
+        processes.append({**proc, "threads": threads})
+    return TraceData(trace.path, trace.trace_dirs, {**trace.raw, "processes": processes},
+                     trace.wall_seconds, trace.filters)
 
 
 def _clean(name: str) -> str:
@@ -64,28 +87,42 @@ class _Node:
     name: str
     kind: str  # "python", "native" or "group" (process, thread, root)
     detail: str = ""
+    # What the box shows, longest first: the function's name comes first, its
+    # path only where there is room.
+    labels: Tuple[str, ...] = ()
+    order: int = 0  # siblings: the program's own code left of libraries
     self_ns: int = 0
     total_ns: int = 0
     calls: int = 0
     children: Dict[str, _Node] = field(default_factory=dict)
 
-    def child(self, name: str, kind: str, detail: str = "") -> _Node:
+    def child(self, name: str, kind: str, detail: str = "", labels: Tuple[str, ...] = (),
+              order: int = 0) -> _Node:
         node = self.children.get(name)
         if node is None:
-            node = self.children[name] = _Node(name, kind, detail)
+            node = self.children[name] = _Node(name, kind, detail, labels or (name,), order)
         return node
 
 
+def _labels(s: Symbol) -> Tuple[str, ...]:
+    if s.native:
+        return (s.qualname,)
+    return (s.frame_name, f"{s.qualname} ({s.short_location})", s.qualname)
+
+
 def _build_tree(trace: TraceData) -> _Node:
-    root = _Node("all", "group")
+    root = _Node("all", "group", labels=("all",))
     symbols = trace.symbols
+    rank = {origin: i for i, origin in enumerate(ORIGINS)}
+    labels = [_labels(s) for s in symbols]
     for proc_label, thread_label, tree in _thread_trees(trace):
         thread_node = root.child(proc_label, "group").child(thread_label, "group")
         nodes: List[_Node] = [thread_node]
         for parent, symbol, self_ns, calls in tree[1:]:
             s = symbols[symbol]
             detail = "native call" if s.native else s.location
-            node = nodes[parent].child(s.frame_name, "native" if s.native else "python", detail)
+            node = nodes[parent].child(s.frame_name, "native" if s.native else "python", detail,
+                                       labels[symbol], rank.get(s.origin, len(ORIGINS)))
             node.self_ns += self_ns
             node.calls += calls
             nodes.append(node)
@@ -126,11 +163,18 @@ _SCRIPT = """
   var svg = document.documentElement, W = %(width)d, PAD = %(pad)d, CW = %(char_width)s;
   var frames = Array.prototype.slice.call(document.querySelectorAll("g.f"));
   function fit(g, x, w) {
-    var r = g.querySelector("rect"), t = g.querySelector("text"), name = g.getAttribute("data-n");
+    var r = g.querySelector("rect"), t = g.querySelector("text");
+    var labels = JSON.parse(g.getAttribute("data-l"));
     r.setAttribute("x", x); r.setAttribute("width", Math.max(w, 0));
     t.setAttribute("x", x + 3);
-    var n = Math.floor((w - 6) / CW);
-    t.textContent = n < 3 ? "" : (name.length <= n ? name : name.slice(0, n - 2) + "..");
+    t.textContent = label(labels, Math.floor((w - 6) / CW));
+  }
+  // The longest label that fits: name and path, name and short path, name.
+  function label(labels, n) {
+    if (n < 3) return "";
+    for (var i = 0; i < labels.length; i++) if (labels[i].length <= n) return labels[i];
+    var name = labels[labels.length - 1];
+    return name.slice(0, n - 2) + "..";
   }
   function zoom(target) {
     var x0 = +target.getAttribute("data-x"), w0 = +target.getAttribute("data-w");
@@ -156,17 +200,31 @@ _SCRIPT = """
 """
 
 
+def _fit_label(labels: Tuple[str, ...], chars: int) -> str:
+    """The longest label that fits in ``chars`` characters (the JS twin: label())."""
+    if chars < 3:
+        return ""
+    for text in labels:
+        if len(text) <= chars:
+            return text
+    return labels[-1][: chars - 2] + ".."
+
+
 def render_svg(
     trace: TraceData,
     title: Optional[str] = None,
     width: int = 1200,
     min_width: float = 0.1,
+    alloc: bool = False,
 ) -> str:
     """A flame graph: one box per call path, width proportional to its time.
 
     Boxes narrower than ``min_width`` pixels are left out (their time still
     counts in their parents), which bounds the size of the file.
     """
+    if alloc:
+        trace = alloc_weighted(trace)
+    fmt = format_bytes if alloc else format_ns
     root = _build_tree(trace)
     frame_h, pad, top_margin, bottom_margin = 16, 10, 40, 30
     char_width = 7.0
@@ -183,7 +241,7 @@ def render_svg(
             continue
         placed.append((node, x, w, depth))
         child_x = x
-        for child in sorted(node.children.values(), key=lambda c: c.name):
+        for child in sorted(node.children.values(), key=lambda c: (c.order, c.name)):
             stack.append((child, child_x, depth + 1))
             child_x += child.total_ns * scale
     max_depth = max((d for _, _, _, d in placed), default=0)
@@ -193,8 +251,8 @@ def render_svg(
     if trace.raw["discarded_events"]:
         warnings.append(f"LTTng discarded {trace.raw['discarded_events']:,} events: "
                         "timings near them are unreliable")
-    subtitle = (f"{trace.events:,} events, {format_ns(root.total_ns)} in frames; "
-                "width = time; click a frame to zoom")
+    subtitle = (f"{trace.events:,} events, {fmt(root.total_ns)} in frames; "
+                f"width = {'sampled allocated bytes' if alloc else 'time'}; click a frame to zoom")
     if omitted:
         subtitle += f"; {omitted:,} frames under {min_width:g} px not drawn"
     title = title or f"pinsight-python: {trace.path}"
@@ -221,16 +279,13 @@ def render_svg(
         lines = [node.name]
         if node.detail and node.detail not in node.name:
             lines.append(node.detail)
-        lines.append(f"total {format_ns(node.total_ns)} ({share:.2f}%), "
-                     f"self {format_ns(node.self_ns)}, calls {node.calls:,}")
+        lines.append(f"total {fmt(node.total_ns)} ({share:.2f}%), "
+                     f"self {fmt(node.self_ns)}, calls {node.calls:,}")
         tip = esc("\n".join(lines))
-        chars = int((w - 6) / char_width)
-        label = node.name if len(node.name) <= chars else node.name[: max(chars - 2, 0)] + ".."
-        if chars < 3:
-            label = ""
+        label = _fit_label(node.labels, int((w - 6) / char_width))
         out.append(
-            f'<g class="f" data-n="{esc(node.name)}" data-x="{x:.3f}" data-w="{w:.3f}" '
-            f'data-d="{depth}"><title>{tip}</title>'
+            f'<g class="f" data-l="{esc(json.dumps(node.labels))}" data-x="{x:.3f}" '
+            f'data-w="{w:.3f}" data-d="{depth}"><title>{tip}</title>'
             f'<rect x="{pad + x:.2f}" y="{y}" width="{w:.2f}" height="{frame_h - 1}" '
             f'fill="{_color(node)}" rx="2"/>'
             f'<text x="{pad + x + 3:.2f}" y="{y + frame_h - 4}">{esc(label)}</text></g>\n'

@@ -40,6 +40,20 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
   anomalies["implicitly_closed"] = t.anomalies.implicitly_closed;
   anomalies["open_at_end"] = t.anomalies.open_at_end;
   d["anomalies"] = anomalies;
+  py::list imports;
+  for (const auto &[symbol, s] : t.import_stats) {
+    imports.append(py::make_tuple(symbol, s.loads, s.cumulative_ns, s.self_ns, s.raised));
+  }
+  d["imports"] = imports;
+  py::list chains;
+  for (const ImportChain &c : t.import_chains)
+    chains.append(py::make_tuple(c.ns, c.modules, c.raised));
+  d["import_chains"] = chains;
+  py::list alloc_nodes;
+  if (with_tree) {
+    for (const auto &[node, bytes] : t.alloc_nodes) alloc_nodes.append(py::make_tuple(node, bytes));
+  }
+  d["alloc_tree"] = alloc_nodes;
   if (with_tree) {
     // Node 0 is the thread itself; parents precede their children.
     py::list nodes;
@@ -81,7 +95,8 @@ py::dict result_dict(const Analysis &analysis) {
   const SymbolTable &table = a.symbols();
   for (SymbolId i = 0; i < table.size(); ++i) {
     const Symbol &s = table[i];
-    symbols.append(py::make_tuple(s.native, s.qualname, s.filename, s.lineno));
+    symbols.append(py::make_tuple(s.native, s.qualname, s.filename, s.lineno, s.module,
+                                  origin_name(s.origin)));
   }
   d["symbols"] = symbols;
   py::list processes;
@@ -101,6 +116,12 @@ py::dict result_dict(const Analysis &analysis) {
     pd["backend"] = p->backend;
     pd["procname"] = p->procname;
     pd["events"] = p->events;
+    py::list allocations;
+    for (const auto &[symbol, s] : p->allocations) {
+      allocations.append(
+          py::make_tuple(symbol, s.samples, s.sampled_bytes, s.retained_bytes, s.native_bytes));
+    }
+    pd["allocations"] = allocations;
     py::list threads;
     for (const ThreadState *t : a.threads_of(*p))
       threads.append(thread_dict(*t, a.build_call_trees()));
@@ -108,6 +129,17 @@ py::dict result_dict(const Analysis &analysis) {
     processes.append(pd);
   }
   d["processes"] = processes;
+  py::dict kinds;
+  const std::pair<const char *, EventKind> kind_names[] = {
+      {"function_begin", EventKind::FunctionBegin}, {"function_end", EventKind::FunctionEnd},
+      {"c_call_begin", EventKind::CCallBegin},      {"c_call_end", EventKind::CCallEnd},
+      {"process_info", EventKind::ProcessInfo},     {"thread_start", EventKind::ThreadStart},
+      {"mode_change", EventKind::ModeChange},       {"import_begin", EventKind::ImportBegin},
+      {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
+      {"free_sample", EventKind::FreeSample}};
+  for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
+  d["event_counts"] = kinds;
+  d["control_threads"] = a.control_threads();
   d["decode_threads"] = analysis.decode_threads();
   d["decode_cpu_s"] = analysis.decode_cpu_seconds();
   d["decode_thread_cpu_s"] = analysis.decode_thread_cpu_seconds();
@@ -122,13 +154,22 @@ PYBIND11_MODULE(_pinsight_reader, m) {
   py::register_exception<ReaderError>(m, "ReaderError", PyExc_RuntimeError);
 
   py::class_<Analysis>(m, "Analysis")
-      .def(py::init([](std::vector<std::string> trace_dirs, bool call_trees,
-                       std::string chrome_path, size_t decode_threads) {
-             return std::make_unique<Analysis>(AnalysisOptions{
-                 std::move(trace_dirs), call_trees, std::move(chrome_path), decode_threads});
-           }),
-           py::arg("trace_dirs"), py::arg("call_trees") = true, py::arg("chrome_path") = "",
-           py::arg("decode_threads") = 0)
+      .def(
+          py::init([](std::vector<std::string> trace_dirs, bool call_trees, std::string chrome_path,
+                      size_t decode_threads, std::vector<int64_t> pids, std::vector<int64_t> ranks,
+                      std::vector<int64_t> threads, std::vector<std::string> modules,
+                      std::vector<std::string> excludes, bool ignore_frozen) {
+            ReadFilter filter{std::move(pids),    std::move(ranks),    std::move(threads),
+                              std::move(modules), std::move(excludes), ignore_frozen};
+            return std::make_unique<Analysis>(AnalysisOptions{std::move(trace_dirs), call_trees,
+                                                              std::move(chrome_path),
+                                                              decode_threads, std::move(filter)});
+          }),
+          py::arg("trace_dirs"), py::arg("call_trees") = true, py::arg("chrome_path") = "",
+          py::arg("decode_threads") = 0, py::arg("pids") = std::vector<int64_t>{},
+          py::arg("ranks") = std::vector<int64_t>{}, py::arg("threads") = std::vector<int64_t>{},
+          py::arg("modules") = std::vector<std::string>{},
+          py::arg("excludes") = std::vector<std::string>{}, py::arg("ignore_frozen") = false)
       .def("run", &Analysis::run, py::call_guard<py::gil_scoped_release>(),
            "Read the whole trace (releases the GIL). False if cancel() stopped it.")
       .def("cancel", &Analysis::cancel, py::call_guard<py::gil_scoped_release>())
