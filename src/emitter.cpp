@@ -27,6 +27,11 @@ ForkHook hook_before_fork = nullptr;
 ForkHook hook_after_fork_parent = nullptr;
 ForkHook hook_after_fork_child = nullptr;
 
+// liblttng-ust's fork hooks (ust-fork.h), run by fork() itself.
+void before_fork() { hook_before_fork(&fork_sigset); }
+void after_fork_parent() { hook_after_fork_parent(&fork_sigset); }
+void after_fork_child() { hook_after_fork_child(&fork_sigset); }
+
 std::string module_directory() {
   Dl_info info;
   if (dladdr(reinterpret_cast<void *>(&module_directory), &info) == 0 || !info.dli_fname) {
@@ -71,16 +76,6 @@ bool load_provider(std::string *error) {
 }
 
 bool provider_loaded() { return provider_handle != nullptr; }
-
-void before_fork() {
-  if (hook_before_fork) hook_before_fork(&fork_sigset);
-}
-void after_fork_parent() {
-  if (hook_after_fork_parent) hook_after_fork_parent(&fork_sigset);
-}
-void after_fork_child() {
-  if (hook_after_fork_child) hook_after_fork_child(&fork_sigset);
-}
 
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend) {

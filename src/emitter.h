@@ -25,10 +25,6 @@ enum CCallTransition : int { kCall = 0, kCReturn = 1, kCRaise = 2 };
 // LTTng-UST is unavailable.
 bool load_provider(std::string *error);
 bool provider_loaded();
-// liblttng-ust's fork hooks (ust-fork.h), when the provider is loaded.
-void before_fork();
-void after_fork_parent();
-void after_fork_child();
 
 inline void function(bool begin, const CodeInfo &code, int python_thread_id, int transition) {
   if (begin) {

@@ -67,6 +67,13 @@ Verdict Tracer::begin_import(CodeInfo &code, ThreadState &state, const void *fra
     bool wanted = (events & kEventImport) || (imports_requested_ && events != 0);
     if (!wanted) module = nullptr;
   }
+  if (module) {
+    // Before the loader's own function_begin: the import frame encloses
+    // _find_and_load and all the loading, right under the importing code.
+    ++events_emitted_;
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, import_begin, module, state.python_thread_id,
+                         0);
+  }
   size_t depth = state.stack.size();
   // The loader's own function events follow its decision; its begins are
   // never disabled while imports may be recorded.
@@ -80,8 +87,6 @@ Verdict Tracer::begin_import(CodeInfo &code, ThreadState &state, const void *fra
   FrameRecord &record = state.stack.back();
   record.flags |= kImportEmitted;
   record.callee_name = module;
-  ++events_emitted_;
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, import_begin, module, state.python_thread_id, 0);
   return Verdict::Continue;
 }
 

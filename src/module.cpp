@@ -151,9 +151,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       },
       py::arg("hexversion"), py::arg("free_threaded"),
       "Why activate() refuses on that CPython (sys.hexversion encoding); '' when verified.");
-  m.def("_before_fork", [] { Tracer::instance().before_fork(); });
-  m.def("_after_fork_parent", [] { Tracer::instance().after_fork(false); });
-  m.def("_after_fork_child", [] { Tracer::instance().after_fork(true); });
+  m.def("_after_fork_child", [] { Tracer::instance().after_fork_child(); });
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS pinsight::control::stop();
     Py_END_ALLOW_THREADS

@@ -385,10 +385,9 @@ void Tracer::activate(const ActivateOptions &options) {
   mode_.store(initial);
 
   std::string version = Py_GetVersion();
-  version = version.substr(0, version.find(' '));
-  emitter::process_info(static_cast<int>(getpid()), options.mpi_rank, options.mpi_size,
-                        options.hostname, options.argv, version,
-                        backend_ ? backend_->name() : "none");
+  identity_ = ProcessIdentity{options.mpi_rank, options.mpi_size, options.hostname, options.argv,
+                              version.substr(0, version.find(' '))};
+  emit_process_info();
   emitter::mode_change(trace_mode_name(initial), "activate", generation);
   if (initial == TraceMode::Tracing) push_activation_frames(*thread_states::current());
   reconcile_events();
@@ -478,16 +477,21 @@ std::vector<LexgionReport> Tracer::lexgions() const {
   return out;
 }
 
-// LTTng-UST's own fork hooks run from pthread_atfork (emitter.cpp).
-void Tracer::before_fork() {}
-
-void Tracer::after_fork(bool child) {
-  if (!child) return;
+void Tracer::after_fork_child() {
   // The child inherits the forking thread's shadow stack: those frames'
   // begins are in the parent's trace, so their ends (and the end of the
   // fork call itself) must not appear under the child's vpid.
   thread_states::forked_child();
-  if (active_) control::start(config_path_);
+  if (active_) {
+    emit_process_info();
+    control::start(config_path_);
+  }
+}
+
+void Tracer::emit_process_info() {
+  emitter::process_info(static_cast<int>(getpid()), identity_.mpi_rank, identity_.mpi_size,
+                        identity_.hostname, identity_.argv, identity_.python_version,
+                        backend_ ? backend_->name() : "none");
 }
 
 }  // namespace pinsight

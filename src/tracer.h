@@ -129,8 +129,9 @@ class Tracer {
   void on_new_thread(ThreadState &state);
   // Reported once on stderr; tracing then turns itself off.
   void internal_failure(const char *what);
-  void before_fork();
-  void after_fork(bool child);
+  // In a forked child (os.register_at_fork): silence inherited frames, start
+  // the child's control thread. LTTng-UST's own hooks run inside fork().
+  void after_fork_child();
 
  private:
   Tracer() = default;
@@ -206,6 +207,14 @@ class Tracer {
   std::string lttng_error_;
   std::string refused_;
   std::string config_path_;
+  // process_info's fields but the pid: a forked child emits them again, so
+  // that readers label it by its rank or command line too.
+  struct ProcessIdentity {
+    int mpi_rank = -1;
+    int mpi_size = -1;
+    std::string hostname, argv, python_version;
+  } identity_;
+  void emit_process_info();
 
   // Records on all shadow stacks, and traced generator frames at a yield.
   uint64_t open_records_ = 0;
@@ -335,11 +344,11 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       CodeInfo &info = *record.code;
       --info.open_records;
       --open_records_;
-      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (record.flags & kEmitEnd) {
         ++events_emitted_;
         emitter::function(false, info, state->python_thread_id, transition);
       }
+      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (transition == emitter::kYield) {
         suspend(frame, info, record.flags);
       } else if (record.flags & kEndsWindow) {

@@ -31,18 +31,10 @@ import pytest
 import pinsight_python
 from pinsight_python import _startup, lttng
 
-from .tracing import Trace, check_balanced, read_trace
+from .tracing import OWN_VARIABLES, Trace, check_balanced, read_trace
 
 PY = sys.executable
 ACTIVATE_PY = _startup.startup_file()
-OWN_VARIABLES = (
-    "PINSIGHT_PYTHON",
-    "PINSIGHT_TRACE_PYTHON",
-    "PINSIGHT_PYTHON_EVENTS",
-    "PINSIGHT_PYTHON_BACKEND",
-    "PINSIGHT_TRACE_CONFIG_FILE",
-    "PYTHONSTARTUP",
-)
 
 
 def env_with(**extra: str) -> Dict[str, str]:

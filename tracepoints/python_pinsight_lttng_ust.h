@@ -138,7 +138,8 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, c_call_class,
 )
 
 /*
- * Once per process, at activation: lets tools label processes and MPI ranks.
+ * Once per process, at activation (and again in a forked child, with its pid):
+ * lets tools label processes and MPI ranks.
  * mpi_rank/mpi_size are -1 outside an MPI launcher. backend is "sys.monitoring"
  * or "setprofile".
  */

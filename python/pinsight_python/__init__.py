@@ -10,16 +10,21 @@ program: ``pinsight-python trace -- python sim.py``.
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
-import re
-import socket
 import sys
-import threading
-import warnings
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _pinsight_python as _core
+from . import _subinterpreter
+
+_core: Any
+_IN_SUBINTERPRETER = _subinterpreter.in_subinterpreter()
+if _IN_SUBINTERPRETER:
+    # The compiled core cannot load here (see _subinterpreter): the API, untraced.
+    _core = _subinterpreter
+else:
+    from . import _pinsight_python as _core
 
 __all__ = [
     "ActivationError",
@@ -52,7 +57,9 @@ _MPI_LAUNCHERS = (
     # Only inside an srun step: a batch script's own shell has SLURM_PROCID=0 too.
     ("SLURM_PROCID", ("SLURM_STEP_NUM_TASKS",)),
 )
-_lock = threading.Lock()
+# Activation imports no module the program could notice: not threading (whose
+# first import decides threading.main_thread()), socket, re or warnings.
+_lock = _thread.allocate_lock()
 _hooks_installed = False
 # CPython 3.12+ warns when os.fork() runs while other OS threads exist.
 _FORK_WARNING = (
@@ -84,13 +91,9 @@ def _install_process_hooks() -> None:
     if _hooks_installed:
         return
     _hooks_installed = True
-    # LTTng-UST must hear about forks, or the child's events never reach the
-    # session; the child also needs its own control thread.
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=_core._after_fork_parent,
-        after_in_child=_core._after_fork_child,
-    )
+    # LTTng-UST hears of forks inside fork() itself (pthread_atfork, set up by
+    # the core); the child needs its own control thread and silent inherited frames.
+    os.register_at_fork(before=_filter_fork_warning, after_in_child=_core._after_fork_child)
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
     # Sampled blocks alive when the program ends are "never freed": the frees
@@ -113,10 +116,22 @@ def _threads_not_ours() -> int:
     return count
 
 
-def _before_fork() -> None:
-    _core._before_fork()
+def _main_thread_ident() -> int:
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        return threading.main_thread().ident or 0
+    main_ident = getattr(_thread, "_get_main_thread_ident", None)  # 3.13+
+    # Before 3.13, without threading imported, the caller is taken as the main
+    # thread: the .pth shim and PYTHONSTARTUP run there.
+    return int(main_ident()) if main_ident is not None else _thread.get_ident()
+
+
+def _filter_fork_warning() -> None:
     if sys.version_info < (3, 12):
         return
+    import re
+    import warnings
+
     # Our threads are fork-safe (LTTng-UST hears of the fork, the control thread
     # is restarted in the child): they alone must not make a traced program print
     # the warning it would not print untraced. CPython warns after the after-fork
@@ -171,6 +186,8 @@ def activate(
             f"activate(backend=...): unknown backend {backend!r}"
             f" (expected one of {', '.join(_BACKENDS)})"
         )
+    if _IN_SUBINTERPRETER:
+        raise ActivationError(_subinterpreter.REASON)
     mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:
         _install_process_hooks()
@@ -180,10 +197,10 @@ def activate(
             config_path=os.fspath(config) if config is not None else "",
             mode=mode or "",
             backend=backend,
-            main_thread_ident=threading.main_thread().ident or 0,
+            main_thread_ident=_main_thread_ident(),
             mpi_rank=mpi_rank,
             mpi_size=mpi_size,
-            hostname=socket.gethostname(),
+            hostname=os.uname().nodename,  # gethostname()
             argv=" ".join(sys.argv),
             import_events="import" in chosen,
             alloc_events="alloc" in chosen,
@@ -197,8 +214,11 @@ def deactivate() -> None:
 
 
 def status() -> Dict[str, Any]:
-    """Backend, mode, events, counts of events emitted and of code objects seen."""
-    return dict(_core.status())
+    """Backend, mode, events, counts of events emitted and of code objects seen;
+    "interpreter" is "main", or "sub" in a sub-interpreter (never traced; "reason")."""
+    result = dict(_core.status())
+    result.setdefault("interpreter", "main")
+    return result
 
 
 def lexgions() -> List[Dict[str, Any]]:

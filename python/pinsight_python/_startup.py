@@ -254,6 +254,10 @@ def run() -> None:
     try:
         if not requested(os.environ) or _is_own_tool(_command_line()):
             return
+        from ._subinterpreter import in_subinterpreter
+
+        if in_subinterpreter():
+            return  # not traced, silently: status() says so there
         # Activating here, at start-up, rather than leaving it to activate.py covers
         # scripts, -m and -c, which never run PYTHONSTARTUP; in an interactive session
         # activate.py then finds tracing active and does nothing.

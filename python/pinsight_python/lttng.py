@@ -414,6 +414,11 @@ class Session:
 
     ``track_vgid``: record only processes of that group id (``lttng track
     --vgid``); without it, every traced process of the user is recorded.
+
+    ``snapshot``: a flight recorder. The channel overwrites its oldest
+    sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
+    writes the buffers' current content there: hours of events, bounded memory
+    and disk.
     """
 
     def __init__(
@@ -430,6 +435,7 @@ class Session:
         data_url: Optional[str] = None,
         relayd_output: Optional[Path] = None,
         track_vgid: Optional[int] = None,
+        snapshot: bool = False,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
             raise ValueError("ctrl_url and data_url go together")
@@ -449,6 +455,9 @@ class Session:
         self.set_url = set_url
         self.channel = "pinsight"
         self.track_vgid = track_vgid
+        self.snapshot = snapshot
+        if snapshot and (self.network or output is None):
+            raise ValueError("a snapshot session writes to a local output directory")
         self._created = False
         self._started = False
 
@@ -494,6 +503,8 @@ class Session:
             )
         elif self.set_url:
             _run(["create", self.name, f"--set-url={self.set_url}"])
+        elif self.snapshot:
+            _run(["create", self.name, "--snapshot", f"--output={self.output}"])
         else:
             _run(["create", self.name, f"--output={self.output}"])
         self._created = True
@@ -545,6 +556,12 @@ class Session:
     def start(self) -> None:
         _run(["start", self.name])
         self._started = True
+
+    def record_snapshot(self) -> None:
+        """Write the snapshot session's buffers under ``output``."""
+        if not self.snapshot:
+            raise LttngError(f"session {self.name} is not a snapshot session")
+        _run(["snapshot", "record", f"--session={self.name}"])
 
     def stop(self) -> None:
         if self._started:

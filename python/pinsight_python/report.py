@@ -11,7 +11,7 @@ import os
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .analysis import ORIGINS, Symbol, TraceData, format_ns
+from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
@@ -523,6 +523,11 @@ def _mpi_lines(mpi: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _filter_text(filters: Dict[str, Any]) -> str:
+    return ReadFilter(**{key: tuple(value) if isinstance(value, list) else value
+                         for key, value in filters.items()}).describe()
+
+
 def render_text(report: Dict[str, Any]) -> str:
     top = int(report["top"])
     threads = sum(len(p["threads"]) for p in report["processes"])
@@ -533,6 +538,9 @@ def render_text(report: Dict[str, Any]) -> str:
     ]
     if report["other_events"]:
         lines.append(f"  ({report['other_events']:,} events of other providers ignored)")
+    shown = _filter_text(report["filters"])
+    if shown:
+        lines.append(f"  showing only: {shown}")
     for warning in report["warnings"]:
         lines += ["", f"WARNING: {warning}."]
     if report.get("mpi"):

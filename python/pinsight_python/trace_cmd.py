@@ -248,9 +248,11 @@ def _plan(args: argparse.Namespace) -> _Plan:
 
 def alloc_preload_library() -> Path:
     """The malloc interposer `trace --alloc` preloads, installed beside the extension."""
-    from . import _pinsight_python
+    import importlib.util
 
-    return Path(_pinsight_python.__file__).resolve().parent / "libpinsight_alloc_preload.so"
+    spec = importlib.util.find_spec("pinsight_python._pinsight_python")
+    folder = Path(spec.origin).resolve().parent if spec and spec.origin else Path(__file__).parent
+    return folder / "libpinsight_alloc_preload.so"
 
 
 class _NotRunnable(Exception):

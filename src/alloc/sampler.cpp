@@ -225,11 +225,13 @@ void *py_realloc(void *ctx, void *old, size_t size) {
 
 void py_free(void *ctx, void *address) {
   auto *d = static_cast<Domain *>(ctx);
-  if (tls.guard) return d->original.free(d->original.ctx, address);
-  ++tls.guard;
-  on_free(address);
+  // The hot path: no guard to take, unless this block may have been sampled.
+  if (!tls.guard && live.load(std::memory_order_relaxed) != 0 && maybe_sampled(address)) {
+    ++tls.guard;
+    on_free(address);
+    --tls.guard;
+  }
   d->original.free(d->original.ctx, address);
-  --tls.guard;
 }
 
 // ---- malloc from native code, through the preload library ----
