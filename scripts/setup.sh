@@ -65,7 +65,7 @@ make_venv() {
   "$dir/bin/python" -m pip install -q "$@"
 }
 
-py_main=$(find_python 12 14)
+py_main=$(find_python 12 13)
 [[ -n $py_main ]] || die "no CPython >= 3.12 with venv found on PATH or in pyenv (\$PYENV_ROOT/versions)"
 make_venv .venv "$py_main" -e ".[test]"
 

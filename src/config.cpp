@@ -555,21 +555,10 @@ struct Header {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string name, const Config *previous)
-      : text_(text), name_(std::move(name)) {
-    if (previous != nullptr) {
-      mode_ = previous->mode;
-      payload_ = previous->payload;
-      domain_events_ = previous->events;
-      alloc_sample_interval_ = previous->alloc_sample_interval;
-      scope_ = previous->threads;
-      module_filter_ = previous->module_filter;
-      module_exclude_ = previous->module_exclude;
-      thread_sections_ = previous->thread_sections();
-      global_ = previous->lexgion_default();
-    } else {
-      global_ = builtin_lexgion();
-    }
+  // Each parse starts from the built-in defaults: a reload applies the whole
+  // file, as docs/configuration.md says (libpinsight.so merges instead).
+  Parser(std::string_view text, std::string name) : text_(text), name_(std::move(name)) {
+    global_ = builtin_lexgion();
   }
 
   ParseResult run();
@@ -1251,7 +1240,7 @@ void Parser::module_list(std::string_view key, std::string_view value) {
   const bool filter = key == "module_filter";
   std::vector<std::string> &list = filter ? module_filter_ : module_exclude_;
   bool &seen = filter ? module_filter_seen_ : module_exclude_seen_;
-  if (!seen) list.clear();  // replaces what a previous configuration had
+  if (!seen) list.clear();  // the first occurrence in this file starts the list
   seen = true;
   for (std::string_view name : split(value, ',')) {
     bool valid = !name.empty() && name.front() != '.' && name.back() != '.' &&
@@ -1547,11 +1536,11 @@ bool file_hint_matches(std::string_view hint, std::string_view filename) {
   return false;
 }
 
-ParseResult parse_text(const std::string &text, const std::string &name, const Config *previous) {
-  return Parser(text, name, previous).run();
+ParseResult parse_text(const std::string &text, const std::string &name) {
+  return Parser(text, name).run();
 }
 
-ParseResult read_and_parse(const std::string &path, const Config *previous) {
+ParseResult read_and_parse(const std::string &path) {
   constexpr size_t kMaxFileSize = 16 << 20;
   const auto fail = [&path](std::string message) {
     ParseResult result;
@@ -1593,7 +1582,7 @@ ParseResult read_and_parse(const std::string &path, const Config *previous) {
   std::fclose(file);
   if (read_errno != 0)
     return fail(std::string("cannot read the file: ") + std::strerror(read_errno));
-  return parse_text(text, path, previous);
+  return parse_text(text, path);
 }
 
 }  // namespace
@@ -1651,23 +1640,14 @@ const std::vector<ThreadSection> &Config::thread_sections() const {
   return impl ? impl->thread_sections : kNoThreadSections;
 }
 
-ParseResult parse_config_file(const std::string &path) { return read_and_parse(path, nullptr); }
-
-ParseResult parse_config_file(const std::string &path, const Config *previous) {
-  return read_and_parse(path, previous);
-}
+ParseResult parse_config_file(const std::string &path) { return read_and_parse(path); }
 
 ParseResult parse_config_string(const std::string &text, const std::string &name) {
-  return parse_text(text, name, nullptr);
-}
-
-ParseResult parse_config_string(const std::string &text, const std::string &name,
-                                const Config *previous) {
-  return parse_text(text, name, previous);
+  return parse_text(text, name);
 }
 
 std::unique_ptr<Config> default_config() {
-  ParseResult result = parse_text("", "", nullptr);
+  ParseResult result = parse_text("", "");
   return std::move(result.config);
 }
 

@@ -165,13 +165,6 @@ struct ParseResult {
 
 ParseResult parse_config_file(const std::string &path);
 ParseResult parse_config_string(const std::string &text, const std::string &name);
-// PInsight's reload semantics: the file is applied on top of `previous` (SET
-// merges into it, RESET/REMOVE undo parts of it), except that named lexgions
-// and [Lexgion(Python).default] start afresh, as PInsight clears them on
-// reload. A null `previous` is the same as the overloads above.
-ParseResult parse_config_file(const std::string &path, const Config *previous);
-ParseResult parse_config_string(const std::string &text, const std::string &name,
-                                const Config *previous);
 // Everything traced: used when no file is given or found.
 std::unique_ptr<Config> default_config();
 

@@ -296,8 +296,9 @@ bool reload_now(std::string *error) {
     if (error) *error = message;
     return false;
   }
-  tracer.publish_config(std::move(parsed.config), "reload", /*gil_held=*/false);
+  // Counted first: whoever sees the new generation sees the reload counted.
   tracer.reloads_.fetch_add(1);
+  tracer.publish_config(std::move(parsed.config), "reload", /*gil_held=*/false);
   return true;
 }
 

@@ -22,6 +22,7 @@ py::dict status_dict() {
   pinsight::Status s = Tracer::instance().status();
   py::dict d;
   d["active"] = s.active;
+  d["refused"] = s.refused;
   d["backend"] = s.backend;
   d["mode"] = s.mode;
   d["payload"] = s.payload;
@@ -177,6 +178,13 @@ PYBIND11_MODULE(_pinsight_python, m) {
     return reinterpret_cast<uintptr_t>(
         pinsight::compat::current_frame(pinsight::compat::thread_state()));
   });
+  m.def(
+      "_unverified_cpython",
+      [](unsigned long hexversion, bool free_threaded) {
+        return pinsight::compat::unverified_cpython(hexversion, free_threaded);
+      },
+      py::arg("hexversion"), py::arg("free_threaded"),
+      "Why activate() refuses on that CPython (sys.hexversion encoding); '' when verified.");
   m.def("_after_fork_child", [] { Tracer::instance().after_fork_child(); });
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS pinsight::control::stop();

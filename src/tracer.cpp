@@ -79,15 +79,41 @@ void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread
   config_store::read_unlock();
 }
 
-bool Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
+uint8_t Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
   // Thread-independent verdicts hold for every thread, present or future.
   if (!code.module_selected || code.limits.max_num_traces == 0 || code.limits.never_traced) {
-    return true;
+    return kDisabledShared;
   }
   // DISABLE silences a location for all threads: per-thread verdicts only
-  // count while this is the only thread (a new thread restarts events).
-  if (thread_states::live_count() > 1) return false;
-  return lex.events == 0 || lexgion_exhausted(code.limits, lex.counters);
+  // count while this is the only thread (a new thread re-arms them).
+  if (thread_states::live_count() > 1) return 0;
+  return lex.events == 0 || lexgion_exhausted(code.limits, lex.counters) ? kDisabledPerThread : 0;
+}
+
+Verdict Tracer::disable(PyObject *code) {
+  // Slow path: once per location, which then stays quiet until re-armed. The
+  // profile hook cannot disable anything: nothing to remember then.
+  if (!backend_ || backend_->tool_id() < 0) return Verdict::Disable;
+  if (CodeInfo *info = code_registry::get(code)) return disable(*info);
+  return Verdict::Disable;
+}
+
+void Tracer::rearm(bool per_thread_only) {
+  if (!backend_) return;
+  std::vector<PyObject *> codes;
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    if (!info->disabled || (per_thread_only && !(info->disabled & kDisabledPerThread))) continue;
+    codes.push_back(info->code);
+    info->disabled = 0;
+    info->begins_disabled_epoch = 0;
+  }
+  if (!per_thread_only) ++disable_epoch_;
+  if (codes.empty()) return;
+  try {
+    backend_->rearm(codes);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "pinsight-python: cannot re-enable CPython events: %s\n", e.what());
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -204,11 +230,8 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
   }
   reconcile_events();
   sync_alloc();
-  if (new_mode >= TraceMode::Monitoring && backend_) {
-    // Locations silenced under the old mode may be needed now.
-    ++disable_epoch_;
-    backend_->restart_events();
-  }
+  // Locations silenced under the old mode may be needed now.
+  if (new_mode >= TraceMode::Monitoring) rearm(/*per_thread_only=*/false);
 }
 
 void Tracer::set_payload(Payload payload) {
@@ -237,23 +260,22 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
   uint64_t generation = config_store::publish(std::move(config));
-  generation_.store(generation);
-  if (!active_) return;
-  PyGILState_STATE gil{};
-  if (!gil_held) {
-    if (compat::is_finalizing()) return;
-    gil = PyGILState_Ensure();
+  if (!active_ || (!gil_held && compat::is_finalizing())) {
+    generation_.store(generation);
+    return;
   }
+  PyGILState_STATE gil{};
+  if (!gil_held) gil = PyGILState_Ensure();
+  // Under the GIL, with the mode it brings: status() never shows the new
+  // generation with the old mode.
+  generation_.store(generation);
   if (active_) {
     set_payload(payload_override_set_ ? payload_override_ : config_payload);
     TraceMode target = mode_override_set_ ? mode_override_ : config_mode;
     if (target == mode()) {
       emitter::mode_change(trace_mode_name(target), reason, generation);
-      if (backend_ && target >= TraceMode::Monitoring) {
-        // Decisions may change: re-enable silenced locations.
-        ++disable_epoch_;
-        backend_->restart_events();
-      }
+      // Decisions may change: re-enable the locations we silenced.
+      if (target >= TraceMode::Monitoring) rearm(/*per_thread_only=*/false);
     } else {
       set_mode(target, reason);
     }
@@ -265,14 +287,11 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
 void Tracer::on_new_thread(ThreadState &state) {
   threads_seen_.fetch_add(1);
   emitter::thread_start(state.python_thread_id, state.thread_ident);
-  if (thread_states::live_count() > 1 && backend_ && mode() >= TraceMode::Monitoring) {
+  if (thread_states::live_count() > 1 && mode() >= TraceMode::Monitoring) {
     // Per-thread verdicts made while this thread did not exist no longer
-    // hold for every thread.
-    ++disable_epoch_;
-    try {
-      backend_->restart_events();
-    } catch (const std::exception &) {
-    }
+    // hold for every thread. Only our own locations: other tools keep what
+    // they disabled.
+    rearm(/*per_thread_only=*/true);
   }
 }
 
@@ -324,9 +343,16 @@ void Tracer::push_activation_frames(ThreadState &state) {
 
 void Tracer::activate(const ActivateOptions &options) {
   if (active_) return;
-#ifdef Py_GIL_DISABLED
-  throw ActivationError("free-threaded CPython is not supported yet");
-#endif
+  std::string unverified = cpython_refusal();
+  if (!unverified.empty()) {
+    // The program runs untraced; status() says why.
+    if (refused_.empty()) {
+      std::fprintf(stderr, "pinsight-python: %s; tracing is off and the program runs untraced\n",
+                   unverified.c_str());
+    }
+    refused_ = unverified;
+    return;
+  }
   if (!code_registry::init()) throw ActivationError("no code-object extra slot is available");
 
   // Configuration: explicit path, PInsight's variable, then the working directory.
@@ -423,6 +449,24 @@ void Tracer::activate(const ActivateOptions &options) {
   control::start(config_path_);
 }
 
+std::string Tracer::cpython_refusal() {
+#ifdef Py_GIL_DISABLED
+  constexpr bool free_threaded = true;
+#else
+  constexpr bool free_threaded = false;
+#endif
+  // The headers this build was compiled with, then the interpreter running it.
+  std::string reason = compat::unverified_cpython(PY_VERSION_HEX, free_threaded);
+  if (!reason.empty()) return reason;
+  PyObject *running = PySys_GetObject("hexversion");  // borrowed
+  unsigned long hexversion = running ? PyLong_AsUnsignedLong(running) : PY_VERSION_HEX;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    hexversion = PY_VERSION_HEX;
+  }
+  return compat::unverified_cpython(hexversion, free_threaded);
+}
+
 void Tracer::deactivate() {
   if (!active_) return;
   active_ = false;
@@ -453,6 +497,7 @@ void Tracer::deactivate() {
 Status Tracer::status() const {
   Status s;
   s.active = active_;
+  s.refused = refused_;
   s.backend = backend_ ? backend_->name() : (active_ ? backend_name_ : "");
   s.mode = trace_mode_name(mode());
   s.payload = emitter::compact_payload ? "compact" : "full";
