@@ -275,6 +275,7 @@ bool reload_now(std::string *error) {
   }
   ParseResult parsed = parse_config_file(path);
   for (const auto &warning : parsed.warnings) {
+    if (!tracer.report_config_.load()) break;
     std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
   }
   if (!parsed.config) {
@@ -282,7 +283,7 @@ bool reload_now(std::string *error) {
         "pinsight-python: configuration reload failed; the previous "
         "configuration stays in force:";
     for (const auto &e : parsed.errors) message += "\n  " + e.to_string();
-    std::fprintf(stderr, "%s\n", message.c_str());
+    if (tracer.report_config_.load()) std::fprintf(stderr, "%s\n", message.c_str());
     tracer.reload_errors_.fetch_add(1);
     if (error) *error = message;
     return false;

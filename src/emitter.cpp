@@ -77,6 +77,16 @@ bool load_provider(std::string *error) {
 
 bool provider_loaded() { return provider_handle != nullptr; }
 
+bool recording() {
+  // A tracepoint is enabled once a session's enabler matches it: the application
+  // has its sessions' enablers when liblttng-ust's constructor returns (it waits
+  // for the session daemon's registration), so this holds from activation on.
+  return provider_handle != nullptr &&
+         (lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, function_begin) ||
+          lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, c_call_begin) ||
+          lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, process_info));
+}
+
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend) {
   lttng_ust_tracepoint(python_pinsight_lttng_ust, process_info, pid, mpi_rank, mpi_size,

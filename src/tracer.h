@@ -76,6 +76,14 @@ struct ActivateOptions {
   int mpi_size = -1;
   std::string hostname;
   std::string argv;
+  // modules=: replaces the configuration's module_filter; exclude=: added to its
+  // module_exclude. Both hold across reloads.
+  bool module_filter_given = false;
+  std::vector<std::string> module_filter;
+  std::vector<std::string> module_exclude;
+  // False under a supervisor (pinsight-python trace) that reports the
+  // configuration's warnings and reload errors once for the whole run.
+  bool report_config = true;
 };
 
 struct Status {
@@ -168,6 +176,8 @@ class Tracer {
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
   void monitor_start(CodeInfo &code, ThreadState &state);         // MONITORING: counts only
   ThreadLexgion &lexgion_of(CodeInfo &code, ThreadState &state);  // decided for this config
+  // activate()'s module options, applied to every configuration before it is published.
+  void apply_module_options(Config &config) const;
   template <bool MayDisable>
   Verdict begin_execution(CodeInfo &code, ThreadState &state, const void *frame);
   // imports.cpp: importlib's _find_and_load starts / ends (import events).
@@ -207,6 +217,10 @@ class Tracer {
   std::string lttng_error_;
   std::string refused_;
   std::string config_path_;
+  bool module_filter_given_ = false;
+  std::vector<std::string> module_filter_;
+  std::vector<std::string> module_exclude_;
+  std::atomic<bool> report_config_{true};
   // process_info's fields but the pid: a forked child emits them again, so
   // that readers label it by its rank or command line too.
   struct ProcessIdentity {

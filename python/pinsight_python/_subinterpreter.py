@@ -24,7 +24,7 @@ def in_subinterpreter() -> bool:
     if is_main is not None:
         return not is_main()
     try:  # 3.8-3.11: sub-interpreters are made by this module (or the C API)
-        import _xxsubinterpreters as interpreters
+        import _xxsubinterpreters as interpreters  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return False
     return bool(interpreters.get_current() != interpreters.get_main())
