@@ -32,7 +32,8 @@ namespace control {
 // means "the same lookup as at activation".
 void start(const std::string &path);
 void set_path(const std::string &path);
-// Stops the control thread (atexit, before the interpreter finalizes).
+// Stops the control thread (atexit, before the interpreter finalizes; detach)
+// and gives SIGUSR1 back to the handler it had before start().
 void stop();
 // Reloads now, on the calling thread (GIL not held). For tests and the API.
 bool reload_now(std::string *error);
