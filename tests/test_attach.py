@@ -139,7 +139,7 @@ def baseline(tmp: Path, kind: str) -> Tuple[str, int]:
     return _baselines[kind]
 
 
-def check_trace(trace_dir: Path, pid: int, expect: str) -> None:
+def check_trace(trace_dir: Path, pid: int, expect: str, readers: bool) -> None:
     trace = read_trace(trace_dir)
     assert trace.discarded == 0
     pids = {e.ctx["vpid"] for e in trace.events}
@@ -147,11 +147,17 @@ def check_trace(trace_dir: Path, pid: int, expect: str) -> None:
     infos = trace.named("process_info")
     assert len(infos) == 1 and infos[0].fields["pid"] == pid
     assert trace.functions()[expect] > 0, trace.functions().most_common(5)
+    if not readers:
+        return
     # Frames running at attach have no begin, frames running at detach no end: the
     # reader and the Trace Compass analyses take both without complaint.
-    report = cli("report", "--json", str(trace_dir))
-    assert report.returncode == 0, report.stderr
-    assert report.stderr == ""
+    for command in (
+        ["report", "--json", str(trace_dir)],
+        ["flamegraph", "--folded", str(trace_dir)],
+        ["export", str(trace_dir), "-o", "-"],
+    ):
+        res = cli(*command)
+        assert res.returncode == 0 and res.stderr == "", (command, res.stderr)
     for path, callstack_id in ((CALLSTACK_XML, CALLSTACK_ID), (CROSSDOMAIN_XML, CROSSDOMAIN_ID)):
         _, result = replay(path, callstack_id, trace.events)
         assert_clean(result)
@@ -189,28 +195,32 @@ def test_attach_record_detach(tmp: Path, kind: str, expect: str) -> None:
         out, err, status = program.finish()
     assert (out, status) == expected, err
     assert "modules: False" in err  # attached: pinsight_python was imported
-    check_trace(out_dir, program.pid, expect)
+    # The readers' checks are slow in Python: on the two traces with the most threads.
+    check_trace(out_dir, program.pid, expect, readers=kind in ("threads", "pool"))
 
 
 def test_main_thread_blocked_in_c_call(tmp: Path) -> None:
-    """A main thread in time.sleep(5) runs no Python code: attach gives up after
-    --timeout, withdraws its request, and the program never imports us."""
-    script = tmp / "long_sleep.py"
+    """A main thread blocked in a C call (a read of stdin, here) runs no Python code:
+    attach gives up after --timeout and withdraws its request; once the call
+    returns, the late pending call finds nothing to do and imports nothing."""
+    script = tmp / "blocked.py"
     script.write_text(
-        "import sys, time\nprint('ready', flush=True)\ntime.sleep(5)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('pinsight_python')))\n"
+        "import sys\nprint('ready', flush=True)\nline = sys.stdin.readline()\n"
+        "print(line.strip(), sorted(m for m in sys.modules if m.startswith('pinsight_python')))\n"
     )
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         started = time.monotonic()
         res = cli("attach", str(proc.pid), "--timeout", "1.5")
-        assert res.returncode == 1
+        assert res.returncode == 1, res.stderr
         assert "blocked in a C call" in res.stderr and "withdrawn" in res.stderr, res.stderr
-        assert time.monotonic() - started < 15
+        assert time.monotonic() - started < 30
     finally:
-        out, _ = proc.communicate(timeout=30)
-    assert (out, proc.returncode) == ("[]\n", 0)
+        out, _ = proc.communicate("go\n", timeout=30)
+    assert (out, proc.returncode) == ("go []\n", 0)
 
 
 # ---------------------------------------------------------------------------- refusals

@@ -453,7 +453,7 @@ def inject(target: Target, request: str) -> None:
     with open(script, "w", encoding="ascii") as f:
         f.write(gdb_script(_injected_code(request)))
     cmd = [
-        _gdb(), "-nx", "-batch", "-q",
+        _gdb(), "-nx", "-batch", "-q", "--readnever",
         "-iex", "set debuginfod enabled off",
         "-iex", "set auto-load off",
         "-iex", "set auto-solib-add off",
