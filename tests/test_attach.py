@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -81,6 +82,10 @@ TARGET = textwrap.dedent(
                 time.sleep(0.02)
             until_stop(batch)
     print(kind, "spin() =", spin(), "results:", len(results) > 0 or kind in ("sleep", "busy"))
+    # Detached means gone: no sys.monitoring tool, no profile function left behind.
+    monitoring = getattr(sys, "monitoring", None)
+    print("tools:", monitoring and [monitoring.get_tool(i) for i in range(6)],
+          "profile:", sys.getprofile())
     ours = [m for m in sys.modules if m.startswith("pinsight_python")]
     print("modules:", ours == [], file=sys.stderr)
     sys.exit(7)
@@ -197,6 +202,22 @@ def test_attach_record_detach(tmp: Path, kind: str, expect: str) -> None:
     assert "modules: False" in err  # attached: pinsight_python was imported
     # The readers' checks are slow in Python: on the two traces with the most threads.
     check_trace(out_dir, program.pid, expect, readers=kind in ("threads", "pool"))
+
+
+def test_detached_process_reacts_to_sigusr1_as_before(tmp: Path) -> None:
+    # Our control thread takes SIGUSR1 (configuration reload) while attached; once
+    # detached, the signal's default action (termination) is back.
+    program = Program(tmp, "sleep")
+    try:
+        for command in ("attach", "detach"):
+            res = cli(command, str(program.pid))
+            assert res.returncode == 0, res.stderr
+        os.kill(program.pid, signal.SIGUSR1)
+        program.proc.wait(timeout=30)
+    finally:
+        program.proc.kill()
+        program.proc.communicate()
+    assert program.proc.returncode == -signal.SIGUSR1
 
 
 def test_main_thread_blocked_in_c_call(tmp: Path) -> None:
