@@ -17,7 +17,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Dict, Iterator, Sequence, Tuple
+from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import pytest
 
@@ -96,17 +96,23 @@ TARGET = textwrap.dedent(
 class Program:
     """A target program: started, waited for, stopped through its stop file."""
 
-    def __init__(self, tmp: Path, kind: str, python: Sequence[str] = (sys.executable,)) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        kind: str,
+        python: Sequence[str] = (sys.executable,),
+        env: Optional[Dict[str, str]] = None,
+    ) -> None:
         self.script = tmp / "target.py"
         self.script.write_text(TARGET)
         self.stop_file = tmp / f"stop-{kind}-{next(_serial)}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
         self.proc = subprocess.Popen(
             [*python, str(self.script), kind, str(self.stop_file)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env={**environ, **(env or {})},
             cwd=tmp,
         )
         assert self.proc.stdout is not None
@@ -202,6 +208,25 @@ def test_attach_record_detach(tmp: Path, kind: str, expect: str) -> None:
     assert "modules: False" in err  # attached: pinsight_python was imported
     # The readers' checks are slow in Python: on the two traces with the most threads.
     check_trace(out_dir, program.pid, expect, readers=kind in ("threads", "pool"))
+
+
+def test_several_processes_each_labelled(tmp: Path) -> None:
+    # MPI ranks as Open MPI's launcher starts them: the rank is in their environment.
+    ranks = [
+        Program(tmp, "sleep", env={"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "2"})
+        for r in range(2)
+    ]
+    out_dir = tmp / "ranks"
+    try:
+        res = cli("attach", *(str(p.pid) for p in ranks), "-o", str(out_dir), "--duration", "1")
+        assert res.returncode == 0, res.stderr
+        assert "processes: 2" in res.stderr  # the summary
+    finally:
+        outcomes = [p.finish() for p in ranks]
+    assert [(out, status) for out, _, status in outcomes] == [baseline(tmp, "sleep")] * 2
+    infos = read_trace(out_dir).named("process_info")
+    labels = sorted((e.fields["pid"], e.fields["mpi_rank"], e.fields["mpi_size"]) for e in infos)
+    assert labels == sorted((p.pid, r, 2) for r, p in enumerate(ranks))
 
 
 def test_detached_process_reacts_to_sigusr1_as_before(tmp: Path) -> None:
