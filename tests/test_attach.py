@@ -229,6 +229,27 @@ def test_several_processes_each_labelled(tmp: Path) -> None:
     assert labels == sorted((p.pid, r, 2) for r, p in enumerate(ranks))
 
 
+def test_recording_ends_on_ctrl_c(tmp: Path) -> None:
+    program = Program(tmp, "busy")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+    recorder = subprocess.Popen(
+        [*CLI, "attach", str(program.pid), "-o", str(tmp / "trace"), "--no-summary"],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert recorder.stderr is not None
+        lines = [recorder.stderr.readline() for _ in range(2)]
+        assert "recording until Ctrl-C" in lines[1], lines
+        recorder.send_signal(signal.SIGINT)  # as a job script's `kill -INT $!` does
+        rest = recorder.communicate(timeout=60)[1]
+    finally:
+        out, _, status = program.finish()
+    assert recorder.returncode == 0, rest
+    assert "SIGINT received: detaching" in rest and "trace written to" in rest
+    assert (out, status) == baseline(tmp, "busy")
+    assert read_trace(tmp / "trace").functions()["spin"] > 0
+
+
 def test_detached_process_reacts_to_sigusr1_as_before(tmp: Path) -> None:
     # Our control thread takes SIGUSR1 (configuration reload) while attached; once
     # detached, the signal's default action (termination) is back.

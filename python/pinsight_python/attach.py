@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _remote, _startup, lttng, trace_cmd
 
@@ -648,24 +648,35 @@ def _output_dir(args: argparse.Namespace) -> Optional[Path]:
     return output
 
 
-def run_attach(args: argparse.Namespace) -> int:
-    prog = "pinsight-python attach"
+def _checked_targets(
+    args: argparse.Namespace, prog: str, more: Callable[[], Any] = lambda: None
+) -> Tuple[Optional[List[Target]], int, Any]:
+    """Arguments (and `more()`'s, which may raise SettingsError), gdb, then every target:
+    (targets, 0, more's value), or (None, exit status, None) after the error lines."""
     try:
         pids = _parse_pids(args.pids)
-        request = _activation_request(args)
-        output = _output_dir(args)
         if args.timeout <= 0:
             raise _startup.SettingsError(f"--timeout {args.timeout:g}: expected a positive number")
+        extra = more()
         _gdb()
     except _startup.SettingsError as e:
         _error(prog, str(e))
-        return EXIT_USAGE
+        return None, EXIT_USAGE, None
     except AttachError as e:
         _error(prog, str(e))
-        return EXIT_FAILED
+        return None, EXIT_FAILED, None
     targets = _inspect_all(pids, prog)
+    return targets, (0 if targets is not None else EXIT_FAILED), extra
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    prog = "pinsight-python attach"
+    targets, status, plan = _checked_targets(
+        args, prog, lambda: (_activation_request(args), _output_dir(args))
+    )
     if targets is None:
-        return EXIT_FAILED
+        return status
+    request, output = plan
     if output is None:
         return _activate_in_place(targets, request, args.timeout, prog)
     return _record(targets, request, output, args, prog)
@@ -675,9 +686,15 @@ def _activate(
     targets: Sequence[Target], request: Dict[str, Any], timeout: float, prog: str
 ) -> Tuple[List[Tuple[Target, Channel, Dict[str, Any]]], bool]:
     channels = {t.pid: Channel(t) for t in targets}
-    results = _for_each(
-        targets, lambda t: request_action(t, channels[t.pid], request, timeout, prog)
-    )
+    try:
+        results = _for_each(
+            targets, lambda t: request_action(t, channels[t.pid], request, timeout, prog)
+        )
+    except BaseException:
+        # Interrupted: a request not yet claimed is withdrawn with its directory.
+        for channel in channels.values():
+            channel.close()
+        raise
     attached, failed = [], False
     for target in targets:
         outcome = results[target.pid]
@@ -723,21 +740,18 @@ def _activate_in_place(
 
 
 def _wait_recording(targets: Sequence[Target], duration: Optional[float]) -> str:
-    """Until the duration elapses, a stop signal arrives, or every target has exited."""
+    """Until the duration elapses, a stop signal arrives, or every target has exited.
+    The caller blocks STOP_SIGNALS: one that came earlier is taken here at once."""
     deadline = None if duration is None else time.monotonic() + duration
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        while True:
-            if not any(_alive(t.pid) for t in targets):
-                return "every target has exited"
-            remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
-            if remaining <= 0:
-                return f"{duration:g} s elapsed"
-            info = signal.sigtimedwait(STOP_SIGNALS, remaining)
-            if info is not None:
-                return f"{signal.Signals(info.si_signo).name} received"
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    while True:
+        if not any(_alive(t.pid) for t in targets):
+            return "every target has exited"
+        remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+        if remaining <= 0:
+            return f"{duration:g} s elapsed"
+        info = signal.sigtimedwait(STOP_SIGNALS, remaining)
+        if info is not None:
+            return f"{signal.Signals(info.si_signo).name} received"
 
 
 def _record(
@@ -759,7 +773,10 @@ def _record(
         return EXIT_FAILED
     if started_daemon:
         print(f"{prog}: started an LTTng session daemon", file=sys.stderr)
-    failed = False
+    attached: List[Tuple[Target, Channel, Dict[str, Any]]] = []
+    # Ctrl-C (or kill) while targets are being switched on must not leave one traced:
+    # the signal waits, blocked, until the recording, which then ends at once.
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         attached, failed = _activate(targets, request, args.timeout, prog)
         if attached:
@@ -769,10 +786,13 @@ def _record(
             print(f"{prog}: {why}: detaching", file=sys.stderr)
             failed = not _deactivate(attached, args.timeout, prog) or failed
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         try:
             session.destroy()
         except lttng.LttngError as e:
             _error(prog, f"stopping the session {session.name}: {e}")
+    if not attached:
+        return EXIT_FAILED
     print(f"{prog}: trace written to {output} (LTTng session {session.name}, now destroyed)",
           file=sys.stderr)
     if not args.no_summary:
@@ -783,18 +803,9 @@ def _record(
 
 def run_detach(args: argparse.Namespace) -> int:
     prog = "pinsight-python detach"
-    try:
-        pids = _parse_pids(args.pids)
-        _gdb()
-    except _startup.SettingsError as e:
-        _error(prog, str(e))
-        return EXIT_USAGE
-    except AttachError as e:
-        _error(prog, str(e))
-        return EXIT_FAILED
-    targets = _inspect_all(pids, prog)
+    targets, status, _ = _checked_targets(args, prog)
     if targets is None:
-        return EXIT_FAILED
+        return status
     channels = {t.pid: Channel(t) for t in targets}
     request = {"action": "deactivate"}
     results = _for_each(
