@@ -309,7 +309,7 @@ def _path_options(argv: Sequence[str]) -> Tuple[List[str], str]:
 
 _PROBE = """\
 import json, sys, sysconfig
-if {script_dir!r} and not sys.flags.isolated:
+if {script_dir!r} and not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)):
     sys.path.insert(0, {script_dir!r})
 info = {{"version": list(sys.version_info[:2]),
         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED"))}}
@@ -366,6 +366,20 @@ def check_version(pid: int, version: Tuple[int, int], free_threaded: bool) -> No
         raise AttachError(f"process {pid} runs a free-threaded {name}: not supported")
 
 
+def _as_owner(target: Target) -> Optional[Callable[[], None]]:
+    """Root probing another user's process runs that user's interpreter (and its
+    site-packages' .pth files): as that user, never as root."""
+    if os.geteuid() != 0 or target.uid in (-1, 0):
+        return None
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(target.gid)
+        os.setuid(target.uid)
+
+    return drop
+
+
 def _probe(target: Target, argv: Sequence[str]) -> None:
     """Run the target's own interpreter, as it was started, to see that it imports us."""
     options, script_dir = _path_options(argv)
@@ -377,7 +391,7 @@ def _probe(target: Target, argv: Sequence[str]) -> None:
     try:
         proc = subprocess.run(
             cmd, env=env, cwd=target.cwd, capture_output=True, text=True,
-            timeout=PROBE_TIMEOUT, check=False,
+            timeout=PROBE_TIMEOUT, check=False, preexec_fn=_as_owner(target),
         )
         info = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
