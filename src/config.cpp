@@ -23,6 +23,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "module_names.h"
+
 namespace pinsight {
 
 // ---------------------------------------------------------------------------
@@ -1440,11 +1442,6 @@ bool file_hint_matches(std::string_view hint, std::string_view filename) {
   return false;
 }
 
-bool module_matches(std::string_view module, const std::string &entry) {
-  return module == entry || (starts_with(module, entry) && module.size() > entry.size() &&
-                             module[entry.size()] == '.');
-}
-
 ParseResult parse_text(const std::string &text, const std::string &name, const Config *previous) {
   return Parser(text, name, previous).run();
 }
@@ -1483,16 +1480,7 @@ ParseResult read_and_parse(const std::string &path, const Config *previous) {
 CodeDecision Config::decide_code(std::string_view qualname, std::string_view filename,
                                  std::string_view module) const {
   CodeDecision decision;
-  if (!module_filter.empty()) {
-    decision.module_selected =
-        std::any_of(module_filter.begin(), module_filter.end(),
-                    [module](const std::string &entry) { return module_matches(module, entry); });
-  }
-  if (decision.module_selected) {
-    decision.module_selected =
-        std::none_of(module_exclude.begin(), module_exclude.end(),
-                     [module](const std::string &entry) { return module_matches(module, entry); });
-  }
+  decision.module_selected = pinsight::module_selected(module, module_filter, module_exclude);
   if (!impl) {
     decision.lexgion = &builtin_lexgion();
     return decision;

@@ -107,7 +107,7 @@ def reference(trace: Trace) -> Dict[Tuple[int, int], RefThread]:
 
     Same rules as the reader, written the obvious way: a stack per thread,
     self = duration minus children, total counted for the outermost frame of
-    a function only, calls on transition=start.
+    a function (and of a caller -> callee pair) only, calls on transition=start.
     """
     out: Dict[Tuple[int, int], RefThread] = {}
     for thread_key, events in trace.by_thread().items():
@@ -144,7 +144,8 @@ def reference(trace: Trace) -> Dict[Tuple[int, int], RefThread]:
                 if caller is not None:
                     edge = ref.native_calls[(*caller, key[1])]
                     edge[0] += 1
-                    edge[1] += duration
+                    if all((frame[0], frame[3]) != (key, caller) for frame in stack):
+                        edge[1] += duration
                     edge[2] += failed
                 if stack:
                     stack[-1][2] += duration
@@ -261,10 +262,13 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
     assert set(report["discarded"]) == {"events", "packets", "records", "ranges"}
     assert isinstance(report["warnings"], list)
     function_fields = {"kind", "name", "qualname", "filename", "lineno", "calls", "segments",
-                       "total_ns", "self_ns", "exceptions"}
+                       "total_ns", "self_ns", "exceptions", "module", "origin"}
     location_fields = {"name", "qualname", "filename", "lineno"}
-    activity = {"functions", "functions_total", "native_calls", "native_calls_total",
+    activity = {"modules", "functions", "functions_total", "native_calls", "native_calls_total",
                 "exceptions", "unbalanced"}
+    assert set(report["filters"]) == {"pids", "ranks", "threads", "modules", "excludes",
+                                      "ignore_frozen"}
+    assert report["event_counts"]["function_begin"] > 0 and report["control_threads"] == 0
     for proc in report["processes"]:
         assert activity | {"vpid", "host", "label", "mpi_rank", "mpi_size", "pid", "hostname",
                            "argv", "python_version", "backend", "procname", "events",
@@ -475,7 +479,7 @@ def test_processes_of_several_hosts_stay_apart(
     hosts = {p["host"]: p for p in report["processes"]}
     assert set(hosts) == {host, other}
     assert hosts[host]["vpid"] == hosts[other]["vpid"]
-    assert hosts[other]["label"] == f"pid {hosts[other]['vpid']} on {other}"
+    assert hosts[other]["label"].endswith(f"(pid {hosts[other]['vpid']} on {other})")
     for proc in hosts.values():
         assert by_qualname(proc["functions"])["fib"]["calls"] == 1973
         assert proc["unbalanced"] == {"ends_without_begin": 0, "implicitly_closed": 0,
@@ -483,7 +487,7 @@ def test_processes_of_several_hosts_stay_apart(
     chrome = tmp_path / "trace.json"
     assert run_cli(["export", str(combined), "-o", str(chrome)], capsys)[0] == 0
     events = json.loads(chrome.read_text())["traceEvents"]
-    assert len({e["pid"] for e in events if e["ph"] == "X"}) == 2
+    assert len({e["pid"] for e in events if e["ph"] == "B"}) == 2
     check_chrome_nesting(events)
 
 
@@ -552,7 +556,7 @@ def test_folded_stacks(workload: Run, capsys: pytest.CaptureFixture[str]) -> Non
     # Per thread, the weights add up to the time spent in its bottom frames.
     per_thread: Dict[str, int] = collections.Counter()
     for frames, weight in rows:
-        assert frames[0] == f"pid {vpid}"
+        assert re.fullmatch(rf"prog\d+\.py \(pid {vpid}\)", frames[0]), frames[0]
         per_thread[frames[1]] += weight
     report = json_report(workload.trace.path, capsys)
     labels = {t["vtid"]: t["label"] for p in report["processes"] for t in p["threads"]}
@@ -596,22 +600,31 @@ def test_flamegraph_svg(workload: Run, tmp_path: Path, capsys: pytest.CaptureFix
 # ---------------------------------------------------------------------------- export
 
 
+def chrome_slices(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The slices the begin ("B") and end ("E") events make, each with the
+    begin's fields, its "dur" and the end's args merged, as viewers do; checks
+    that the events are in time order and nest like a stack per (pid, tid)."""
+    timed = [e for e in events if e["ph"] != "M"]
+    assert [e["ts"] for e in timed] == sorted(e["ts"] for e in timed), "not in time order"
+    stacks: Dict[Tuple[int, int], List[Dict[str, Any]]] = collections.defaultdict(list)
+    slices = []
+    for e in timed:
+        track = (e.get("pid", 0), e.get("tid", 0))
+        if e["ph"] == "B":
+            stacks[track].append(e)
+        elif e["ph"] == "E":
+            assert stacks[track], f"{track}: an end without a begin"
+            begin = stacks[track].pop()
+            merged = dict(begin, dur=e["ts"] - begin["ts"])
+            merged["args"] = {**begin.get("args", {}), **e.get("args", {})}
+            slices.append(merged)
+    assert not any(stacks.values()), "begins without an end"
+    return slices
+
+
 def check_chrome_nesting(events: List[Dict[str, Any]]) -> None:
-    """Per (pid, tid), complete events nest like a stack."""
-    tracks: Dict[Tuple[int, int], List[Dict[str, Any]]] = collections.defaultdict(list)
-    for e in events:
-        if e["ph"] == "X":
-            tracks[(e["pid"], e["tid"])].append(e)
-    for track, slices in tracks.items():
-        slices.sort(key=lambda e: (e["ts"], -e["dur"]))
-        open_ends: List[float] = []
-        for e in slices:
-            while open_ends and e["ts"] >= open_ends[-1] - 1e-6:
-                open_ends.pop()
-            end = e["ts"] + e["dur"]
-            if open_ends:
-                assert end <= open_ends[-1] + 1e-6, f"{track}: {e} overlaps its parent"
-            open_ends.append(end)
+    """Per (pid, tid), begins and ends nest like a stack, in time order."""
+    chrome_slices(events)
 
 
 def test_chrome_export(workload: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -625,7 +638,7 @@ def test_chrome_export(workload: Run, tmp_path: Path, capsys: pytest.CaptureFixt
     events = data["traceEvents"]
     trace = workload.trace
     pairs = {(e.ctx["vpid"], e.ctx["vtid"]) for e in trace.events}
-    complete = [e for e in events if e["ph"] == "X"]
+    complete = chrome_slices(events)
     assert {(e["pid"], e["tid"]) for e in complete} <= pairs
     begins = sum(1 for e in trace.events if e.short in ("function_begin", "c_call_begin"))
     assert len(complete) == begins  # one slice per frame segment, native calls included

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 __all__ = [
+    "ORIGINS",
     "ProgressDisplay",
+    "ReadFilter",
     "Symbol",
     "TraceData",
     "TraceNotFoundError",
@@ -28,6 +30,9 @@ __all__ = [
 ]
 
 PROGRESS_MODES = ("auto", "always", "never")
+
+# Where code comes from, the program's own first: the order reports list it in.
+ORIGINS = ("program", "library", "stdlib", "frozen", "unknown", "native")
 
 
 class TraceNotFoundError(Exception):
@@ -84,6 +89,39 @@ def format_ns(ns: float) -> str:
 
 
 @dataclass(frozen=True)
+class ReadFilter:
+    """What a read keeps (the filter options of report, flamegraph and export).
+
+    ``pids``, ``ranks``, ``threads`` (vtids): empty means all. ``modules`` and
+    ``excludes`` select Python functions as the configuration's
+    ``module_filter`` and ``module_exclude`` do; ``ignore_frozen`` hides
+    importlib's frozen frames. A hidden function's time is its caller's self
+    time, and the frames it leads to nest in that caller.
+    """
+
+    pids: Tuple[int, ...] = ()
+    ranks: Tuple[int, ...] = ()
+    threads: Tuple[int, ...] = ()
+    modules: Tuple[str, ...] = ()
+    excludes: Tuple[str, ...] = ()
+    ignore_frozen: bool = False
+
+    def __bool__(self) -> bool:
+        return any((self.pids, self.ranks, self.threads, self.modules, self.excludes,
+                    self.ignore_frozen))
+
+    def describe(self) -> str:
+        """The options that built this filter, for messages."""
+        parts = [f"--pid {','.join(map(str, self.pids))}" if self.pids else "",
+                 f"--rank {','.join(map(str, self.ranks))}" if self.ranks else "",
+                 f"--thread {','.join(map(str, self.threads))}" if self.threads else "",
+                 f"--module {','.join(self.modules)}" if self.modules else "",
+                 f"--exclude {','.join(self.excludes)}" if self.excludes else "",
+                 "--ignore-frozen" if self.ignore_frozen else ""]
+        return " ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
 class Symbol:
     """A Python function (qualname, filename, def line) or a native callee."""
 
@@ -91,6 +129,8 @@ class Symbol:
     qualname: str
     filename: str
     lineno: int  # -1: a Python caller whose definition line the trace did not show
+    module: str = ""  # derived from the file name by the reader; "" for native calls
+    origin: str = "unknown"  # one of ORIGINS
 
     @property
     def location(self) -> str:
@@ -133,12 +173,14 @@ class TraceData:
     """The aggregates of one trace, as returned by ``_pinsight_reader``."""
 
     def __init__(self, path: Path, trace_dirs: List[Path], raw: Dict[str, Any],
-                 wall_seconds: float) -> None:
+                 wall_seconds: float, filters: Optional[ReadFilter] = None) -> None:
         self.path = path
         self.trace_dirs = trace_dirs
         self.raw = raw
         self.wall_seconds = wall_seconds
-        self.symbols = [Symbol(bool(n), q, f, int(ln)) for n, q, f, ln in raw["symbols"]]
+        self.filters = filters or ReadFilter()
+        self.symbols = [Symbol(bool(n), q, f, int(ln), m, o)
+                        for n, q, f, ln, m, o in raw["symbols"]]
 
     @property
     def processes(self) -> List[Dict[str, Any]]:
@@ -204,13 +246,16 @@ def read_trace(
     progress: str = "auto",
     progress_stream: Optional[TextIO] = None,
     decode_threads: int = 0,
+    filters: Optional[ReadFilter] = None,
+    progress_label: str = "reading trace",
 ) -> TraceData:
     """Read the whole trace under ``path`` once.
 
     ``call_trees`` keeps per-thread call paths (flame graphs need them);
     ``chrome_path`` also writes Chrome trace-event JSON there, streaming;
     ``decode_threads`` caps the decoding threads (0: one per core, at most
-    one per data stream).
+    one per data stream); ``filters`` selects what the aggregates and the
+    Chrome JSON keep.
     Raises TraceNotFoundError, TraceReadError; KeyboardInterrupt stops the
     reader threads before propagating.
     """
@@ -218,11 +263,18 @@ def read_trace(
 
     root = Path(path)
     trace_dirs = find_trace_dirs(root)
+    selected = filters or ReadFilter()
     reader = _pinsight_reader.Analysis(
         [str(d) for d in trace_dirs],
         call_trees=call_trees,
         chrome_path=str(chrome_path) if chrome_path is not None else "",
         decode_threads=decode_threads,
+        pids=list(selected.pids),
+        ranks=list(selected.ranks),
+        threads=list(selected.threads),
+        modules=list(selected.modules),
+        excludes=list(selected.excludes),
+        ignore_frozen=selected.ignore_frozen,
     )
     outcome: Dict[str, Any] = {}
 
@@ -232,7 +284,7 @@ def read_trace(
         except BaseException as error:
             outcome["error"] = error
 
-    display = ProgressDisplay(progress, progress_stream)
+    display = ProgressDisplay(progress, progress_stream, label=progress_label)
     started = time.monotonic()
     worker = threading.Thread(target=work, name="pinsight-reader", daemon=True)
     worker.start()
@@ -254,7 +306,7 @@ def read_trace(
         raise error
     if not outcome.get("completed"):
         raise KeyboardInterrupt
-    return TraceData(root, trace_dirs, reader.result(), wall)
+    return TraceData(root, trace_dirs, reader.result(), wall, selected)
 
 
 def _progress_tuple(value: Tuple[int, int, int, int]) -> Tuple[int, int, int, int]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, TextIO
+from typing import Any, Callable, List, Optional, Sequence, TextIO, Tuple
 
 from . import attach, trace_cmd
-from .analysis import PROGRESS_MODES, TraceNotFoundError, TraceReadError
+from .analysis import PROGRESS_MODES, ReadFilter, TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 
@@ -68,6 +69,66 @@ def _add_trace_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The configuration's rule for module_filter entries (src/config.cpp): dotted
+# names, no wildcards.
+_MODULE_NAME = re.compile(r"[^\W.][\w]*(\.[^\W.][\w]*)*")
+
+
+def _numbers(text: str) -> List[int]:
+    values = []
+    for item in text.split(","):
+        try:
+            value = int(item.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected whole numbers separated by commas, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+        values.append(value)
+    return values
+
+
+def _modules(text: str) -> List[str]:
+    names = [name.strip() for name in text.split(",")]
+    for name in names:
+        if not _MODULE_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(
+                f"expected module names such as numpy or numpy.linalg, got {name!r} (a name "
+                "matches the module and its submodules; no wildcards)")
+    return names
+
+
+def _add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "filters",
+        "keep part of the trace (options may be repeated, values separated by commas); "
+        "a function left out counts as its caller's self time, as with the configuration's "
+        "module_filter")
+    group.add_argument("--module", type=_modules, action="append", default=[], metavar="NAMES",
+                       help="only functions of these modules and their submodules "
+                       "(a script's module is __main__, or its file name)")
+    group.add_argument("--exclude", type=_modules, action="append", default=[], metavar="NAMES",
+                       help="leave out functions of these modules (wins over --module)")
+    group.add_argument("--ignore-frozen", action="store_true",
+                       help="leave out importlib's frozen frames (<frozen importlib._bootstrap> "
+                       "...), the import machinery")
+    group.add_argument("--pid", type=_numbers, action="append", default=[], metavar="PIDS",
+                       help="only these processes (vpid)")
+    group.add_argument("--rank", type=_numbers, action="append", default=[], metavar="RANKS",
+                       help="only these MPI ranks")
+    group.add_argument("--thread", type=_numbers, action="append", default=[], metavar="TIDS",
+                       help="only these threads (vtid: the 'tid N' of the labels)")
+
+
+def _filters(args: argparse.Namespace) -> ReadFilter:
+    def flat(lists: List[List[Any]]) -> Tuple[Any, ...]:
+        return tuple(dict.fromkeys(v for values in lists for v in values))
+
+    return ReadFilter(pids=flat(args.pid), ranks=flat(args.rank), threads=flat(args.thread),
+                      modules=flat(args.module), excludes=flat(args.exclude),
+                      ignore_frozen=args.ignore_frozen)
+
+
 def _check_output(path: str) -> None:
     """Fails before a long read when the output cannot be written."""
     if path == "-":
@@ -96,6 +157,7 @@ def configure_report(parser: argparse.ArgumentParser) -> None:
                         help="rows per table (0: all; default: %(default)s)")
     parser.add_argument("-o", "--output", default="-", metavar="FILE",
                         help="write the report there instead of stdout")
+    _add_filter_arguments(parser)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -103,7 +165,8 @@ def run_report(args: argparse.Namespace) -> int:
     from .report import build_report, render_text
 
     _check_output(args.output)
-    trace = read_trace(args.trace_dir, call_trees=False, progress=args.progress)
+    trace = read_trace(args.trace_dir, call_trees=False, progress=args.progress,
+                       filters=_filters(args))
     report = build_report(trace, top=args.top)
     out = _open_output(args.output)
     try:
@@ -133,6 +196,7 @@ def configure_flamegraph(parser: argparse.ArgumentParser) -> None:
                         help="SVG width in pixels (default: %(default)s)")
     parser.add_argument("--min-width", type=float, default=0.1, metavar="PX",
                         help="leave out frames narrower than this (default: %(default)s px)")
+    _add_filter_arguments(parser)
 
 
 def run_flamegraph(args: argparse.Namespace) -> int:
@@ -140,7 +204,8 @@ def run_flamegraph(args: argparse.Namespace) -> int:
     from .flamegraph import render_svg, write_folded
 
     _check_output(args.output)
-    trace = read_trace(args.trace_dir, call_trees=True, progress=args.progress)
+    trace = read_trace(args.trace_dir, call_trees=True, progress=args.progress,
+                       filters=_filters(args))
     svg = None if args.folded else render_svg(trace, title=args.title, width=args.width,
                                               min_width=args.min_width)
     out = _open_output(args.output)
@@ -167,13 +232,15 @@ def configure_export(parser: argparse.ArgumentParser) -> None:
                         "chrome://tracing (default)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the file to write ('-': stdout)")
+    _add_filter_arguments(parser)
 
 
 def run_export(args: argparse.Namespace) -> int:
     from .export import export_chrome
 
     _check_output(args.output)
-    trace = export_chrome(args.trace_dir, args.output, progress=args.progress)
+    trace = export_chrome(args.trace_dir, args.output, progress=args.progress,
+                          filters=_filters(args))
     if args.output != "-":
         print(f"wrote {args.output}: {trace.events:,} events from {args.trace_dir}",
               file=sys.stderr)

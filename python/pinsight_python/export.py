@@ -1,7 +1,8 @@
 """``pinsight-python export``: convert a trace for other viewers.
 
 ``chrome``: Chrome trace-event JSON (chrome://tracing, https://ui.perfetto.dev).
-One complete ("X") event per frame segment, pid = vpid and tid = vtid,
+A begin ("B") and an end ("E") event per frame segment, in time order,
+pid = vpid and tid = vtid,
 native calls nested in their Python caller, process and thread names as
 metadata ("M") events, LTTng's discarded events as global instant events.
 The reader writes it while it reads, so memory stays bounded.
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
-from .analysis import TraceData, read_trace
+from .analysis import ReadFilter, TraceData, read_trace
 
 __all__ = ["FORMATS", "export_chrome"]
 
@@ -23,6 +25,7 @@ def export_chrome(
     trace_path: str | os.PathLike[str],
     output: str | os.PathLike[str],
     progress: str = "auto",
+    filters: Optional[ReadFilter] = None,
 ) -> TraceData:
     """Writes ``output`` (``-`` for stdout); returns the trace's aggregates.
 
@@ -31,12 +34,13 @@ def export_chrome(
     """
     if str(output) == "-":
         return read_trace(trace_path, call_trees=False, chrome_path="/dev/stdout",
-                          progress=progress)
+                          progress=progress, filters=filters)
     final = Path(output)
     partial = final.with_name(final.name + ".partial")
     done = False
     try:
-        trace = read_trace(trace_path, call_trees=False, chrome_path=partial, progress=progress)
+        trace = read_trace(trace_path, call_trees=False, chrome_path=partial, progress=progress,
+                           filters=filters)
         os.replace(partial, final)
         done = True
         return trace

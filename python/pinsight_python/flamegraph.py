@@ -11,10 +11,11 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import html
+import json
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, TextIO, Tuple
 
-from .analysis import TraceData, format_ns
+from .analysis import ORIGINS, Symbol, TraceData, format_ns
 
 __all__ = ["folded_stacks", "render_svg", "write_folded"]
 
@@ -64,28 +65,42 @@ class _Node:
     name: str
     kind: str  # "python", "native" or "group" (process, thread, root)
     detail: str = ""
+    # What the box shows, longest first: the function's name comes first, its
+    # path only where there is room.
+    labels: Tuple[str, ...] = ()
+    order: int = 0  # siblings: the program's own code left of libraries
     self_ns: int = 0
     total_ns: int = 0
     calls: int = 0
     children: Dict[str, _Node] = field(default_factory=dict)
 
-    def child(self, name: str, kind: str, detail: str = "") -> _Node:
+    def child(self, name: str, kind: str, detail: str = "", labels: Tuple[str, ...] = (),
+              order: int = 0) -> _Node:
         node = self.children.get(name)
         if node is None:
-            node = self.children[name] = _Node(name, kind, detail)
+            node = self.children[name] = _Node(name, kind, detail, labels or (name,), order)
         return node
 
 
+def _labels(s: Symbol) -> Tuple[str, ...]:
+    if s.native:
+        return (s.qualname,)
+    return (s.frame_name, f"{s.qualname} ({s.short_location})", s.qualname)
+
+
 def _build_tree(trace: TraceData) -> _Node:
-    root = _Node("all", "group")
+    root = _Node("all", "group", labels=("all",))
     symbols = trace.symbols
+    rank = {origin: i for i, origin in enumerate(ORIGINS)}
+    labels = [_labels(s) for s in symbols]
     for proc_label, thread_label, tree in _thread_trees(trace):
         thread_node = root.child(proc_label, "group").child(thread_label, "group")
         nodes: List[_Node] = [thread_node]
         for parent, symbol, self_ns, calls in tree[1:]:
             s = symbols[symbol]
             detail = "native call" if s.native else s.location
-            node = nodes[parent].child(s.frame_name, "native" if s.native else "python", detail)
+            node = nodes[parent].child(s.frame_name, "native" if s.native else "python", detail,
+                                       labels[symbol], rank.get(s.origin, len(ORIGINS)))
             node.self_ns += self_ns
             node.calls += calls
             nodes.append(node)
@@ -126,11 +141,18 @@ _SCRIPT = """
   var svg = document.documentElement, W = %(width)d, PAD = %(pad)d, CW = %(char_width)s;
   var frames = Array.prototype.slice.call(document.querySelectorAll("g.f"));
   function fit(g, x, w) {
-    var r = g.querySelector("rect"), t = g.querySelector("text"), name = g.getAttribute("data-n");
+    var r = g.querySelector("rect"), t = g.querySelector("text");
+    var labels = JSON.parse(g.getAttribute("data-l"));
     r.setAttribute("x", x); r.setAttribute("width", Math.max(w, 0));
     t.setAttribute("x", x + 3);
-    var n = Math.floor((w - 6) / CW);
-    t.textContent = n < 3 ? "" : (name.length <= n ? name : name.slice(0, n - 2) + "..");
+    t.textContent = label(labels, Math.floor((w - 6) / CW));
+  }
+  // The longest label that fits: name and path, name and short path, name.
+  function label(labels, n) {
+    if (n < 3) return "";
+    for (var i = 0; i < labels.length; i++) if (labels[i].length <= n) return labels[i];
+    var name = labels[labels.length - 1];
+    return name.slice(0, n - 2) + "..";
   }
   function zoom(target) {
     var x0 = +target.getAttribute("data-x"), w0 = +target.getAttribute("data-w");
@@ -154,6 +176,16 @@ _SCRIPT = """
 })();
 ]]></script>
 """
+
+
+def _fit_label(labels: Tuple[str, ...], chars: int) -> str:
+    """The longest label that fits in ``chars`` characters (the JS twin: label())."""
+    if chars < 3:
+        return ""
+    for text in labels:
+        if len(text) <= chars:
+            return text
+    return labels[-1][: chars - 2] + ".."
 
 
 def render_svg(
@@ -183,7 +215,7 @@ def render_svg(
             continue
         placed.append((node, x, w, depth))
         child_x = x
-        for child in sorted(node.children.values(), key=lambda c: c.name):
+        for child in sorted(node.children.values(), key=lambda c: (c.order, c.name)):
             stack.append((child, child_x, depth + 1))
             child_x += child.total_ns * scale
     max_depth = max((d for _, _, _, d in placed), default=0)
@@ -224,13 +256,10 @@ def render_svg(
         lines.append(f"total {format_ns(node.total_ns)} ({share:.2f}%), "
                      f"self {format_ns(node.self_ns)}, calls {node.calls:,}")
         tip = esc("\n".join(lines))
-        chars = int((w - 6) / char_width)
-        label = node.name if len(node.name) <= chars else node.name[: max(chars - 2, 0)] + ".."
-        if chars < 3:
-            label = ""
+        label = _fit_label(node.labels, int((w - 6) / char_width))
         out.append(
-            f'<g class="f" data-n="{esc(node.name)}" data-x="{x:.3f}" data-w="{w:.3f}" '
-            f'data-d="{depth}"><title>{tip}</title>'
+            f'<g class="f" data-l="{esc(json.dumps(node.labels))}" data-x="{x:.3f}" '
+            f'data-w="{w:.3f}" data-d="{depth}"><title>{tip}</title>'
             f'<rect x="{pad + x:.2f}" y="{y}" width="{w:.2f}" height="{frame_h - 1}" '
             f'fill="{_color(node)}" rx="2"/>'
             f'<text x="{pad + x + 3:.2f}" y="{y + frame_h - 4}">{esc(label)}</text></g>\n'

@@ -7,10 +7,11 @@ documented in docs/analysis.md (schema ``pinsight-python.report/1``);
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .analysis import Symbol, TraceData, format_ns
+from .analysis import ORIGINS, Symbol, TraceData, format_ns
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
@@ -49,7 +50,8 @@ def _function_rows(
         calls, segments, total_ns, self_ns, exceptions = totals[symbol]
         out = symbols[symbol].as_json()
         out.update(calls=calls, segments=segments, total_ns=total_ns, self_ns=self_ns,
-                   exceptions=exceptions)
+                   exceptions=exceptions, module=symbols[symbol].module or None,
+                   origin=symbols[symbol].origin)
         return out
 
     def name_key(symbol: int) -> Tuple[str, str, int]:
@@ -63,6 +65,24 @@ def _function_rows(
         chosen = list(set(by_self) | set(by_total))
     chosen.sort(key=lambda s: (-totals[s][3], -totals[s][2], name_key(s)))
     return [row(s) for s in chosen]
+
+
+def _module_rows(symbols: Sequence[Symbol], totals: FunctionTotals) -> List[Dict[str, Any]]:
+    """Self time and calls per module: the program's own modules first, then
+    installed libraries, the standard library, importlib's frozen modules and
+    native code; by self time within each."""
+    modules: Dict[Tuple[str, str], List[int]] = defaultdict(lambda: [0, 0, 0])
+    for symbol, (calls, _segments, _total_ns, self_ns, _exceptions) in totals.items():
+        s = symbols[symbol]
+        row = modules[(s.origin, "" if s.native else s.module)]
+        row[0] += self_ns
+        row[1] += calls
+        row[2] += 1
+    rank = {origin: i for i, origin in enumerate(ORIGINS)}
+    keys = sorted(modules, key=lambda k: (rank.get(k[0], len(ORIGINS)), -modules[k][0], k[1]))
+    return [{"module": module or None, "origin": origin, "self_ns": modules[(origin, module)][0],
+             "calls": modules[(origin, module)][1], "functions": modules[(origin, module)][2]}
+            for origin, module in keys]
 
 
 def _caller_json(symbol: Symbol) -> Dict[str, Any]:
@@ -120,6 +140,7 @@ def _activity(symbols: Sequence[Symbol], threads: List[Dict[str, Any]], top: int
     functions = _function_totals(threads)
     natives = _native_totals(threads)
     return {
+        "modules": _module_rows(symbols, functions),
         "functions": _function_rows(symbols, functions, top),
         "functions_total": len(functions),
         "native_calls": _native_rows(symbols, natives, top),
@@ -285,6 +306,9 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
     mpi_warning = _mpi_warning(mpi) if mpi is not None else None
     if mpi_warning:
         warnings.append(mpi_warning)
+    if trace.filters and raw["events"] and not processes:
+        warnings.append(f"no process or thread of the trace matches {trace.filters.describe()}")
+    filters = trace.filters
     first = raw["first_ns"]
     return {
         "schema": SCHEMA,
@@ -296,6 +320,13 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         "end_ns": raw["last_ns"],
         "duration_ns": trace.duration_ns,
         "top": top,
+        "filters": {
+            "pids": list(filters.pids), "ranks": list(filters.ranks),
+            "threads": list(filters.threads), "modules": list(filters.modules),
+            "excludes": list(filters.excludes), "ignore_frozen": filters.ignore_frozen,
+        },
+        "event_counts": dict(raw["event_counts"]),
+        "control_threads": raw["control_threads"],
         "discarded": {
             "events": raw["discarded_events"],
             "packets": raw["discarded_packets"],
@@ -365,8 +396,23 @@ def _function_table(rows: List[Dict[str, Any]], key: str, top: int) -> List[str]
                   [True, True, True, True, False, False])
 
 
+def _module_table(section: Dict[str, Any], top: int) -> List[str]:
+    modules = section["modules"]
+    shown = modules[:top] if top > 0 else modules
+    if len(modules) < 2:
+        return []
+    more = f", {len(shown)} of {len(modules):,}" if len(shown) < len(modules) else ""
+    lines = [f"Self time by module (the program's own first{more}):"]
+    cells = [[format_ns(m["self_ns"]), f"{m['calls']:,}", f"{m['functions']:,}",
+              m["module"] or ("[native]" if m["origin"] == "native" else "?"), m["origin"]]
+             for m in shown]
+    lines += _table(["self", "calls", "functions", "module", "origin"], cells,
+                    [True, True, True, False, False])
+    return lines
+
+
 def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
-    lines: List[str] = []
+    lines: List[str] = _module_table(section, top)
     functions = section["functions"]
     if functions:
         shown = min(len(functions), top) if top > 0 else len(functions)
@@ -424,10 +470,10 @@ def _process_title(proc: Dict[str, Any]) -> str:
     details = []
     if proc["mpi_rank"] is not None and f"pid {proc['vpid']}" not in proc["label"]:
         details.append(f"pid {proc['vpid']}")
-    if proc["argv"]:
-        details.append(proc["argv"])
-    elif proc["procname"]:
-        details.append(proc["procname"])
+    command = proc["argv"] or proc["procname"]
+    if command and (proc["mpi_rank"] is not None or not proc["label"].startswith(
+            os.path.basename(command.split(" ", 1)[0]))):
+        details.append(command)
     if proc["hostname"]:
         details.append(f"on {proc['hostname']}")
     if proc["python_version"]:

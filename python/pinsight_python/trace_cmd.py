@@ -16,18 +16,15 @@ and ``run(args)`` for both.
 from __future__ import annotations
 
 import argparse
-import collections
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Counter, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from . import _startup, lttng
 
@@ -41,7 +38,6 @@ EXIT_NOT_FOUND = 127
 SI_KERNEL = 0x80  # siginfo si_code of a signal the terminal sent (Linux)
 # Signals passed on to the command when someone sends them to us alone.
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-TOP_FUNCTIONS = 5
 
 _TRACE_EPILOG = """\
 The command runs with PINSIGHT_PYTHON=1 (and PINSIGHT_TRACE_PYTHON, PINSIGHT_PYTHON_EVENTS,
@@ -348,90 +344,12 @@ def run_trace(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- summary
 
-# babeltrace2's text sink: "[time] host provider:event: { cpu_id = N }, { vpid = P,
-# vtid = T, procname = "..." }, { fields }" (the context fields are our session's).
-_LINE = re.compile(r"^\[[^\]]*\] (?:\([^)]*\) )?\S+ ([\w.]+):(\w+): ")
-_VPID = re.compile(r"\bvpid = (\d+)")
-_VTID = re.compile(r"\bvtid = (\d+)")
-_QUALNAME = re.compile(r'\bqualname = "((?:[^"\\]|\\.)*)"')
-_DISCARDED = re.compile(r"discarded (\d+) events")
-
-
-class Summary:
-    def __init__(self) -> None:
-        self.events: Counter[str] = collections.Counter()
-        self.discarded = 0
-        self.processes: Set[int] = set()
-        self.threads: Set[Tuple[int, int]] = set()
-        self.functions: Counter[str] = collections.Counter()
-        self.error = ""
-
-    def lines(self) -> List[str]:
-        if self.error:
-            return [f"(no summary: {self.error})"]
-        total = sum(self.events.values())
-        kinds = ", ".join(f"{name} {n:,}" for name, n in sorted(self.events.items()))
-        out = [
-            f"events: {total:,}" + (f" ({kinds})" if kinds else ""),
-            f"discarded events: {self.discarded:,}"
-            + ("  (LTTng's buffers overflowed: the trace has gaps)" if self.discarded else ""),
-            f"processes: {len(self.processes)}, threads: {len(self.threads)}",
-        ]
-        if self.functions:
-            top = ", ".join(f"{q} ({n:,})" for q, n in self.functions.most_common(TOP_FUNCTIONS))
-            out.append(f"top functions by calls: {top}")
-        return out
-
-
-def read_summary(trace_dir: Path) -> Summary:
-    """Count events, discarded events, processes, threads and calls per function,
-    streaming babeltrace2's text output (the trace may not fit in memory)."""
-    summary = Summary()
-    if not any(trace_dir.rglob("metadata")):
-        summary.error = "the trace is empty: no traced Python process ran"
-        return summary
-    binary = shutil.which("babeltrace2")
-    if binary is None:
-        summary.error = "babeltrace2 was not found on PATH (Debian: apt-get install babeltrace2)"
-        return summary
-    # stderr (one warning per discarded-events record) may be long: a file, not a pipe.
-    with tempfile.TemporaryFile(mode="w+") as errors:
-        proc = subprocess.Popen(
-            [binary, "--no-delta", str(trace_dir)],
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            text=True,
-            errors="replace",
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            m = _LINE.match(line)
-            if m is None:
-                continue
-            event = m.group(2)
-            summary.events[event] += 1
-            vpid = _VPID.search(line, m.end())
-            vtid = _VTID.search(line, m.end())
-            if vpid and vtid:
-                pid = int(vpid.group(1))
-                summary.processes.add(pid)
-                summary.threads.add((pid, int(vtid.group(1))))
-            if event == "function_begin":
-                q = _QUALNAME.search(line, m.end())
-                if q:
-                    summary.functions[q.group(1)] += 1
-        returncode = proc.wait()
-        errors.seek(0)
-        text = errors.read()
-    summary.discarded = sum(int(n) for n in _DISCARDED.findall(text))
-    if returncode != 0:
-        last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["(no message)"]
-        summary.error = f"babeltrace2 failed (exit {returncode}): {last[0].strip()}"
-    return summary
-
 
 def summarize(trace_dir: Path) -> List[str]:
-    return read_summary(trace_dir).lines()
+    """The end-of-run summary, computed by the trace reader (summary.py)."""
+    from .summary import summarize as read_summary
+
+    return read_summary(trace_dir)
 
 
 # ---------------------------------------------------------------------------- standalone

@@ -114,7 +114,8 @@ bool Analysis::run() {
   if (!options_.chrome_path.empty()) {
     chrome_ = std::make_unique<ChromeTraceWriter>(options_.chrome_path);
   }
-  analyzer_ = std::make_unique<CallStackAnalyzer>(options_.call_trees, chrome_.get(), hosts_);
+  analyzer_ = std::make_unique<CallStackAnalyzer>(options_.call_trees, chrome_.get(), hosts_,
+                                                  options_.filter);
 
   double analysis_start = thread_cpu_seconds();
   for (auto &w : workers) w->thread = std::thread([worker = w.get()] { worker->run(); });

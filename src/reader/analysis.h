@@ -13,6 +13,7 @@
 #include "call_stack_analyzer.h"
 #include "chrome_trace_writer.h"
 #include "host_registry.h"
+#include "read_filter.h"
 #include "trace_graph.h"
 
 namespace pinsight_reader {
@@ -22,6 +23,7 @@ struct AnalysisOptions {
   bool call_trees = true;     // needed for folded stacks / flame graphs
   std::string chrome_path;    // non-empty: also write Chrome trace JSON there
   size_t decode_threads = 0;  // 0: one per core, at most one per data stream
+  ReadFilter filter;          // what the outputs keep
 };
 
 struct Progress {

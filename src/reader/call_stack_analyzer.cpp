@@ -18,6 +18,20 @@ FrameExit frame_exit(uint8_t transition) {
   }
 }
 
+// A command line, shortened for a label: the script's file name rather than
+// its path, at most kMaxLabel characters.
+std::string command_label(const std::string &argv) {
+  constexpr size_t kMaxLabel = 48;
+  std::string first = argv.substr(0, argv.find(' '));
+  std::string rest = first.size() < argv.size() ? argv.substr(first.size()) : "";
+  size_t slash = first.rfind('/');
+  if (slash != std::string::npos && slash + 1 < first.size()) first.erase(0, slash + 1);
+  if (!first.empty() && first[0] == '-') first = "python " + first;  // python -c ...
+  std::string out = first + rest;
+  if (out.size() > kMaxLabel) out = out.substr(0, kMaxLabel - 3) + "...";
+  return out;
+}
+
 // Chrome trace pids must be unique: processes of other hosts than the first
 // get theirs above Linux's largest pid (2^22).
 int64_t chrome_pid(uint16_t host, int32_t vpid) {
@@ -27,8 +41,11 @@ int64_t chrome_pid(uint16_t host, int32_t vpid) {
 }  // namespace
 
 CallStackAnalyzer::CallStackAnalyzer(bool build_call_trees, ChromeTraceWriter *chrome,
-                                     const HostRegistry &hosts)
-    : build_call_trees_(build_call_trees), chrome_(chrome), hosts_(hosts) {}
+                                     const HostRegistry &hosts, ReadFilter filter)
+    : build_call_trees_(build_call_trees),
+      chrome_(chrome),
+      filter_(std::move(filter)),
+      hosts_(hosts) {}
 
 ProcessState &CallStackAnalyzer::process(uint16_t host, int32_t vpid) {
   uint64_t key = (static_cast<uint64_t>(host) << 32) | static_cast<uint32_t>(vpid);
@@ -37,6 +54,8 @@ ProcessState &CallStackAnalyzer::process(uint16_t host, int32_t vpid) {
     it->second.host = host;
     it->second.vpid = vpid;
     it->second.chrome_pid = chrome_pid(host, vpid);
+    // With --rank, a process is selected once its process_info tells its rank.
+    it->second.selected = filter_.pid_selected(vpid) && filter_.ranks.empty();
   }
   return it->second;
 }
@@ -57,7 +76,8 @@ ThreadState &CallStackAnalyzer::thread(const RawEvent &e) {
     slot->vtid = tid;
     slot->chrome_pid = chrome_pid(e.host, e.vpid);
     slot->first_ns = e.ts_ns;
-    process(e.host, e.vpid);
+    slot->process = &process(e.host, e.vpid);
+    slot->selected = filter_.thread_selected(tid);
   }
   last_thread_key_ = key;
   last_thread_ = slot.get();
@@ -70,19 +90,23 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     return;
   }
   if (events_++ == 0) first_ns_ = e.ts_ns;
+  ++kind_counts_[static_cast<size_t>(e.kind)];
   set_origin(e.ts_ns);
   last_ns_ = e.ts_ns;
   ThreadState &t = thread(e);
   ++t.events;
   t.last_ns = e.ts_ns;
-  if (e.procname != kNoString) process(e.host, e.vpid).procname = batch.string(e.procname);
+  if (e.procname != kNoString) t.process->procname = batch.string(e.procname);
   if (t.python_thread_id < 0 && e.python_thread_id >= 0) t.python_thread_id = e.python_thread_id;
+  if (e.kind == EventKind::ProcessInfo) on_process_info(e, batch);
+  if (e.kind == EventKind::ModeChange) ++t.mode_changes;
+  if (!t.process->selected || !t.selected) return;
 
   switch (e.kind) {
     case EventKind::FunctionBegin: {
       SymbolId symbol = symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
                                                  batch.string(e.str[1]), e.lineno);
-      push(t, symbol, e.ts_ns, e.transition == kStart, nullptr);
+      push(t, symbol, e.ts_ns, e.transition == kStart, nullptr, !visible(symbol));
       break;
     }
     case EventKind::FunctionEnd: {
@@ -97,9 +121,6 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     case EventKind::CCallEnd:
       close(t, symbols_.native_function(batch.string(e.str[2])), e.ts_ns,
             e.transition == kRaise ? FrameExit::Raise : FrameExit::Return);
-      break;
-    case EventKind::ProcessInfo:
-      on_process_info(e, batch);
       break;
     case EventKind::ThreadStart:
       t.python_thread_id = e.python_thread_id;
@@ -127,23 +148,61 @@ void CallStackAnalyzer::on_c_call_begin(ThreadState &t, const RawEvent &e,
   if (caller == kNoSymbol) {
     caller = symbols_.caller(e.vpid, e.code_id, caller_qualname, caller_filename);
   }
+  // As with the tracer's module_filter: no native calls of a hidden caller.
+  if (!visible(caller)) {
+    push(t, callee, e.ts_ns, true, nullptr, true);
+    return;
+  }
   NativeCallStats &call = t.native_calls[(static_cast<uint64_t>(caller) << 32) | callee];
   ++call.calls;
-  push(t, callee, e.ts_ns, true, &call);
+  push(t, callee, e.ts_ns, true, &call, false);
+}
+
+bool CallStackAnalyzer::visible(SymbolId symbol) {
+  if (!filter_.hides_functions()) return true;
+  if (symbol >= visible_.size()) visible_.resize(symbols_.size(), -1);
+  int8_t &decided = visible_[symbol];
+  if (decided < 0) {
+    const Symbol &s = symbols_[symbol];
+    decided = filter_.function_visible(s, !s.native && is_main_script(s.filename)) ? 1 : 0;
+  }
+  return decided == 1;
+}
+
+bool CallStackAnalyzer::is_main_script(const std::string &filename) const {
+  for (const std::string &script : main_scripts_) {
+    if (filename == script) return true;
+    if (filename.size() > script.size() &&
+        filename.compare(filename.size() - script.size(), script.size(), script) == 0 &&
+        filename[filename.size() - script.size() - 1] == '/') {
+      return true;
+    }
+  }
+  return false;
 }
 
 void CallStackAnalyzer::push(ThreadState &t, SymbolId symbol, uint64_t ts, bool is_call,
-                             NativeCallStats *native_call) {
+                             NativeCallStats *native_call, bool hidden) {
+  uint32_t parent = t.stack.empty() ? CallTree::kRoot : t.stack.back().node;
+  if (hidden) {
+    // Kept on the stack only to match its end; the visible frames it leads to
+    // nest in its parent's node.
+    t.stack.push_back(Frame{symbol, parent, ts, 0, nullptr, nullptr, false, false, true});
+    return;
+  }
   FunctionStats &stats = t.functions[symbol];
   if (is_call) ++stats.calls;
   ++stats.segments;
   bool outermost = stats.active++ == 0;
+  bool outermost_pair = native_call != nullptr && native_call->active++ == 0;
   uint32_t node = 0;
   if (build_call_trees_) {
-    node = t.tree.child(t.stack.empty() ? CallTree::kRoot : t.stack.back().node, symbol);
+    node = t.tree.child(parent, symbol);
     if (is_call) ++t.tree[node].calls;
   }
-  t.stack.push_back(Frame{symbol, node, ts, 0, &stats, native_call, outermost});
+  t.stack.push_back(
+      Frame{symbol, node, ts, 0, &stats, native_call, outermost, outermost_pair, false});
+  if (chrome_) chrome_->begin_frame(t.chrome_pid, t.vtid, symbols_, symbol, ts);
 }
 
 void CallStackAnalyzer::close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit) {
@@ -172,6 +231,11 @@ void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
   Frame frame = t.stack.back();
   t.stack.pop_back();
   uint64_t duration = ts > frame.start_ns ? ts - frame.start_ns : 0;
+  if (frame.hidden) {
+    // Its own time becomes its parent's self time.
+    if (!t.stack.empty()) t.stack.back().child_ns += frame.child_ns;
+    return;
+  }
   uint64_t self = duration > frame.child_ns ? duration - frame.child_ns : 0;
   FunctionStats &stats = *frame.stats;
   stats.self_ns += self;
@@ -180,13 +244,16 @@ void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
   bool failed = exit == FrameExit::Unwind || exit == FrameExit::Raise;
   if (failed) ++stats.exceptions;
   if (frame.native_call != nullptr) {
-    frame.native_call->total_ns += duration;
+    --frame.native_call->active;
+    if (frame.outermost_pair) frame.native_call->total_ns += duration;
     if (failed) ++frame.native_call->raised;
   }
   if (build_call_trees_) t.tree[frame.node].self_ns += self;
   if (!t.stack.empty()) t.stack.back().child_ns += duration;
+  // Frames open at the end last, in the Chrome export, until the end of the
+  // trace, so that its events stay in time order.
   if (chrome_)
-    chrome_->frame(t.chrome_pid, t.vtid, symbols_, frame.symbol, frame.start_ns, duration, exit);
+    chrome_->end_frame(t.chrome_pid, t.vtid, exit == FrameExit::OpenAtEnd ? last_ns_ : ts, exit);
 }
 
 void CallStackAnalyzer::on_discarded(const RawEvent &e) {
@@ -216,6 +283,14 @@ void CallStackAnalyzer::on_process_info(const RawEvent &e, const EventBatch &bat
   p.mpi_rank = e.lineno;
   p.mpi_size = e.aux;
   p.pid = static_cast<int64_t>(e.code_id);
+  p.selected = filter_.pid_selected(p.vpid) && filter_.rank_selected(p.mpi_rank);
+  // sys.argv[0]: the script, whose functions' module is __main__.
+  std::string script = p.argv.substr(0, p.argv.find(' '));
+  if (script.compare(0, 2, "./") == 0) script.erase(0, 2);
+  if (!script.empty() && script[0] != '-' &&
+      std::find(main_scripts_.begin(), main_scripts_.end(), script) == main_scripts_.end()) {
+    main_scripts_.push_back(script);
+  }
 }
 
 void CallStackAnalyzer::finish() {
@@ -225,7 +300,13 @@ void CallStackAnalyzer::finish() {
       ++t->anomalies.open_at_end;
     }
   }
-  for (auto &[key, t] : threads_) process(t->host, t->vpid).events += t->events;
+  for (auto &[key, t] : threads_) {
+    if (is_control_thread(*t)) {
+      ++control_threads_;
+    } else {
+      t->process->events += t->events;
+    }
+  }
   assign_labels();
   if (chrome_) {
     int64_t index = 0;
@@ -250,7 +331,9 @@ void CallStackAnalyzer::assign_labels() {
     std::string pid = "pid " + std::to_string(p.vpid);
     if (several_hosts) pid += " on " + p.host_name;
     if (p.mpi_rank < 0) {
-      p.label = pid;
+      // What the user ran says more than a number: "sim.py --steps 10 (pid 12)".
+      std::string command = command_label(p.argv.empty() ? p.procname : p.argv);
+      p.label = command.empty() ? pid : command + " (" + pid + ")";
     } else if (rank_uses[p.mpi_rank] == 1) {
       p.label = "rank " + std::to_string(p.mpi_rank);
     } else {
@@ -272,7 +355,10 @@ void CallStackAnalyzer::assign_labels() {
 
 std::vector<const ProcessState *> CallStackAnalyzer::processes() const {
   std::vector<const ProcessState *> out;
-  for (const auto &[key, p] : processes_) out.push_back(&p);
+  for (const auto &[key, p] : processes_) {
+    // A process none of whose threads is selected is left out too.
+    if (p.selected && !threads_of(p).empty()) out.push_back(&p);
+  }
   std::sort(out.begin(), out.end(), [](const ProcessState *a, const ProcessState *b) {
     auto rank = [](const ProcessState *p) { return p->mpi_rank >= 0 ? p->mpi_rank : INT32_MAX; };
     return std::make_tuple(rank(a), a->host, a->vpid) < std::make_tuple(rank(b), b->host, b->vpid);
@@ -283,7 +369,7 @@ std::vector<const ProcessState *> CallStackAnalyzer::processes() const {
 std::vector<const ThreadState *> CallStackAnalyzer::threads_of(const ProcessState &p) const {
   std::vector<const ThreadState *> out;
   for (const auto &[key, t] : threads_) {
-    if (t->vpid == p.vpid && t->host == p.host) out.push_back(t.get());
+    if (t->process == &p && t->selected && !is_control_thread(*t)) out.push_back(t.get());
   }
   std::sort(out.begin(), out.end(), [](const ThreadState *a, const ThreadState *b) {
     // The main thread first, then by first appearance.

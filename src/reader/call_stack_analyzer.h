@@ -6,7 +6,12 @@
 // another; only transition=start counts as a call). Native calls are frames
 // too, so Python code they call back nests inside them. Self time excludes
 // child frames, native ones included; total time counts only the outermost
-// of recursive frames, so it never exceeds the thread's wall time.
+// of recursive frames, so it never exceeds the thread's wall time; likewise a
+// caller -> callee pair's total counts only its outermost calls.
+//
+// The tracer's own control thread (it only ever emits mode_change) is not
+// one of the program's threads: it is left out of every output. The filter
+// (read_filter.h) leaves out processes and threads, and hides functions.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 #include "chrome_trace_writer.h"
 #include "host_registry.h"
 #include "raw_event.h"
+#include "read_filter.h"
 #include "symbol_table.h"
 
 namespace pinsight_reader {
@@ -35,8 +41,9 @@ struct FunctionStats {
 
 struct NativeCallStats {
   uint64_t calls = 0;
-  uint64_t total_ns = 0;  // sum of call durations
+  uint64_t total_ns = 0;  // outermost calls of the pair only
   uint64_t raised = 0;
+  uint32_t active = 0;  // calls of this pair on the stack now
 };
 
 // Input the stacks could not explain, reported rather than guessed at.
@@ -54,9 +61,15 @@ struct Frame {
   FunctionStats *stats;
   NativeCallStats *native_call;  // native frames only
   bool outermost;
+  bool outermost_pair;  // the outermost call of its caller -> callee pair
+  bool hidden;          // left out by the filter: its time is its parent's
 };
 
+struct ProcessState;
+
 struct ThreadState {
+  ProcessState *process;
+  bool selected;  // by the thread filter
   uint16_t host;
   int32_t vpid;
   int32_t vtid;
@@ -64,6 +77,7 @@ struct ThreadState {
   int32_t python_thread_id = -1;
   uint64_t thread_ident = 0;
   uint64_t events = 0;
+  uint64_t mode_changes = 0;  // a thread with nothing else is our control thread
   uint64_t first_ns = 0;
   uint64_t last_ns = 0;
   std::vector<Frame> stack;
@@ -81,6 +95,7 @@ struct ProcessState {
   int32_t vpid;
   int64_t chrome_pid;     // vpid, made unique across hosts
   bool has_info = false;  // a process_info event was seen
+  bool selected = true;   // by the pid and rank filters
   int64_t pid = -1;
   int32_t mpi_rank = -1;
   int32_t mpi_size = -1;
@@ -100,7 +115,8 @@ struct DiscardRecord {
 class CallStackAnalyzer {
  public:
   // chrome may be null; the analyzer does not own it.
-  CallStackAnalyzer(bool build_call_trees, ChromeTraceWriter *chrome, const HostRegistry &hosts);
+  CallStackAnalyzer(bool build_call_trees, ChromeTraceWriter *chrome, const HostRegistry &hosts,
+                    ReadFilter filter = {});
 
   // One record; `batch` holds its strings. Records come in time order.
   void consume(const RawEvent &event, const EventBatch &batch);
@@ -116,6 +132,13 @@ class CallStackAnalyzer {
   uint64_t discarded_packets() const { return discarded_packets_; }
   uint64_t discard_records() const { return discard_records_; }
   uint64_t events() const { return events_; }
+  // Events of each kind (EventKind order, discarded ones excepted).
+  uint64_t events_of(EventKind kind) const { return kind_counts_[static_cast<size_t>(kind)]; }
+  // Threads that only emitted mode_change: the tracer's control thread.
+  uint64_t control_threads() const { return control_threads_; }
+  bool is_control_thread(const ThreadState &t) const {
+    return t.events > 0 && t.mode_changes == t.events;
+  }
   uint64_t first_ns() const { return first_ns_; }
   uint64_t last_ns() const { return last_ns_; }
   bool build_call_trees() const { return build_call_trees_; }
@@ -128,7 +151,9 @@ class CallStackAnalyzer {
   ThreadState &thread(const RawEvent &event);
   ProcessState &process(uint16_t host, int32_t vpid);
   void push(ThreadState &t, SymbolId symbol, uint64_t ts, bool is_call,
-            NativeCallStats *native_call);
+            NativeCallStats *native_call, bool hidden);
+  bool visible(SymbolId symbol);
+  bool is_main_script(const std::string &filename) const;
   void close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit);
   void pop(ThreadState &t, uint64_t ts, FrameExit exit);
   void on_c_call_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
@@ -139,6 +164,11 @@ class CallStackAnalyzer {
 
   bool build_call_trees_;
   ChromeTraceWriter *chrome_;
+  ReadFilter filter_;
+  std::vector<int8_t> visible_;            // per symbol: -1 not decided yet
+  std::vector<std::string> main_scripts_;  // sys.argv[0] of the processes
+  uint64_t kind_counts_[static_cast<size_t>(EventKind::DiscardedPackets) + 1] = {};
+  uint64_t control_threads_ = 0;
   const HostRegistry &hosts_;
   SymbolTable symbols_;
   std::unordered_map<uint64_t, std::unique_ptr<ThreadState>> threads_;

@@ -11,22 +11,23 @@ namespace {
 
 constexpr size_t kFlushSize = 1 << 20;
 
+// The args of an "E" event, merged by viewers into the slice's.
 const char *exit_args(FrameExit exit) {
   switch (exit) {
     case FrameExit::Return:
-      return "}}";
+      return "}";
     case FrameExit::Yield:
-      return ",\"exit\":\"yield\"}}";
+      return ",\"args\":{\"exit\":\"yield\"}}";
     case FrameExit::Unwind:
-      return ",\"exit\":\"unwind\"}}";
+      return ",\"args\":{\"exit\":\"unwind\"}}";
     case FrameExit::Raise:
-      return ",\"exit\":\"raise\"}}";
+      return ",\"args\":{\"exit\":\"raise\"}}";
     case FrameExit::Implicit:
-      return ",\"exit\":\"unmatched (closed by an outer frame's end)\"}}";
+      return ",\"args\":{\"exit\":\"unmatched (closed by an outer frame's end)\"}}";
     case FrameExit::OpenAtEnd:
-      return ",\"exit\":\"open at trace end\"}}";
+      return ",\"args\":{\"exit\":\"open at trace end\"}}";
   }
-  return "}}";
+  return "}";
 }
 
 }  // namespace
@@ -81,19 +82,29 @@ const std::string &ChromeTraceWriter::fragment(const SymbolTable &symbols, Symbo
   return text;
 }
 
-void ChromeTraceWriter::frame(int64_t pid, int32_t tid, const SymbolTable &symbols, SymbolId symbol,
-                              uint64_t start_ns, uint64_t duration_ns, FrameExit exit) {
+void ChromeTraceWriter::event_head(const char *ph, int64_t pid, int32_t tid, uint64_t ts_ns) {
   begin_event();
-  buffer_ += "{\"ph\":\"X\",\"pid\":";
+  buffer_ += "{\"ph\":\"";
+  buffer_ += ph;
+  buffer_ += "\",\"pid\":";
   append_int(buffer_, pid);
   buffer_ += ",\"tid\":";
   append_int(buffer_, tid);
   buffer_ += ",\"ts\":";
-  append_ns_as_us(buffer_, static_cast<int64_t>(start_ns - origin_ns_));
-  buffer_ += ",\"dur\":";
-  append_ns_as_us(buffer_, static_cast<int64_t>(duration_ns));
+  append_ns_as_us(buffer_, static_cast<int64_t>(ts_ns - origin_ns_));
+}
+
+void ChromeTraceWriter::begin_frame(int64_t pid, int32_t tid, const SymbolTable &symbols,
+                                    SymbolId symbol, uint64_t ts_ns) {
+  event_head("B", pid, tid, ts_ns);
   buffer_.push_back(',');
   buffer_ += fragment(symbols, symbol);
+  buffer_ += "}}";
+  flush_if_full();
+}
+
+void ChromeTraceWriter::end_frame(int64_t pid, int32_t tid, uint64_t ts_ns, FrameExit exit) {
+  event_head("E", pid, tid, ts_ns);
   buffer_ += exit_args(exit);
   flush_if_full();
 }

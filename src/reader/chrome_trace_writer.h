@@ -1,6 +1,7 @@
 // Streams Chrome trace-event JSON (the format of chrome://tracing and
-// Perfetto UI): one "X" (complete) event per frame segment, written when the
-// segment ends, so nothing but the open stacks is kept in memory.
+// Perfetto UI): a "B" event when a frame segment begins and an "E" event when
+// it ends, written as the trace is read, so the file is in time order and
+// nothing but the open stacks is kept in memory.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,9 @@ class ChromeTraceWriter {
   // Timestamps are written relative to this one (the first event).
   void set_origin(uint64_t ns) { origin_ns_ = ns; }
 
-  void frame(int64_t pid, int32_t tid, const SymbolTable &symbols, SymbolId symbol,
-             uint64_t start_ns, uint64_t duration_ns, FrameExit exit);
+  void begin_frame(int64_t pid, int32_t tid, const SymbolTable &symbols, SymbolId symbol,
+                   uint64_t ts_ns);
+  void end_frame(int64_t pid, int32_t tid, uint64_t ts_ns, FrameExit exit);
   void discarded(uint64_t ts_ns, uint64_t count, bool packets, int32_t stream_id);
   void process_metadata(int64_t pid, const std::string &label, int64_t sort_index);
   void thread_metadata(int64_t pid, int32_t tid, const std::string &label, int64_t sort_index);
@@ -44,6 +46,8 @@ class ChromeTraceWriter {
 
  private:
   void begin_event();
+  // {"ph":PH,"pid":..,"tid":..,"ts":.. (the object left open)
+  void event_head(const char *ph, int64_t pid, int32_t tid, uint64_t ts_ns);
   void flush_if_full();
   void flush();
   const std::string &fragment(const SymbolTable &symbols, SymbolId symbol);

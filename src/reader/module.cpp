@@ -81,7 +81,8 @@ py::dict result_dict(const Analysis &analysis) {
   const SymbolTable &table = a.symbols();
   for (SymbolId i = 0; i < table.size(); ++i) {
     const Symbol &s = table[i];
-    symbols.append(py::make_tuple(s.native, s.qualname, s.filename, s.lineno));
+    symbols.append(py::make_tuple(s.native, s.qualname, s.filename, s.lineno, s.module,
+                                  origin_name(s.origin)));
   }
   d["symbols"] = symbols;
   py::list processes;
@@ -108,6 +109,15 @@ py::dict result_dict(const Analysis &analysis) {
     processes.append(pd);
   }
   d["processes"] = processes;
+  py::dict kinds;
+  const std::pair<const char *, EventKind> kind_names[] = {
+      {"function_begin", EventKind::FunctionBegin}, {"function_end", EventKind::FunctionEnd},
+      {"c_call_begin", EventKind::CCallBegin},      {"c_call_end", EventKind::CCallEnd},
+      {"process_info", EventKind::ProcessInfo},     {"thread_start", EventKind::ThreadStart},
+      {"mode_change", EventKind::ModeChange}};
+  for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
+  d["event_counts"] = kinds;
+  d["control_threads"] = a.control_threads();
   d["decode_threads"] = analysis.decode_threads();
   d["decode_cpu_s"] = analysis.decode_cpu_seconds();
   d["decode_thread_cpu_s"] = analysis.decode_thread_cpu_seconds();
@@ -122,13 +132,22 @@ PYBIND11_MODULE(_pinsight_reader, m) {
   py::register_exception<ReaderError>(m, "ReaderError", PyExc_RuntimeError);
 
   py::class_<Analysis>(m, "Analysis")
-      .def(py::init([](std::vector<std::string> trace_dirs, bool call_trees,
-                       std::string chrome_path, size_t decode_threads) {
-             return std::make_unique<Analysis>(AnalysisOptions{
-                 std::move(trace_dirs), call_trees, std::move(chrome_path), decode_threads});
-           }),
-           py::arg("trace_dirs"), py::arg("call_trees") = true, py::arg("chrome_path") = "",
-           py::arg("decode_threads") = 0)
+      .def(
+          py::init([](std::vector<std::string> trace_dirs, bool call_trees, std::string chrome_path,
+                      size_t decode_threads, std::vector<int64_t> pids, std::vector<int64_t> ranks,
+                      std::vector<int64_t> threads, std::vector<std::string> modules,
+                      std::vector<std::string> excludes, bool ignore_frozen) {
+            ReadFilter filter{std::move(pids),    std::move(ranks),    std::move(threads),
+                              std::move(modules), std::move(excludes), ignore_frozen};
+            return std::make_unique<Analysis>(AnalysisOptions{std::move(trace_dirs), call_trees,
+                                                              std::move(chrome_path),
+                                                              decode_threads, std::move(filter)});
+          }),
+          py::arg("trace_dirs"), py::arg("call_trees") = true, py::arg("chrome_path") = "",
+          py::arg("decode_threads") = 0, py::arg("pids") = std::vector<int64_t>{},
+          py::arg("ranks") = std::vector<int64_t>{}, py::arg("threads") = std::vector<int64_t>{},
+          py::arg("modules") = std::vector<std::string>{},
+          py::arg("excludes") = std::vector<std::string>{}, py::arg("ignore_frozen") = false)
       .def("run", &Analysis::run, py::call_guard<py::gil_scoped_release>(),
            "Read the whole trace (releases the GIL). False if cancel() stopped it.")
       .def("cancel", &Analysis::cancel, py::call_guard<py::gil_scoped_release>())

@@ -19,7 +19,16 @@ uint64_t SymbolTable::code_key(int32_t vpid, uint64_t code_id) {
 SymbolId SymbolTable::intern(bool native, std::string_view qualname, std::string_view filename,
                              int32_t lineno) {
   auto id = static_cast<SymbolId>(symbols_.size());
-  symbols_.push_back(Symbol{native, std::string(qualname), std::string(filename), lineno});
+  CodeLocation location{"", CodeOrigin::Native};
+  if (!native) {
+    auto found = locations_.find(std::string(filename));
+    if (found == locations_.end()) {
+      found = locations_.emplace(std::string(filename), locate_code(filename)).first;
+    }
+    location = found->second;
+  }
+  symbols_.push_back(Symbol{native, std::string(qualname), std::string(filename), lineno,
+                            std::move(location.module), location.origin});
   const Symbol &s = symbols_.back();
   if (native) {
     natives_.emplace(s.qualname, id);

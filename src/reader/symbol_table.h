@@ -1,5 +1,7 @@
 // Interned functions: Python functions (qualname, filename, def line) and
 // native callees (callee_name). Memory grows with distinct functions only.
+// The one place where the reader turns event strings into names: each symbol
+// is resolved once (its module and origin too), then known by its id.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+
+#include "code_location.h"
 
 namespace pinsight_reader {
 
@@ -18,6 +22,8 @@ struct Symbol {
   std::string qualname;  // native: callee_name
   std::string filename;  // native: empty
   int32_t lineno;        // native: 0; Python, seen only as a caller: -1
+  std::string module;    // Python: from the file name (code_location.h); native: empty
+  CodeOrigin origin;
 };
 
 class SymbolTable {
@@ -61,6 +67,7 @@ class SymbolTable {
   std::unordered_map<FunctionKey, SymbolId, FunctionKeyHash> functions_;
   std::unordered_map<std::string_view, SymbolId> natives_;
   std::unordered_map<uint64_t, CodeCacheEntry> by_code_;
+  std::unordered_map<std::string, CodeLocation> locations_;  // by file name
 };
 
 }  // namespace pinsight_reader

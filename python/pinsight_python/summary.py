@@ -1,0 +1,77 @@
+"""The short summary ``pinsight-python trace`` prints when the command ends.
+
+Computed by the compiled trace reader (``_pinsight_reader``, the one behind
+``report``), so "calls" means what it means there (a function's starts, not its
+generator resumes), our control thread is not counted as a thread of the
+program, and a trace of tens of millions of events is read at babeltrace2's
+own decoding speed, in bounded memory, with a progress bar on a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections import defaultdict
+from typing import Dict, List, Tuple
+
+from .analysis import ORIGINS, TraceData, TraceNotFoundError, TraceReadError, format_ns, read_trace
+
+__all__ = ["summarize", "summary_lines"]
+
+TOP = 5
+
+
+def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
+    """The summary of a trace already read."""
+    raw = trace.raw
+    kinds = ", ".join(f"{name} {n:,}" for name, n in sorted(raw["event_counts"].items()) if n)
+    threads = sum(len(p["threads"]) for p in trace.processes)
+    discarded = raw["discarded_events"]
+    lines = [
+        f"events: {raw['events']:,}" + (f" ({kinds})" if kinds else ""),
+        f"discarded events: {discarded:,}"
+        + ("  (LTTng's buffers overflowed: the trace has gaps)" if discarded else ""),
+        f"processes: {len(trace.processes)}, threads: {threads}, "
+        f"time span: {format_ns(trace.duration_ns)}",
+    ]
+    # Per function over every thread: calls (starts) and self time.
+    calls: Dict[int, int] = defaultdict(int)
+    modules: Dict[Tuple[str, str], int] = defaultdict(int)
+    for proc in trace.processes:
+        for thread in proc["threads"]:
+            for symbol, n_calls, _segments, _total, self_ns, _exc in thread["functions"]:
+                s = trace.symbols[symbol]
+                calls[symbol] += n_calls
+                modules[(s.origin, s.module if not s.native else "[native]")] += self_ns
+    rank = {origin: i for i, origin in enumerate(ORIGINS)}
+    if modules:
+        # The program's own modules first, then libraries, the standard library...
+        ordered = sorted(modules, key=lambda k: (rank.get(k[0], len(ORIGINS)), -modules[k], k[1]))
+        shown = ", ".join(f"{m or '?'} {format_ns(modules[(o, m)])}" for o, m in ordered[:top])
+        more = f" (+{len(ordered) - top:,} more)" if len(ordered) > top else ""
+        lines.append(f"self time by module, the program's own first: {shown}{more}")
+    own = [s for s in calls if trace.symbols[s].origin == "program" and calls[s]]
+    others = [s for s in calls if trace.symbols[s].origin != "program" and calls[s]]
+    # The program's own functions first; library and standard-library ones after.
+    for title, chosen in (("functions", own), ("library functions", others)):
+        if not chosen:
+            continue
+        best = sorted(chosen, key=lambda s: (-calls[s], trace.symbols[s].qualname))[:top]
+        names = ", ".join(f"{trace.symbols[s].qualname} ({calls[s]:,})" for s in best)
+        lines.append(f"top {title} by calls: {names}")
+    lines.append("details: pinsight-python report " + shlex.quote(str(trace.path)))
+    return lines
+
+
+def summarize(trace_dir: os.PathLike[str] | str, progress: str = "auto") -> List[str]:
+    """Reads the trace under ``trace_dir`` and returns the summary's lines; a
+    trace that cannot be read gives one line saying why."""
+    try:
+        trace = read_trace(trace_dir, call_trees=False, progress=progress,
+                           progress_label="summarizing the trace")
+    except TraceNotFoundError:
+        return ["(no summary: the trace is empty: no traced Python process ran)"]
+    except TraceReadError as error:
+        return [f"(no summary: {error})"]
+    return summary_lines(trace)
+
