@@ -13,10 +13,11 @@ call does nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 CLAIMED_SUFFIX = ".claimed"
 RESULT_SUFFIX = ".result"
@@ -43,6 +44,23 @@ def _release_previous_page(page: int) -> None:
         core._release_attach_page(previous)
 
 
+@contextlib.contextmanager
+def _ust_register_timeout(milliseconds: Optional[int]) -> Iterator[None]:
+    """LTTng-UST, loaded by the first activation, waits LTTNG_UST_REGISTER_TIMEOUT
+    (default 3 s) for the session daemon before events flow: a busy daemon would
+    otherwise lose the first events, process_info among them. The program's own
+    setting wins; ours is gone from its environment once LTTng-UST has read it."""
+    name = "LTTNG_UST_REGISTER_TIMEOUT"
+    if not milliseconds or name in os.environ:
+        yield
+        return
+    os.environ[name] = str(int(milliseconds))
+    try:
+        yield
+    finally:
+        del os.environ[name]
+
+
 def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
     import pinsight_python
 
@@ -52,12 +70,13 @@ def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
     if request["action"] == "activate":
         if before["active"]:
             return {"ok": True, "was_active": True, "status": before}
-        pinsight_python.activate(
-            request.get("events") or ("function", "c_call"),
-            config=request.get("config"),
-            mode=request.get("mode"),
-            backend=request.get("backend") or "auto",
-        )
+        with _ust_register_timeout(request.get("register_timeout_ms")):
+            pinsight_python.activate(
+                request.get("events") or ("function", "c_call"),
+                config=request.get("config"),
+                mode=request.get("mode"),
+                backend=request.get("backend") or "auto",
+            )
     else:
         pinsight_python.deactivate()
         # Detached means gone: the control thread stops and SIGUSR1 goes back to

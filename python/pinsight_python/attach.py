@@ -51,6 +51,8 @@ GDB_TIMEOUT = 60.0
 PROBE_TIMEOUT = 60.0
 SUPPORTED = ((3, 8), (3, 13))  # inclusive; 3.14+ has sys.remote_exec, unverified here
 CAP_SYS_PTRACE = 19
+# How long the target's LTTng-UST may wait for a busy session daemon (see _remote).
+REGISTER_TIMEOUT_MS = 10000
 # Blocking signals a user sends to stop a recording (Ctrl-C, kill, a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PYTHON_NAME = re.compile(r"python\d*(\.\d+)?[a-z]*$")
@@ -644,7 +646,7 @@ def _activation_request(args: argparse.Namespace) -> Dict[str, Any]:
     )
     config = _startup.check_config(args.config, "--config") if args.config is not None else None
     return {"action": "activate", "events": events, "mode": mode, "config": config,
-            "backend": backend}
+            "backend": backend, "register_timeout_ms": REGISTER_TIMEOUT_MS}
 
 
 def _output_dir(args: argparse.Namespace) -> Optional[Path]:
