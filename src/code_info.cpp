@@ -32,6 +32,16 @@ std::string module_name(PyObject *globals) {
   PyObject *name = PyDict_GetItemString(globals, "__name__");  // borrowed
   return py::utf8_or(name, "");
 }
+// importlib's _find_and_load, frozen or (python -X frozen_modules=off) from
+// source: CPython calls it only for a module not yet in sys.modules.
+bool is_import_loader(const std::string &qualname, const std::string &filename) {
+  if (qualname != "_find_and_load") return false;
+  static const std::string frozen = "<frozen importlib._bootstrap>";
+  static const std::string source = "importlib/_bootstrap.py";
+  return filename == frozen ||
+         (filename.size() >= source.size() &&
+          filename.compare(filename.size() - source.size(), source.size(), source) == 0);
+}
 }  // namespace
 
 bool init() {
@@ -53,6 +63,7 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   info->filename = py::utf8_or(pycode->co_filename, "<unknown>");
   info->lineno = pycode->co_firstlineno;
   info->module = module_name(globals);
+  info->import_loader = is_import_loader(info->qualname, info->filename);
   CodeInfo *result = nullptr;
   if (compat::code_set_extra(code, extra_index, info.get()) == 0) {
     result = info.release();

@@ -29,6 +29,8 @@ struct CodeInfo {
   std::string filename;
   std::string module;  // __name__ of the globals the code first ran with
   int lineno = 0;
+  // importlib._bootstrap._find_and_load: its frames are module loads.
+  bool import_loader = false;
 
   // Decision under config generation `generation` (see Tracer::decide).
   uint64_t generation = UINT64_MAX;

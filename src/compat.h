@@ -172,6 +172,32 @@ inline bool is_generator_code(PyCodeObject *code) {
          (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR);
 }
 
+// New reference to the value of `frame`'s first argument, called `name`, or
+// null (no error set). Read at the frame's start, so the argument is bound.
+inline PyObject *frame_first_argument(PyFrameObject *frame, const char *name) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *value = PyFrame_GetVarString(frame, const_cast<char *>(name));
+  if (!value) PyErr_Clear();
+  return value;
+#elif PY_VERSION_HEX >= 0x030B0000
+  PyObject *locals = PyFrame_GetLocals(frame);
+  if (!locals) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject *value = PyMapping_GetItemString(locals, name);
+  Py_DECREF(locals);
+  if (!value) PyErr_Clear();
+  return value;
+#else
+  (void)name;
+  if (frame->f_code->co_argcount < 1) return nullptr;
+  PyObject *value = frame->f_localsplus[0];
+  Py_XINCREF(value);
+  return value;
+#endif
+}
+
 inline PyInterpreterState *interpreter_of(PyThreadState *tstate) {
 #if PY_VERSION_HEX >= 0x03090000
   return PyThreadState_GetInterpreter(tstate);

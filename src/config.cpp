@@ -162,6 +162,29 @@ bool parse_int64(std::string_view text, int64_t *out) {
   return true;
 }
 
+// A size in bytes > 0: "524288", "64KiB", "64 KB", "1M" (K, M, G are powers of 1024).
+bool parse_byte_size(std::string_view text, uint64_t *out) {
+  text = trim(text);
+  size_t digits = 0;
+  while (digits < text.size() && digits < 16 && text[digits] >= '0' && text[digits] <= '9') {
+    ++digits;
+  }
+  if (digits == 0 || (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')) {
+    return false;
+  }
+  uint64_t value = std::strtoull(std::string(text.substr(0, digits)).c_str(), nullptr, 10);
+  std::string unit(trim(text.substr(digits)));
+  for (char &c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  uint64_t scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "k" || unit == "kb" || unit == "kib") scale = uint64_t{1} << 10;
+  if (unit == "m" || unit == "mb" || unit == "mib") scale = uint64_t{1} << 20;
+  if (unit == "g" || unit == "gb" || unit == "gib") scale = uint64_t{1} << 30;
+  if (scale == 0 || value == 0 || value > (uint64_t{1} << 40) / scale) return false;
+  *out = value * scale;
+  return true;
+}
+
 bool parse_seconds(std::string_view text, double *out) {
   text = trim(text);
   if (text.empty() || text.size() > 40) return false;
@@ -213,14 +236,11 @@ constexpr EventName kPysysmonEvents[] = {
 };
 // Names accepted by the design's `events = function, c_call`.
 constexpr EventName kEventListNames[] = {
-    {"function", kEventFunction},
-    {"c_call", kEventCCall},
-    {"function_begin", kEventPyStart},
-    {"function_end", kEventPyReturn},
-    {"c_call_begin", kEventCStart},
-    {"c_call_end", kEventCReturn},
-    {"all", kEventAll},
-    {"none", 0},
+    {"function", kEventFunction},      {"c_call", kEventCCall},
+    {"function_begin", kEventPyStart}, {"function_end", kEventPyReturn},
+    {"c_call_begin", kEventCStart},    {"c_call_end", kEventCReturn},
+    {"import", kEventImport},          {"alloc", kEventAlloc},
+    {"all", kEventAll | kEventImport}, {"none", 0},
 };
 
 // "pysysmon_c_start" or "Python.pysysmon_c_start"; 0 when not an event key.
@@ -477,6 +497,7 @@ class Parser {
     if (previous != nullptr) {
       mode_ = previous->mode;
       domain_events_ = previous->events;
+      alloc_sample_interval_ = previous->alloc_sample_interval;
       scope_ = previous->threads;
       module_filter_ = previous->module_filter;
       module_exclude_ = previous->module_exclude;
@@ -542,6 +563,7 @@ class Parser {
 
   TraceMode mode_ = TraceMode::Tracing;
   uint32_t domain_events_ = kEventAll;
+  uint64_t alloc_sample_interval_ = kDefaultAllocSampleInterval;
   ThreadSet scope_;
   std::vector<std::string> module_filter_, module_exclude_;
   bool module_filter_seen_ = false, module_exclude_seen_ = false;
@@ -1124,8 +1146,6 @@ bool Parser::event_key(std::string_view key, std::string_view value, bool *valid
   *valid = parse_switch(value, on);
   if (!*valid) {
     error(std::string(key) + ": expected on or off (or true/false, 1/0), got " + quote(value));
-  } else if (bits == kEventImport && *on) {
-    warning("pysysmon_import is reserved: no import events are emitted");
   }
   return true;
 }
@@ -1149,8 +1169,8 @@ bool Parser::events_list(std::string_view value, uint32_t *mask) {
       bits = event->bits;
     } else if ((bits = pysysmon_event_bits(name)) == 0) {
       error("events: unknown event " + quote(name) +
-            " (expected function, c_call, function_begin, function_end, c_call_begin, "
-            "c_call_end, all or none)");
+            " (expected function, c_call, import, alloc, function_begin, function_end, "
+            "c_call_begin, c_call_end, all or none)");
       return false;
     }
     parsed |= bits;
@@ -1195,6 +1215,13 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
     }
   } else if (key == "events") {
     events_list(value, &domain_events_);
+  } else if (key == "alloc_sample_interval") {
+    if (!parse_byte_size(value, &alloc_sample_interval_)) {
+      error(
+          "alloc_sample_interval: expected a size in bytes > 0 such as 524288, 512KiB or 1MiB, "
+          "got " +
+          quote(value));
+    }
   } else if (key == "module_filter" || key == "module_exclude") {
     module_list(key, value);
   } else if (pysysmon_event_bits(key) != 0) {
@@ -1403,6 +1430,7 @@ std::unique_ptr<Config> Parser::finish() {
   config->path = name_;
   config->mode = mode_;
   config->events = domain_events_;
+  config->alloc_sample_interval = alloc_sample_interval_;
   config->threads = scope_;
   config->module_filter = std::move(module_filter_);
   config->module_exclude = std::move(module_exclude_);
@@ -1416,7 +1444,8 @@ std::unique_ptr<Config> Parser::finish() {
     for (int id : representative_threads(*config, settings)) {
       any |= config->events_for(settings, id);
     }
-    settings.never_traced = settings.max_num_traces == 0 || any == 0;
+    // import and alloc events do not come from a function's own executions.
+    settings.never_traced = settings.max_num_traces == 0 || (any & kEventCallStack) == 0;
     return settings.never_traced ? 0 : any;
   };
   // [Lexgion.default] reaches code objects only through the Python default.

@@ -25,11 +25,19 @@ enum EventBits : uint32_t {
   kEventPyReturn = 1u << 1,  // pysysmon_py_return -> function_end
   kEventCStart = 1u << 2,    // pysysmon_c_start   -> c_call_begin
   kEventCReturn = 1u << 3,   // pysysmon_c_return  -> c_call_end
-  kEventImport = 1u << 4,    // pysysmon_import    (reserved)
+  kEventImport = 1u << 4,    // pysysmon_import    -> import_begin/_end
+  kEventAlloc = 1u << 5,     // alloc              -> alloc_sample/free_sample (domain-wide)
   kEventFunction = kEventPyStart | kEventPyReturn,
   kEventCCall = kEventCStart | kEventCReturn,
+  // The default: import and alloc are asked for by name (`events = ...,
+  // import`, pysysmon_import, activate(events=...)).
   kEventAll = kEventFunction | kEventCCall,
+  // Events of a function's own executions (rate control applies to these).
+  kEventCallStack = kEventFunction | kEventCCall,
 };
+
+// alloc_sample_interval's default: memray's and tcmalloc's order of magnitude.
+inline constexpr uint64_t kDefaultAllocSampleInterval = 512 * 1024;
 
 // A set of python_thread_id values: "(0-3)", "0-0", "(0, 2, 5-7)".
 struct ThreadSet {
@@ -97,7 +105,9 @@ struct Config {
   std::string path;         // file it was read from; empty for the built-in default
   uint64_t generation = 0;  // set by the publisher (control.cpp)
   TraceMode mode = TraceMode::Tracing;
-  uint32_t events = kEventAll;              // domain default event mask
+  uint32_t events = kEventAll;  // domain default event mask
+  // Mean bytes between two allocation samples (alloc_sample_interval).
+  uint64_t alloc_sample_interval = kDefaultAllocSampleInterval;
   ThreadSet threads;                        // Python.thread = (...) / [Python.punit.thread] range
   std::vector<std::string> module_filter;   // empty: every module
   std::vector<std::string> module_exclude;  // names or dotted prefixes

@@ -17,7 +17,7 @@ namespace {
 constexpr std::pair<const char *, uint32_t> kEventNames[] = {
     {"pysysmon_py_start", kEventPyStart}, {"pysysmon_py_return", kEventPyReturn},
     {"pysysmon_c_start", kEventCStart},   {"pysysmon_c_return", kEventCReturn},
-    {"pysysmon_import", kEventImport},
+    {"pysysmon_import", kEventImport},    {"alloc", kEventAlloc},
 };
 
 py::list event_list(uint32_t mask) {
@@ -84,6 +84,7 @@ py::dict config_dict(const ParseResult &result) {
   out["path"] = config.path;
   out["mode"] = trace_mode_name(config.mode);
   out["events"] = event_list(config.events);
+  out["alloc_sample_interval"] = config.alloc_sample_interval;
   out["threads"] = thread_list(config.threads);
   out["module_filter"] = config.module_filter;
   out["module_exclude"] = config.module_exclude;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "alloc/sampler.h"
 #include "config_binding.h"
 #include "control.h"
 #include "emitter.h"
@@ -32,6 +33,9 @@ py::dict status_dict() {
   d["config_path"] = s.config_path;
   d["config_generation"] = s.config_generation;
   d["events_emitted"] = s.events_emitted;
+  d["alloc_sampling"] = s.alloc_sampling;
+  d["alloc_native"] = s.alloc_native;
+  d["alloc_samples"] = s.alloc_samples;
   d["code_objects_seen"] = s.code_objects_seen;
   d["code_objects_live"] = s.code_objects_live;
   d["threads_seen"] = s.threads_seen;
@@ -67,10 +71,13 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "activate",
       [](bool function_events, bool c_call_events, const std::string &config_path,
          const std::string &mode, const std::string &backend, unsigned long main_thread_ident,
-         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv) {
+         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv,
+         bool import_events, bool alloc_events) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
+        options.import_events = import_events;
+        options.alloc_events = alloc_events;
         options.config_path = config_path;
         options.mode = mode;
         options.backend = backend;
@@ -83,8 +90,12 @@ PYBIND11_MODULE(_pinsight_python, m) {
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
-      py::arg("hostname"), py::arg("argv"));
+      py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
+      py::arg("alloc_events") = false);
   m.def("deactivate", [] { Tracer::instance().deactivate(); });
+  m.def(
+      "_alloc_finish", [] { pinsight::alloc::finish(); },
+      "atexit: allocation samples still alive now are never freed (teardown aside).");
   m.def("status", &status_dict);
   m.def("set_mode", [](const std::string &mode) {
     pinsight::TraceMode parsed;

@@ -78,7 +78,7 @@ namespace pinsight::thread_states {
 void forked_child() {
   if (ThreadState *self = current_ptr) {
     for (FrameRecord &record : self->stack) {
-      record.flags &= static_cast<uint8_t>(~(kBeginEmitted | kEmitEnd));
+      record.flags &= static_cast<uint8_t>(~(kBeginEmitted | kEmitEnd | kImportEmitted));
     }
   }
   // Only the forking thread exists in the child. The registry is left alone:

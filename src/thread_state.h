@@ -12,11 +12,12 @@
 namespace pinsight {
 
 enum RecordFlags : uint8_t {
-  kBeginEmitted = 1u << 0,  // function_begin / c_call_begin went out
-  kEmitEnd = 1u << 1,       // the end event is wanted (pysysmon_*_return)
-  kTraceCCalls = 1u << 2,   // native calls made by this frame are traced
-  kEndsWindow = 1u << 3,    // last traced execution: window_end_action on its end
-  kTraced = 1u << 4,        // rate control chose this execution
+  kBeginEmitted = 1u << 0,   // function_begin / c_call_begin went out
+  kEmitEnd = 1u << 1,        // the end event is wanted (pysysmon_*_return)
+  kTraceCCalls = 1u << 2,    // native calls made by this frame are traced
+  kEndsWindow = 1u << 3,     // last traced execution: window_end_action on its end
+  kTraced = 1u << 4,         // rate control chose this execution
+  kImportEmitted = 1u << 5,  // importlib's _find_and_load: import_begin went out
 };
 
 enum class RecordKind : uint8_t { Function, CCall };
@@ -28,7 +29,7 @@ struct FrameRecord {
   const void *frame;        // interpreter frame (caller's frame for a native call)
   CodeInfo *code;           // the frame's code (the caller's for a native call)
   const void *callable;     // native call: the object C_RETURN/C_RAISE will name
-  const char *callee_name;  // native call: interned name
+  const char *callee_name;  // native call: interned name; import: the module
   int line;                 // native call: line of the call site
   RecordKind kind;
   uint8_t flags;

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "alloc/sampler.h"
 #include "control.h"
+#include "imports.h"
 #include "legacy_qualname.h"
 
 namespace pinsight {
@@ -139,6 +141,22 @@ void Tracer::reconcile_events() {
   reconciling_ = false;
 }
 
+void Tracer::update_extra_events(const Config &config) {
+  imports_possible_ = imports_requested_ || imports::named_by(config);
+  bool alloc = alloc_requested_ || (config.events & kEventAlloc) != 0;
+  alloc_interval_ = config.alloc_sample_interval;
+  alloc_wanted_ = alloc;
+  shadow_all_ = alloc;
+}
+
+void Tracer::sync_alloc() {
+  if (active_ && alloc_wanted_.load() && mode() == TraceMode::Tracing) {
+    alloc::start(alloc_interval_.load());
+  } else if (alloc::active()) {
+    alloc::stop();
+  }
+}
+
 void Tracer::set_mode(TraceMode new_mode, const char *reason) {
   TraceMode old = mode_.exchange(new_mode);
   if (old == new_mode) return;
@@ -158,6 +176,7 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
     }
   }
   reconcile_events();
+  sync_alloc();
   if (new_mode >= TraceMode::Monitoring && backend_) {
     // Locations silenced under the old mode may be needed now.
     ++disable_epoch_;
@@ -167,6 +186,7 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
 
 void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
   TraceMode config_mode = config->mode;
+  update_extra_events(*config);
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
   uint64_t generation = config_store::publish(std::move(config));
@@ -189,6 +209,7 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
     } else {
       set_mode(target, reason);
     }
+    sync_alloc();  // a reload may turn sampling on or off, or change its interval
   }
   if (!gil_held) PyGILState_Release(gil);
 }
@@ -216,6 +237,7 @@ void Tracer::internal_failure(const char *what) {
   mode_.store(TraceMode::Off);
   open_records_ = 0;
   reconcile_events();
+  sync_alloc();
 }
 
 // ---------------------------------------------------------------------------
@@ -307,6 +329,9 @@ void Tracer::activate(const ActivateOptions &options) {
 
   requested_events_ =
       (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
+  imports_requested_ = options.import_events;
+  alloc_requested_ = options.alloc_events;
+  update_extra_events(*config);
   config_path_ = path;
 
   std::string lttng_error;
@@ -334,13 +359,13 @@ void Tracer::activate(const ActivateOptions &options) {
   mode_.store(initial);
 
   std::string version = Py_GetVersion();
-  version = version.substr(0, version.find(' '));
-  emitter::process_info(static_cast<int>(getpid()), options.mpi_rank, options.mpi_size,
-                        options.hostname, options.argv, version,
-                        backend_ ? backend_->name() : "none");
+  identity_ = ProcessIdentity{options.mpi_rank, options.mpi_size, options.hostname, options.argv,
+                              version.substr(0, version.find(' '))};
+  emit_process_info();
   emitter::mode_change(trace_mode_name(initial), "activate", generation);
   if (initial == TraceMode::Tracing) push_activation_frames(*thread_states::current());
   reconcile_events();
+  sync_alloc();
   control::start(config_path_);
 }
 
@@ -348,6 +373,7 @@ void Tracer::deactivate() {
   if (!active_) return;
   active_ = false;
   mode_.store(TraceMode::Off);
+  sync_alloc();
   if (backend_) {
     try {
       backend_->set_events(0);
@@ -380,6 +406,11 @@ Status Tracer::status() const {
   s.tool_id = backend_ ? backend_->tool_id() : -1;
   if (requested_events_ & kEventFunction) s.events.push_back("function");
   if (requested_events_ & kEventCCall) s.events.push_back("c_call");
+  if (imports_possible_.load()) s.events.push_back("import");
+  if (alloc_wanted_.load()) s.events.push_back("alloc");
+  s.alloc_sampling = alloc::active();
+  s.alloc_native = alloc::native_hooked();
+  s.alloc_samples = alloc::samples_taken();
   s.config_path = config_path_;
   s.config_generation = generation_.load();
   s.events_emitted = events_emitted_;
@@ -410,7 +441,16 @@ void Tracer::after_fork(bool child) {
   // begins are in the parent's trace, so their ends (and the end of the
   // fork call itself) must not appear under the child's vpid.
   thread_states::forked_child();
-  if (active_) control::start(config_path_);
+  if (active_) {
+    emit_process_info();
+    control::start(config_path_);
+  }
+}
+
+void Tracer::emit_process_info() {
+  emitter::process_info(static_cast<int>(getpid()), identity_.mpi_rank, identity_.mpi_size,
+                        identity_.hostname, identity_.argv, identity_.python_version,
+                        backend_ ? backend_->name() : "none");
 }
 
 }  // namespace pinsight

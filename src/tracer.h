@@ -63,6 +63,8 @@ struct ConfigError : std::runtime_error {
 struct ActivateOptions {
   bool function_events = true;
   bool c_call_events = true;
+  bool import_events = false;    // also when the configuration names import
+  bool alloc_events = false;     // also when the configuration names alloc
   std::string config_path;       // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
   std::string mode;              // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
   std::string backend = "auto";  // auto | sys.monitoring | setprofile
@@ -89,6 +91,9 @@ struct Status {
   int threads_seen = 0;
   uint64_t reloads = 0;
   uint64_t reload_errors = 0;
+  bool alloc_sampling = false;  // allocation hooks sampling now
+  bool alloc_native = false;    // the preload library's malloc hooks are in place
+  uint64_t alloc_samples = 0;
 };
 
 struct LexgionReport {
@@ -143,6 +148,15 @@ class Tracer {
     return code.begins_disabled_epoch == disable_epoch_;
   }
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
+  template <bool MayDisable>
+  Verdict begin_execution(CodeInfo &code, ThreadState &state, const void *frame);
+  // imports.cpp: importlib's _find_and_load starts / ends (import events).
+  Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
+  void end_import(const FrameRecord &record, const ThreadState &state, int transition);
+  // Whether import/alloc events are on under `config` (activate or the file).
+  void update_extra_events(const Config &config);
+  // Allocation sampling follows alloc_wanted_, the mode and activation (GIL held).
+  void sync_alloc();
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
 
   // Never destroyed: at exit, after the interpreter has finalized, a
@@ -158,11 +172,28 @@ class Tracer {
   bool failed_ = false;
   bool reconciling_ = false;
   uint64_t disable_epoch_ = 1;
-  uint32_t requested_events_ = 0;  // kEvent* bits allowed by activate(events=...)
+  uint32_t requested_events_ = 0;   // kEvent* bits allowed by activate(events=...)
+  bool imports_requested_ = false;  // activate(events=[..., "import"])
+  bool alloc_requested_ = false;    // activate(events=[..., "alloc"])
+  // Import events may be emitted: _find_and_load frames take begin_import.
+  std::atomic<bool> imports_possible_{false};
+  // Allocation sampling is on: every frame gets a shadow-stack record, traced
+  // or not, so samples name the innermost Python function.
+  std::atomic<bool> shadow_all_{false};
+  std::atomic<bool> alloc_wanted_{false};
+  std::atomic<uint64_t> alloc_interval_{kDefaultAllocSampleInterval};
   uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
   std::unique_ptr<Backend> backend_;
   std::string lttng_error_;
   std::string config_path_;
+  // process_info's fields but the pid: a forked child emits them again, so
+  // that readers label it by its rank or command line too.
+  struct ProcessIdentity {
+    int mpi_rank = -1;
+    int mpi_size = -1;
+    std::string hostname, argv, python_version;
+  } identity_;
+  void emit_process_info();
 
   // Records on all shadow stacks, and traced generator frames at a yield.
   uint64_t open_records_ = 0;
@@ -203,12 +234,27 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
 
 inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
   if (!suspended_.empty()) forget_suspended(frame);
+  if (code.import_loader && imports_possible_.load(std::memory_order_relaxed)) {
+    return begin_import(code, state, frame);
+  }
+  return begin_execution<true>(code, state, frame);
+}
+
+template <bool MayDisable>
+inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const void *frame) {
   ++code.executions;
   if (code.generation != generation_.load(std::memory_order_relaxed)) decide(code);
   ThreadLexgion &lex = code.for_thread(state.python_thread_id);
   if (lex.generation != code.generation) decide_thread(code, lex, state.python_thread_id);
   if (lex.events == 0 || !lexgion_begin(code.limits, lex.counters)) {
-    if (never_traced_again(code, lex)) {
+    if (shadow_all_.load(std::memory_order_relaxed)) {
+      // Not traced, but allocation samples need to know the frame runs.
+      state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, 0});
+      ++code.open_records;
+      ++open_records_;
+      return Verdict::Continue;
+    }
+    if (MayDisable && never_traced_again(code, lex)) {
       code.begins_disabled_epoch = disable_epoch_;
       return Verdict::Disable;
     }
@@ -267,6 +313,7 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
         ++events_emitted_;
         emitter::function(false, info, state->python_thread_id, transition);
       }
+      if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (transition == emitter::kYield) {
         suspend(frame, info, record.flags);
       } else if (record.flags & kEndsWindow) {

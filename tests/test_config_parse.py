@@ -197,7 +197,7 @@ def test_doc_domain_event_selection() -> None:
             pysysmon_py_return = on    # Python function exit  (default: on)
             pysysmon_c_start   = off   # C extension call begin (turn off to reduce volume)
             pysysmon_c_return  = off   # C extension call end
-            pysysmon_import    = off   # module import (reserved, default: off)
+            pysysmon_import    = off   # module import (default: off)
         """
     config = parse(text)
     assert config["events"] == PY_EVENTS and config["warnings"] == []
@@ -1031,13 +1031,33 @@ def test_design_form_file() -> None:
         ("c_call", C_EVENTS),
         ("function, c_call", ALL_EVENTS),
         ("function_begin, c_call_end", ["pysysmon_py_start", "pysysmon_c_return"]),
-        ("all", ALL_EVENTS),
+        ("all", [*ALL_EVENTS, "pysysmon_import"]),
         ("none", []),
         ("pysysmon_py_start", ["pysysmon_py_start"]),
+        ("function, import", [*PY_EVENTS, "pysysmon_import"]),
+        ("import, alloc", ["pysysmon_import", "alloc"]),
     ],
 )
 def test_design_events_list(events: str, mask: List[str]) -> None:
     assert parse(f"[Python]\nevents = {events}\n")["events"] == mask
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [("524288", 524288), ("64KiB", 65536), ("64 KB", 65536), ("1M", 1 << 20),
+     ("2 GiB", 2 << 30), ("1b", 1)],
+)
+def test_alloc_sample_interval_sizes(value: str, size: int) -> None:
+    assert parse(f"[Python]\nalloc_sample_interval = {value}\n")["alloc_sample_interval"] == size
+    assert parse("[Python]\n")["alloc_sample_interval"] == 512 * 1024
+
+
+@pytest.mark.parametrize("value", ["0", "-64KiB", "abc", "64 XB", "", "1.5M", "0KiB"])
+def test_alloc_sample_interval_errors(value: str) -> None:
+    assert errors(f"[Python]\n\nalloc_sample_interval = {value}\n") == [
+        "cfg.txt:3: alloc_sample_interval: expected a size in bytes > 0 such as 524288, "
+        f"512KiB or 1MiB, got '{value}'"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -1419,7 +1439,7 @@ def test_unicode_qualnames() -> None:
         ),
         (
             "[Python]\nevents = function, bogus\n",
-            "cfg.txt:2: events: unknown event 'bogus' (expected function, c_call, "
+            "cfg.txt:2: events: unknown event 'bogus' (expected function, c_call, import, alloc, "
             "function_begin, function_end, c_call_begin, c_call_end, all or none)",
         ),
         (
@@ -1668,10 +1688,6 @@ def test_missing_and_unreadable_files(tmp_path: Path) -> None:
             "[Lexgion.default]\nwindow_end_action = Python:device_activity=off\n",
             "cfg.txt:2: window_end_action: Python has no device_activity: "
             "'Python:device_activity=off' ignored",
-        ),
-        (
-            "[Python.default]\npysysmon_import = on\n",
-            "cfg.txt:2: pysysmon_import is reserved: no import events are emitted",
         ),
         (
             "[Lexgion.default]\nwindow_end_trigger = anchor\n",

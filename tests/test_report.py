@@ -265,14 +265,18 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
                        "total_ns", "self_ns", "exceptions", "module", "origin"}
     location_fields = {"name", "qualname", "filename", "lineno"}
     activity = {"modules", "functions", "functions_total", "native_calls", "native_calls_total",
-                "exceptions", "unbalanced"}
+                "exceptions", "unbalanced", "imports"}
     assert set(report["filters"]) == {"pids", "ranks", "threads", "modules", "excludes",
                                       "ignore_frozen"}
     assert report["event_counts"]["function_begin"] > 0 and report["control_threads"] == 0
     for proc in report["processes"]:
         assert activity | {"vpid", "host", "label", "mpi_rank", "mpi_size", "pid", "hostname",
                            "argv", "python_version", "backend", "procname", "events",
-                           "threads"} == set(proc)
+                           "threads", "allocations"} == set(proc)
+        assert set(proc["imports"]) == {"modules_total", "cumulative_ns", "modules",
+                                        "slowest_chains"}
+        assert set(proc["allocations"]) == {"functions_total", "sampled_bytes",
+                                            "retained_bytes", "functions"}
         assert proc["backend"] in ("sys.monitoring", "setprofile")
         assert proc["pid"] == proc["vpid"]
         sections = [proc, *proc["threads"]]

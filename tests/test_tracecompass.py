@@ -245,7 +245,8 @@ def test_header_parser_sees_the_whole_contract() -> None:
         f"{OUR_PROVIDER}:{name}"
         for name in (
             "function_begin function_end c_call_begin c_call_end "
-            "process_info thread_start mode_change"
+            "process_info thread_start mode_change import_begin import_end "
+            "alloc_sample free_sample"
         ).split()
     }
     assert OURS.events[f"{OUR_PROVIDER}:c_call_end"] >= {"callee_name", "caller_qualname"}
@@ -552,6 +553,14 @@ def thread_key(event: Any) -> Tuple[str, str]:
     return (str(event.ctx["vpid"]), str(event.ctx["vtid"]))
 
 
+def frame_name(event: Any) -> str:
+    """The name the analyses give a frame: qualname, callee, or "import <module>"."""
+    fields = event.fields
+    if "module" in fields:
+        return f"import {fields['module']}"
+    return fields["qualname"] if "qualname" in fields else fields["callee_name"]
+
+
 def reference_frames(events: Sequence[Any]) -> Dict[Tuple[str, str], List[Frame]]:
     """Frames straight from the events, as a stack per thread: what the XML must build.
 
@@ -563,10 +572,9 @@ def reference_frames(events: Sequence[Any]) -> Dict[Tuple[str, str], List[Frame]
     for event in events:
         kind = event.name.split(":", 1)[1]
         key = thread_key(event)
-        if kind in ("function_begin", "c_call_begin"):
-            field = "qualname" if kind == "function_begin" else "callee_name"
-            stacks[key].append((event.fields[field], event.ts))
-        elif kind in ("function_end", "c_call_end"):
+        if kind in ("function_begin", "c_call_begin", "import_begin"):
+            stacks[key].append((frame_name(event), event.ts))
+        elif kind in ("function_end", "c_call_end", "import_end"):
             name, start = stacks[key].pop()
             if start < event.ts:
                 frames[key].append(Frame(len(stacks[key]) + 1, name, start, event.ts - 1))
@@ -602,9 +610,9 @@ def running_reference(events: Sequence[Any], key: Tuple[str, str]) -> List[Tuple
         if thread_key(event) != key:
             continue
         kind = event.name.split(":", 1)[1]
-        if kind in ("function_begin", "c_call_begin"):
-            stack.append(event.fields["qualname" if kind == "function_begin" else "callee_name"])
-        elif kind in ("function_end", "c_call_end"):
+        if kind in ("function_begin", "c_call_begin", "import_begin"):
+            stack.append(frame_name(event))
+        elif kind in ("function_end", "c_call_end", "import_end"):
             stack.pop()
         elif kind != "thread_start":
             continue
@@ -636,6 +644,7 @@ def worker():
     outer()
 
 def main():
+    import colorsys  # an import frame (events = import), around the module's code
     outer()
     list(numbers())
     try:
@@ -652,7 +661,9 @@ main()
 
 @pytest.fixture(scope="module")
 def real_trace(tmp_path_factory: pytest.TempPathFactory) -> List[Event]:
-    run = Tracer(tmp_path_factory.mktemp("tc")).run(TRACED_PROGRAM)
+    run = Tracer(tmp_path_factory.mktemp("tc")).run(
+        TRACED_PROGRAM, activate='pinsight_python.activate(events=["function", "c_call", "import"])'
+    )
     check_balanced(run.trace)  # the tracer's own contract, before ours
     assert run.trace.discarded == 0
     return run.trace.events
@@ -692,6 +703,8 @@ def test_replayed_real_trace_has_the_events_call_stacks(
     assert sum(p[-1] == "numbers" for p in main_paths) == 3  # start, 2 resumes
     assert all(p[-2] != "numbers" for p in main_paths if p[-1] == "numbers")
     assert any(p[-2:] == ("main", "fails") for p in main_paths)
+    assert any(p[-2:] == ("main", "import colorsys") for p in main_paths)
+    assert any("import colorsys" in p and p[-1] == "<module>" for p in main_paths)
     (worker_key,) = set(frames) - {main_key}
     assert any(
         p[-4:] == ("worker", "outer", "inner", callee) for p in frame_paths(frames[worker_key])

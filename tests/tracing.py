@@ -185,8 +185,9 @@ def untraced(
 def check_balanced(trace: Trace, allow_open: bool = False) -> None:
     """Per thread, begins and ends nest like a stack and every stack empties.
 
-    function_* and c_call_* share one stack: a native call is a leaf frame of
-    its caller, and Python frames it calls back into nest inside it.
+    function_*, c_call_* and import_* share one stack: a native call is a leaf
+    frame of its caller, and Python frames it calls back into nest inside it; an
+    import encloses what the module runs.
     """
     for key, events in trace.by_thread().items():
         stack: List[Tuple[str, str]] = []
@@ -196,6 +197,14 @@ def check_balanced(trace: Trace, allow_open: bool = False) -> None:
                 stack.append(("function", e.fields["qualname"]))
             elif s == "c_call_begin":
                 stack.append(("c_call", e.fields["callee_name"]))
+            elif s == "import_begin":
+                stack.append(("import", e.fields["module"]))
+            elif s == "import_end":
+                assert stack, f"thread {key}: import_end {e.fields['module']} with empty stack"
+                top = stack.pop()
+                assert top == ("import", e.fields["module"]), (
+                    f"thread {key}: import_end {e.fields['module']} closes {top}"
+                )
             elif s == "function_end":
                 assert stack, f"thread {key}: function_end {e.fields['qualname']} with empty stack"
                 top = stack.pop()

@@ -138,7 +138,8 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, c_call_class,
 )
 
 /*
- * Once per process, at activation: lets tools label processes and MPI ranks.
+ * Once per process, at activation (and again in a forked child, with its pid):
+ * lets tools label processes and MPI ranks.
  * mpi_rank/mpi_size are -1 outside an MPI launcher. backend is "sys.monitoring"
  * or "setprofile".
  */
@@ -186,6 +187,105 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, mode_change,
         lttng_ust_field_string(mode, mode)
         lttng_ust_field_string(reason, reason)
         lttng_ust_field_integer(unsigned long, config_generation, config_generation)
+    )
+)
+
+/* How an import ended: import_begin carries "load". */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, import_transition,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("load", 0)
+        lttng_ust_field_enum_value("return", 1)
+        lttng_ust_field_enum_value("raise", 2)  /* the import raised */
+    )
+)
+
+/*
+ * A module actually loaded (not yet in sys.modules): importlib's
+ * _find_and_load, so nested imports nest (xml.dom.minidom loads xml.dom, which
+ * loads xml). module is the fully qualified name.
+ */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, import_class,
+    LTTNG_UST_TP_ARGS(
+        const char *, module,
+        int, python_thread_id,
+        int, transition
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(module, module)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, import_transition, int,
+                             transition, transition)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, import_class,
+    python_pinsight_lttng_ust, import_begin,
+    LTTNG_UST_TP_ARGS(
+        const char *, module,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, import_class,
+    python_pinsight_lttng_ust, import_end,
+    LTTNG_UST_TP_ARGS(
+        const char *, module,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+/* Which allocator a sampled block came from. */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, alloc_source,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("python_raw", 0)     /* PyMem_RawMalloc and friends */
+        lttng_ust_field_enum_value("python_mem", 1)     /* PyMem_Malloc */
+        lttng_ust_field_enum_value("python_object", 2)  /* PyObject_Malloc (objects) */
+        lttng_ust_field_enum_value("native", 3)         /* malloc from native code (preload) */
+    )
+)
+
+/*
+ * A sampled allocation: sampling by bytes with exponential intervals of mean
+ * alloc_sample_interval, so sampled_bytes (the bytes the sample stands for)
+ * summed over samples estimates the bytes allocated. qualname, filename,
+ * lineno (definition line; the call site's for a native call) and code_id name
+ * the innermost Python function of the allocating thread ("<no Python frame>",
+ * "<none>", 0, 0 and python_thread_id -1 on a thread running no Python code).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, alloc_sample,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, address,
+        unsigned long, size,
+        unsigned long, sampled_bytes,
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, source
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, address, address)
+        lttng_ust_field_integer(unsigned long, size, size)
+        lttng_ust_field_integer(unsigned long, sampled_bytes, sampled_bytes)
+        lttng_ust_field_string(qualname, qualname)
+        lttng_ust_field_string(filename, filename)
+        lttng_ust_field_integer(int, lineno, lineno)
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, alloc_source, int, source, source)
+    )
+)
+
+/* A sampled block was freed (or moved by realloc). */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, free_sample,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, address
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, address, address)
     )
 )
 

@@ -36,7 +36,9 @@ __version__ = "0.1.0"
 ConfigError = _core.ConfigError
 ActivationError = _core.ActivationError
 
-_EVENT_NAMES = ("function", "c_call")
+_EVENT_NAMES = ("function", "c_call")  # the default
+# import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
+_ALL_EVENT_NAMES = (*_EVENT_NAMES, "import", "alloc")
 _BACKENDS = ("auto", "sys.monitoring", "setprofile")
 # Launchers' variables for the MPI rank and size: read, never MPI_Init. The first
 # launcher whose rank variable is set gives the rank, and the size comes from its
@@ -91,6 +93,9 @@ def _install_process_hooks() -> None:
     )
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
+    # Sampled blocks alive when the program ends are "never freed": the frees
+    # of interpreter teardown are not the program's.
+    atexit.register(_core._alloc_finish)
 
 
 def _threads_not_ours() -> int:
@@ -138,7 +143,9 @@ def activate(
 ) -> None:
     """Start tracing this process.
 
-    events: any of "function" (function_begin/end) and "c_call" (c_call_begin/end).
+    events: any of "function" (function_begin/end), "c_call" (c_call_begin/end),
+        "import" (import_begin/end) and "alloc" (alloc_sample/free_sample); import
+        and alloc are also on when the configuration names them.
     config: a PInsight trace configuration file; default PINSIGHT_TRACE_CONFIG_FILE,
         else ./pinsight_trace_config.txt if present, else trace everything.
     mode: OFF, STANDBY, MONITORING or TRACING; default PINSIGHT_TRACE_PYTHON, else
@@ -153,10 +160,11 @@ def activate(
     if isinstance(events, str):
         events = [e.strip() for e in events.split(",") if e.strip()]
     chosen = list(events)
-    unknown = [e for e in chosen if e not in _EVENT_NAMES]
+    unknown = [e for e in chosen if e not in _ALL_EVENT_NAMES]
     if unknown:
         raise ValueError(
-            f"activate(events=...): unknown event {unknown[0]!r} (expected 'function' or 'c_call')"
+            f"activate(events=...): unknown event {unknown[0]!r}"
+            " (expected 'function', 'c_call', 'import' or 'alloc')"
         )
     if backend not in _BACKENDS:
         raise ValueError(
@@ -177,6 +185,8 @@ def activate(
             mpi_size=mpi_size,
             hostname=socket.gethostname(),
             argv=" ".join(sys.argv),
+            import_events="import" in chosen,
+            alloc_events="alloc" in chosen,
         )
 
 

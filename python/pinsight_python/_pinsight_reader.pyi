@@ -11,6 +11,12 @@ class Analysis:
         call_trees: bool = True,
         chrome_path: str = "",
         decode_threads: int = 0,
+        pids: List[int] = ...,
+        ranks: List[int] = ...,
+        threads: List[int] = ...,
+        modules: List[str] = ...,
+        excludes: List[str] = ...,
+        ignore_frozen: bool = False,
     ) -> None: ...
     def run(self) -> bool: ...
     def cancel(self) -> None: ...

@@ -43,7 +43,8 @@ ENV_EVENTS = "PINSIGHT_PYTHON_EVENTS"
 ENV_BACKEND = "PINSIGHT_PYTHON_BACKEND"
 ENV_CONFIG = "PINSIGHT_TRACE_CONFIG_FILE"
 
-EVENT_NAMES = ("function", "c_call")
+EVENT_NAMES = ("function", "c_call")  # the default
+ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc")
 MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
 BACKENDS = ("auto", "sys.monitoring", "setprofile")
 # activate.py says this of itself, so that a copy under another name still counts.
@@ -70,11 +71,14 @@ class SettingsError(ValueError):
 def parse_events(text: str, source: str) -> List[str]:
     events = [e.strip() for e in text.split(",") if e.strip()]
     if not events:
-        raise SettingsError(f"{source}: no event named (expected function, c_call or both)")
+        raise SettingsError(
+            f"{source}: no event named (expected a list of function, c_call, import, alloc)"
+        )
     for event in events:
-        if event not in EVENT_NAMES:
+        if event not in ALL_EVENT_NAMES:
             raise SettingsError(
-                f"{source}: unknown event {event!r} (expected function, c_call or both)"
+                f"{source}: unknown event {event!r}"
+                " (expected a list of function, c_call, import, alloc)"
             )
     return events
 
@@ -296,7 +300,7 @@ __main__, sys.path[0], output, exit code and exceptions. Python child processes
 options:
   --config FILE      PInsight trace configuration (default: PINSIGHT_TRACE_CONFIG_FILE,
                      else ./pinsight_trace_config.txt if present, else trace everything)
-  --events LIST      function, c_call or function,c_call (default: both)
+  --events LIST      function, c_call, import, alloc (default: function,c_call)
   --mode MODE        TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON,
                      else the configuration's trace_mode)
   --backend NAME     auto, sys.monitoring or setprofile (default: auto)

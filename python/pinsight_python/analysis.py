@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 PROGRESS_MODES = ("auto", "always", "never")
+# The reader's pseudo-file of import frames (src/reader/resource_events.cpp).
+IMPORT_FILE = "<import>"
 
 # Where code comes from, the program's own first: the order reports list it in.
 ORIGINS = ("program", "library", "stdlib", "frozen", "unknown", "native")
@@ -133,9 +135,16 @@ class Symbol:
     origin: str = "unknown"  # one of ORIGINS
 
     @property
+    def is_import(self) -> bool:
+        """An import frame (import_begin/import_end): qualname is the module."""
+        return not self.native and self.filename == IMPORT_FILE
+
+    @property
     def location(self) -> str:
         if self.native:
             return "[native]"
+        if self.is_import:
+            return "[import]"
         line = f":{self.lineno}" if self.lineno >= 0 else ""
         return f"{self.filename}{line}"
 
@@ -154,11 +163,16 @@ class Symbol:
         """The name of a frame in folded stacks and flame graphs."""
         if self.native:
             return self.qualname
+        if self.is_import:
+            return f"import {self.qualname}"
         return f"{self.qualname} ({self.location})"
 
     def as_json(self) -> Dict[str, Any]:
         if self.native:
             return {"kind": "native", "name": self.qualname, "qualname": self.qualname,
+                    "filename": None, "lineno": None}
+        if self.is_import:
+            return {"kind": "import", "name": self.qualname, "qualname": self.qualname,
                     "filename": None, "lineno": None}
         return {
             "kind": "python",

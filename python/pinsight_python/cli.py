@@ -192,6 +192,9 @@ def configure_flamegraph(parser: argparse.ArgumentParser) -> None:
                         help="write collapsed stacks ('proc;thread;f;g;h NANOSECONDS' lines, "
                         "for flamegraph.pl, inferno, speedscope) instead of an SVG")
     parser.add_argument("--title", help="title of the SVG")
+    parser.add_argument("--alloc", action="store_true",
+                        help="weight stacks by sampled allocated bytes (events = alloc) "
+                        "instead of time")
     parser.add_argument("--width", type=_width, default=1200,
                         help="SVG width in pixels (default: %(default)s)")
     parser.add_argument("--min-width", type=float, default=0.1, metavar="PX",
@@ -204,10 +207,14 @@ def run_flamegraph(args: argparse.Namespace) -> int:
     from .flamegraph import render_svg, write_folded
 
     _check_output(args.output)
+    from .flamegraph import alloc_weighted
+
     trace = read_trace(args.trace_dir, call_trees=True, progress=args.progress,
                        filters=_filters(args))
+    if args.alloc and args.folded:
+        trace = alloc_weighted(trace)
     svg = None if args.folded else render_svg(trace, title=args.title, width=args.width,
-                                              min_width=args.min_width)
+                                              min_width=args.min_width, alloc=args.alloc)
     out = _open_output(args.output)
     try:
         if svg is None:

@@ -16,8 +16,30 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, TextIO, Tuple
 
 from .analysis import ORIGINS, Symbol, TraceData, format_ns
+from .resources import format_bytes
 
-__all__ = ["folded_stacks", "render_svg", "write_folded"]
+__all__ = ["alloc_weighted", "folded_stacks", "render_svg", "write_folded"]
+
+
+def alloc_weighted(trace: TraceData) -> TraceData:
+    """The same call paths weighted by sampled allocated bytes instead of time
+    (``flamegraph --alloc``): a path's self weight is what its own samples stand for."""
+    processes = []
+    for proc in trace.processes:
+        threads = []
+        for thread in proc["threads"]:
+            tree = thread["call_tree"]
+            if tree is None:
+                raise ValueError("the trace was read without call trees")
+            weights = dict(thread.get("alloc_tree") or ())
+            threads.append({
+                **thread,
+                "call_tree": [(parent, symbol, weights.get(i, 0), 0)
+                              for i, (parent, symbol, _ns, _calls) in enumerate(tree)],
+            })
+        processes.append({**proc, "threads": threads})
+    return TraceData(trace.path, trace.trace_dirs, {**trace.raw, "processes": processes},
+                     trace.wall_seconds, trace.filters)
 
 
 def _clean(name: str) -> str:
@@ -193,12 +215,16 @@ def render_svg(
     title: Optional[str] = None,
     width: int = 1200,
     min_width: float = 0.1,
+    alloc: bool = False,
 ) -> str:
     """A flame graph: one box per call path, width proportional to its time.
 
     Boxes narrower than ``min_width`` pixels are left out (their time still
     counts in their parents), which bounds the size of the file.
     """
+    if alloc:
+        trace = alloc_weighted(trace)
+    fmt = format_bytes if alloc else format_ns
     root = _build_tree(trace)
     frame_h, pad, top_margin, bottom_margin = 16, 10, 40, 30
     char_width = 7.0
@@ -225,8 +251,8 @@ def render_svg(
     if trace.raw["discarded_events"]:
         warnings.append(f"LTTng discarded {trace.raw['discarded_events']:,} events: "
                         "timings near them are unreliable")
-    subtitle = (f"{trace.events:,} events, {format_ns(root.total_ns)} in frames; "
-                "width = time; click a frame to zoom")
+    subtitle = (f"{trace.events:,} events, {fmt(root.total_ns)} in frames; "
+                f"width = {'sampled allocated bytes' if alloc else 'time'}; click a frame to zoom")
     if omitted:
         subtitle += f"; {omitted:,} frames under {min_width:g} px not drawn"
     title = title or f"pinsight-python: {trace.path}"
@@ -253,8 +279,8 @@ def render_svg(
         lines = [node.name]
         if node.detail and node.detail not in node.name:
             lines.append(node.detail)
-        lines.append(f"total {format_ns(node.total_ns)} ({share:.2f}%), "
-                     f"self {format_ns(node.self_ns)}, calls {node.calls:,}")
+        lines.append(f"total {fmt(node.total_ns)} ({share:.2f}%), "
+                     f"self {fmt(node.self_ns)}, calls {node.calls:,}")
         tip = esc("\n".join(lines))
         label = _fit_label(node.labels, int((w - 6) / char_width))
         out.append(

@@ -11,7 +11,8 @@ import os
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .analysis import ORIGINS, Symbol, TraceData, format_ns
+from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns
+from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
@@ -138,8 +139,11 @@ def _unbalanced(threads: Iterable[Dict[str, Any]]) -> Dict[str, int]:
 
 def _activity(symbols: Sequence[Symbol], threads: List[Dict[str, Any]], top: int) -> Dict[str, Any]:
     functions = _function_totals(threads)
+    for symbol in [s for s in functions if symbols[s].is_import]:
+        del functions[symbol]  # in the imports section
     natives = _native_totals(threads)
     return {
+        "imports": import_section(symbols, threads, top),
         "modules": _module_rows(symbols, functions),
         "functions": _function_rows(symbols, functions, top),
         "functions_total": len(functions),
@@ -279,6 +283,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "events": proc["events"],
         }
         entry.update(_activity(symbols, proc["threads"], top))
+        entry["allocations"] = alloc_section(symbols, proc.get("allocations", ()), top)
         entry["threads"] = threads
         processes.append(entry)
         if entry["mpi_rank"] is not None:
@@ -445,6 +450,7 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
                 where = f"{_where(e['caller'])} -> {e['callee']}"
             cells.append([f"{e['count']:,}", e["kind"], where])
         lines += _table(["count", "kind", "where"], cells, [True, False, False])
+    lines += import_lines(section["imports"])
     unbalanced = section["unbalanced"]
     notes = []
     if unbalanced["ends_without_begin"]:
@@ -462,7 +468,7 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
 
 
 def _has_activity(section: Dict[str, Any]) -> bool:
-    return bool(section["functions"] or section["native_calls"]
+    return bool(section["functions"] or section["native_calls"] or section["imports"]["modules"]
                 or any(section["unbalanced"].values()))
 
 
@@ -517,6 +523,11 @@ def _mpi_lines(mpi: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _filter_text(filters: Dict[str, Any]) -> str:
+    return ReadFilter(**{key: tuple(value) if isinstance(value, list) else value
+                         for key, value in filters.items()}).describe()
+
+
 def render_text(report: Dict[str, Any]) -> str:
     top = int(report["top"])
     threads = sum(len(p["threads"]) for p in report["processes"])
@@ -527,6 +538,9 @@ def render_text(report: Dict[str, Any]) -> str:
     ]
     if report["other_events"]:
         lines.append(f"  ({report['other_events']:,} events of other providers ignored)")
+    shown = _filter_text(report["filters"])
+    if shown:
+        lines.append(f"  showing only: {shown}")
     for warning in report["warnings"]:
         lines += ["", f"WARNING: {warning}."]
     if report.get("mpi"):
@@ -545,4 +559,7 @@ def render_text(report: Dict[str, Any]) -> str:
         if idle:
             labels = ", ".join(t["label"] for t in idle)
             lines += ["", f"Threads without function events: {labels}"]
+        allocations = alloc_lines(proc["allocations"])
+        if allocations:
+            lines += ["", *allocations]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,14 @@ from .analysis import ORIGINS, TraceData, TraceNotFoundError, TraceReadError, fo
 __all__ = ["summarize", "summary_lines"]
 
 TOP = 5
+ORIGIN_TITLES = {
+    "program": "the program's modules",
+    "library": "libraries",
+    "stdlib": "the standard library",
+    "frozen": "the import machinery (frozen)",
+    "unknown": "other code",
+    "native": "native calls",
+}
 
 
 def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
@@ -42,18 +50,22 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
             for symbol, n_calls, _segments, _total, self_ns, _exc in thread["functions"]:
                 s = trace.symbols[symbol]
                 calls[symbol] += n_calls
-                modules[(s.origin, s.module if not s.native else "[native]")] += self_ns
-    rank = {origin: i for i, origin in enumerate(ORIGINS)}
-    if modules:
-        # The program's own modules first, then libraries, the standard library...
-        ordered = sorted(modules, key=lambda k: (rank.get(k[0], len(ORIGINS)), -modules[k], k[1]))
-        shown = ", ".join(f"{m or '?'} {format_ns(modules[(o, m)])}" for o, m in ordered[:top])
-        more = f" (+{len(ordered) - top:,} more)" if len(ordered) > top else ""
-        lines.append(f"self time by module, the program's own first: {shown}{more}")
+                modules[(s.origin, "" if s.native else s.module or s.filename)] += self_ns
+    # Self time per module, the program's own first, then libraries, the
+    # standard library...: one line per kind of code, its top modules.
+    for origin in ORIGINS:
+        names = sorted((m for o, m in modules if o == origin), key=lambda m: -modules[(origin, m)])
+        if not names:
+            continue
+        shown = ", ".join(f"{m or '?'} {format_ns(modules[(origin, m)])}" for m in names[:top])
+        more = f" (+{len(names) - top:,} more)" if len(names) > top else ""
+        total = format_ns(sum(modules[(origin, m)] for m in names))
+        detail = "" if origin == "native" else f": {shown}{more}"
+        lines.append(f"self time in {ORIGIN_TITLES[origin]}: {total}{detail}")
     own = [s for s in calls if trace.symbols[s].origin == "program" and calls[s]]
     others = [s for s in calls if trace.symbols[s].origin != "program" and calls[s]]
     # The program's own functions first; library and standard-library ones after.
-    for title, chosen in (("functions", own), ("library functions", others)):
+    for title, chosen in (("functions", own), ("other functions", others)):
         if not chosen:
             continue
         best = sorted(chosen, key=lambda s: (-calls[s], trace.symbols[s].qualname))[:top]

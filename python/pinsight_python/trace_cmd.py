@@ -87,7 +87,15 @@ def configure_trace(parser: argparse.ArgumentParser) -> None:
         "--config", metavar="FILE", help="PInsight trace configuration file for the command"
     )
     parser.add_argument(
-        "--events", metavar="LIST", help="function, c_call or function,c_call (default: both)"
+        "--events",
+        metavar="LIST",
+        help="function, c_call, import, alloc (default: function,c_call)",
+    )
+    parser.add_argument(
+        "--alloc",
+        action="store_true",
+        help="sample allocations (adds alloc to the events) including malloc from native "
+        "code: preloads pinsight-python's malloc interposer (LD_PRELOAD)",
     )
     parser.add_argument(
         "--mode",
@@ -224,8 +232,27 @@ def _plan(args: argparse.Namespace) -> _Plan:
         output = _default_output()
 
     env = dict(os.environ)
+    if getattr(args, "alloc", False):
+        events = list(events or _startup.EVENT_NAMES)
+        if "alloc" not in events:
+            events.append("alloc")
+        preload = alloc_preload_library()
+        if not preload.is_file():
+            raise _startup.SettingsError(
+                f"--alloc: {preload} is missing: reinstall pinsight-python"
+            )
+        env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
     _startup.export_settings(env, events=events, mode=mode, config=config, backend=backend)
     return _Plan(command, output, env, url)
+
+
+def alloc_preload_library() -> Path:
+    """The malloc interposer `trace --alloc` preloads, installed beside the extension."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pinsight_python._pinsight_python")
+    folder = Path(spec.origin).resolve().parent if spec and spec.origin else Path(__file__).parent
+    return folder / "libpinsight_alloc_preload.so"
 
 
 class _NotRunnable(Exception):

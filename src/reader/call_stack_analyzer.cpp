@@ -122,6 +122,18 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
       close(t, symbols_.native_function(batch.string(e.str[2])), e.ts_ns,
             e.transition == kRaise ? FrameExit::Raise : FrameExit::Return);
       break;
+    case EventKind::ImportBegin:
+      on_import_begin(t, e, batch);
+      break;
+    case EventKind::ImportEnd:
+      on_import_end(t, e, batch);
+      break;
+    case EventKind::AllocSample:
+      on_alloc_sample(t, e, batch);
+      break;
+    case EventKind::FreeSample:
+      on_free_sample(e);
+      break;
     case EventKind::ThreadStart:
       t.python_thread_id = e.python_thread_id;
       t.thread_ident = e.code_id;

@@ -53,6 +53,35 @@ struct Anomalies {
   uint64_t open_at_end = 0;         // frames still open when the trace ended
 };
 
+// Imports (import_begin/import_end): per module, and the chains of nested
+// imports (resource_events.cpp).
+struct ImportStats {
+  uint64_t loads = 0;
+  uint64_t cumulative_ns = 0;
+  uint64_t self_ns = 0;  // minus the imports nested in it (python -X importtime)
+  uint64_t raised = 0;
+};
+struct ImportFrame {
+  SymbolId symbol;
+  uint64_t start_ns;
+  uint64_t nested_ns;
+  uint64_t heaviest_ns;            // the slowest nested import
+  std::vector<SymbolId> heaviest;  // and its own slowest chain
+};
+struct ImportChain {
+  uint64_t ns;                    // the outermost import's cumulative time
+  std::vector<SymbolId> modules;  // outermost first, then the slowest nested, ...
+  bool raised;
+};
+
+// Sampled allocations, per allocating function of a process.
+struct AllocStats {
+  uint64_t samples = 0;
+  uint64_t sampled_bytes = 0;   // estimated bytes allocated
+  uint64_t retained_bytes = 0;  // of those, not freed by the end of the trace
+  uint64_t native_bytes = 0;    // through malloc from native code
+};
+
 struct Frame {
   SymbolId symbol;
   uint32_t node;
@@ -87,6 +116,10 @@ struct ThreadState {
   CallTree tree;
   Anomalies anomalies;
   std::string label;
+  std::vector<ImportFrame> imports;
+  std::unordered_map<SymbolId, ImportStats> import_stats;
+  std::vector<ImportChain> import_chains;
+  std::unordered_map<uint32_t, uint64_t> alloc_nodes;  // call-tree node -> sampled bytes
 };
 
 struct ProcessState {
@@ -102,6 +135,9 @@ struct ProcessState {
   std::string hostname, argv, python_version, backend, procname;
   uint64_t events = 0;
   std::string label;
+  std::unordered_map<SymbolId, AllocStats> allocations;
+  // Sampled blocks not freed yet: address -> (function, sampled bytes).
+  std::unordered_map<uint64_t, std::pair<SymbolId, uint64_t>> live_samples;
 };
 
 struct DiscardRecord {
@@ -159,6 +195,11 @@ class CallStackAnalyzer {
   void on_c_call_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
   void on_process_info(const RawEvent &e, const EventBatch &batch);
+  // resource_events.cpp
+  void on_import_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  void on_import_end(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  void on_alloc_sample(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  void on_free_sample(const RawEvent &e);
   void assign_labels();
   void set_origin(uint64_t ts);
 
@@ -167,7 +208,7 @@ class CallStackAnalyzer {
   ReadFilter filter_;
   std::vector<int8_t> visible_;            // per symbol: -1 not decided yet
   std::vector<std::string> main_scripts_;  // sys.argv[0] of the processes
-  uint64_t kind_counts_[static_cast<size_t>(EventKind::DiscardedPackets) + 1] = {};
+  uint64_t kind_counts_[static_cast<size_t>(EventKind::FreeSample) + 1] = {};
   uint64_t control_threads_ = 0;
   const HostRegistry &hosts_;
   SymbolTable symbols_;

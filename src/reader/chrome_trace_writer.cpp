@@ -67,6 +67,12 @@ const std::string &ChromeTraceWriter::fragment(const SymbolTable &symbols, Symbo
   if (text.empty()) {
     const Symbol &s = symbols[symbol];
     text += "\"name\":";
+    if (!s.native && s.filename == "<import>") {  // resource_events.cpp
+      append_json_string(text, "import " + s.qualname);
+      text += ",\"cat\":\"import\",\"args\":{\"kind\":\"import\",\"module\":";
+      append_json_string(text, s.qualname);
+      return text;
+    }
     append_json_string(text, s.qualname);
     if (s.native) {
       text += ",\"cat\":\"native\",\"args\":{\"kind\":\"native\"";

@@ -36,6 +36,18 @@ constexpr EventLayout kLayouts[] = {
     {"thread_start",
      EventKind::ThreadStart,
      {"python_thread_id", "thread_ident", nullptr, nullptr, nullptr, nullptr, nullptr}},
+    {"import_begin",
+     EventKind::ImportBegin,
+     {"module", nullptr, nullptr, nullptr, "python_thread_id", "transition", nullptr}},
+    {"import_end",
+     EventKind::ImportEnd,
+     {"module", nullptr, nullptr, nullptr, "python_thread_id", "transition", nullptr}},
+    {"alloc_sample",
+     EventKind::AllocSample,
+     {"qualname", "filename", "lineno", "address", "python_thread_id", "source", "sampled_bytes"}},
+    {"free_sample",
+     EventKind::FreeSample,
+     {nullptr, nullptr, nullptr, "address", nullptr, nullptr, nullptr}},
     {"mode_change",
      EventKind::ModeChange,
      {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
@@ -206,6 +218,20 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.transition = static_cast<uint8_t>(read_integer(payload, slot[kTransition], 0));
       out.aux = 0;
       break;
+    case EventKind::ImportBegin:
+    case EventKind::ImportEnd:
+    case EventKind::AllocSample:
+    case EventKind::FreeSample: {
+      out.str[0] = read_string(payload, slot[kQualname], batch);
+      out.str[1] = read_string(payload, slot[kFilename], batch);
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[kLineno], 0));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[kCodeId], 0));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[kThreadId], -1));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[kTransition], 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[kCallee], 0));
+      out.aux = 0;
+      break;
+    }
     case EventKind::ProcessInfo:
       // hostname, argv, mpi_rank, pid, mpi_size, python_version, backend
       out.str[0] = read_string(payload, slot[0], batch);

@@ -40,6 +40,20 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
   anomalies["implicitly_closed"] = t.anomalies.implicitly_closed;
   anomalies["open_at_end"] = t.anomalies.open_at_end;
   d["anomalies"] = anomalies;
+  py::list imports;
+  for (const auto &[symbol, s] : t.import_stats) {
+    imports.append(py::make_tuple(symbol, s.loads, s.cumulative_ns, s.self_ns, s.raised));
+  }
+  d["imports"] = imports;
+  py::list chains;
+  for (const ImportChain &c : t.import_chains)
+    chains.append(py::make_tuple(c.ns, c.modules, c.raised));
+  d["import_chains"] = chains;
+  py::list alloc_nodes;
+  if (with_tree) {
+    for (const auto &[node, bytes] : t.alloc_nodes) alloc_nodes.append(py::make_tuple(node, bytes));
+  }
+  d["alloc_tree"] = alloc_nodes;
   if (with_tree) {
     // Node 0 is the thread itself; parents precede their children.
     py::list nodes;
@@ -102,6 +116,12 @@ py::dict result_dict(const Analysis &analysis) {
     pd["backend"] = p->backend;
     pd["procname"] = p->procname;
     pd["events"] = p->events;
+    py::list allocations;
+    for (const auto &[symbol, s] : p->allocations) {
+      allocations.append(
+          py::make_tuple(symbol, s.samples, s.sampled_bytes, s.retained_bytes, s.native_bytes));
+    }
+    pd["allocations"] = allocations;
     py::list threads;
     for (const ThreadState *t : a.threads_of(*p))
       threads.append(thread_dict(*t, a.build_call_trees()));
@@ -114,7 +134,9 @@ py::dict result_dict(const Analysis &analysis) {
       {"function_begin", EventKind::FunctionBegin}, {"function_end", EventKind::FunctionEnd},
       {"c_call_begin", EventKind::CCallBegin},      {"c_call_end", EventKind::CCallEnd},
       {"process_info", EventKind::ProcessInfo},     {"thread_start", EventKind::ThreadStart},
-      {"mode_change", EventKind::ModeChange}};
+      {"mode_change", EventKind::ModeChange},       {"import_begin", EventKind::ImportBegin},
+      {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
+      {"free_sample", EventKind::FreeSample}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   d["event_counts"] = kinds;
   d["control_threads"] = a.control_threads();

@@ -23,7 +23,15 @@ enum class EventKind : uint8_t {
   ModeChange,  // counted only
   Discarded,   // LTTng discarded events (ring buffer full)
   DiscardedPackets,
+  ImportBegin,  // str[0]: module; transition: import_transition
+  ImportEnd,
+  AllocSample,  // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
+  FreeSample,   // code_id: address
 };
+
+// import_transition of import_end; alloc_source of alloc_sample.
+enum ImportTransition : uint8_t { kImportLoad = 0, kImportReturn = 1, kImportRaise = 2 };
+enum AllocSource : uint8_t { kPythonRaw = 0, kPythonMem = 1, kPythonObject = 2, kNative = 3 };
 
 // Values of the frame_transition and c_call_transition enums of the provider.
 enum FrameTransition : uint8_t {
