@@ -11,7 +11,10 @@
 // inheritance ("a section sees what the lines above it set") holds.
 #include "config.h"
 
+#include <fcntl.h>
 #include <ini.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -256,6 +259,51 @@ bool is_lexgion_key(std::string_view key) {
   return key == "trace_starts_at" || key == "max_num_traces" || key == "tracing_rate" ||
          key == "window_end_action" || key == "trace_mode_after" || key == "window_timeout" ||
          key == "window_end_trigger";
+}
+
+// Every key some section accepts: what a misspelt key is compared with.
+constexpr std::string_view kKnownKeys[] = {
+    "trace_mode",         "events",
+    "module_filter",      "module_exclude",
+    "Python.thread",      "range",
+    "trace_starts_at",    "max_num_traces",
+    "tracing_rate",       "window_end_action",
+    "trace_mode_after",   "window_timeout",
+    "window_end_trigger", "pysysmon_py_start",
+    "pysysmon_py_return", "pysysmon_c_start",
+    "pysysmon_c_return",  "pysysmon_import",
+};
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitution = diagonal + (std::tolower(static_cast<unsigned char>(a[i - 1])) !=
+                                              std::tolower(static_cast<unsigned char>(b[j - 1])));
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitution});
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean 'x'?" for the closest of `known` (within a third of the word's
+// length in edits), or nothing.
+template <typename Names>
+std::string did_you_mean(std::string_view word, const Names &known) {
+  std::string_view best;
+  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
+  for (std::string_view name : known) {
+    const size_t distance = edit_distance(word, name);
+    if (distance < best_distance) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  return best.empty() ? std::string() : "; did you mean '" + std::string(best) + "'?";
 }
 
 std::string lexgion_label(const NamedLexgion &named) {
@@ -1168,9 +1216,12 @@ bool Parser::events_list(std::string_view value, uint32_t *mask) {
     if (event != std::end(kEventListNames)) {
       bits = event->bits;
     } else if ((bits = pysysmon_event_bits(name)) == 0) {
+      std::vector<std::string_view> names;
+      for (const EventName &known : kEventListNames) names.push_back(known.name);
       error("events: unknown event " + quote(name) +
             " (expected function, c_call, import, alloc, function_begin, function_end, "
-            "c_call_begin, c_call_end, all or none)");
+            "c_call_begin, c_call_end, all or none)" +
+            did_you_mean(name, names));
       return false;
     }
     parsed |= bits;
@@ -1235,7 +1286,8 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
   } else if (key.find('.') != std::string_view::npos) {
     warning(quote(key) + " does not belong in " + label_ + ": ignored");
   } else {
-    warning("unknown key " + quote(key) + " in " + label_ + ": ignored");
+    warning("unknown key " + quote(key) + " in " + label_ + ": ignored" +
+            did_you_mean(key, kKnownKeys));
   }
 }
 
@@ -1248,7 +1300,8 @@ void Parser::thread_section_key(std::string_view key, std::string_view value) {
   } else if (key == "trace_mode") {
     warning("trace_mode is domain-wide: set it in [Python.default]; ignored in " + label_);
   } else {
-    warning("unknown key " + quote(key) + " in " + label_ + ": ignored");
+    warning("unknown key " + quote(key) + " in " + label_ + ": ignored" +
+            did_you_mean(key, kKnownKeys));
   }
 }
 
@@ -1332,7 +1385,8 @@ void Parser::lexgion_key(std::string_view key, std::string_view value) {
              is_other_domain(key.substr(0, key.find('.')))) {
     // "OpenMP.omp_thread_begin = on" in a shared lexgion section: libpinsight.so's.
   } else {
-    warning("unknown key " + quote(key) + " in " + label_ + ": ignored");
+    warning("unknown key " + quote(key) + " in " + label_ + ": ignored" +
+            did_you_mean(key, kKnownKeys));
   }
 }
 
@@ -1482,8 +1536,27 @@ ParseResult read_and_parse(const std::string &path, const Config *previous) {
     result.errors.push_back({path, 0, std::move(message)});
     return result;
   };
-  FILE *file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return fail(std::string("cannot open the file: ") + std::strerror(errno));
+  // O_NONBLOCK: opening a FIFO would wait for a writer (for ever, at the program's
+  // start); only a regular file is a configuration, so look before reading.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fail(std::string("cannot open the file: ") + std::strerror(errno));
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    const int stat_errno = errno;
+    close(fd);
+    return fail(std::string("cannot read the file: ") + std::strerror(stat_errno));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    close(fd);
+    return fail(S_ISDIR(info.st_mode) ? "is a directory, not a configuration file"
+                                      : "not a regular file (a FIFO or a device): refused, "
+                                        "a trace configuration must be a regular file");
+  }
+  FILE *file = fdopen(fd, "rb");
+  if (file == nullptr) {
+    close(fd);
+    return fail(std::string("cannot open the file: ") + std::strerror(errno));
+  }
   std::string text;
   char chunk[65536];
   size_t count;

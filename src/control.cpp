@@ -1,8 +1,10 @@
 #include "control.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <urcu/urcu-memb.h>
@@ -10,6 +12,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -107,24 +111,104 @@ void install_handler() {
   sigaction(SIGUSR1, &action, nullptr);
 }
 
-// How often the control thread checks that SIGUSR1 still reaches us.
-constexpr int kHandlerCheckSeconds = 1;
+// How often the control thread checks that SIGUSR1 still reaches us, and
+// that the program still has a thread.
+constexpr long kCheckNanoseconds = 1000000000L;
+// After a program thread exits: how often, and how many times, to look
+// whether it was the last one (it is still finishing when it tells us).
+constexpr long kExitWatchNanoseconds = 5000000L;
+constexpr int kExitWatchChecks = 200;
+
+std::atomic<bool> thread_exited{false};
+pid_t control_tid = 0;
+
+// Threads that are not the program's: LTTng-UST's listeners (named
+// "<process>-ust" by liblttng-ust) and this control thread.
+bool is_helper_thread(pid_t tid) {
+  if (tid == control_tid) return true;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", static_cast<int>(tid));
+  FILE *f = std::fopen(path, "r");
+  if (!f) return true;  // gone
+  char name[32] = {};
+  bool helper = std::fgets(name, sizeof name, f) != nullptr;
+  std::fclose(f);
+  if (!helper) return false;
+  size_t n = std::strcspn(name, "\n");
+  return n >= 4 && std::memcmp(name + n - 4, "-ust", 4) == 0;
+}
+
+bool is_exited_thread(pid_t tid) {
+  // A thread group's leader that called pthread_exit stays a zombie until the
+  // whole process ends; other threads vanish.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
+  FILE *f = std::fopen(path, "r");
+  if (!f) return true;
+  char buffer[512] = {};
+  size_t got = std::fread(buffer, 1, sizeof buffer - 1, f);
+  std::fclose(f);
+  buffer[got] = '\0';
+  const char *after_name = std::strrchr(buffer, ')');
+  return after_name && (after_name[2] == 'Z' || after_name[2] == 'X');
+}
+
+// Whether every thread of the program has exited, leaving only ours and
+// LTTng-UST's. False when /proc cannot tell.
+bool program_threads_gone() {
+  DIR *dir = opendir("/proc/self/task");
+  if (!dir) return false;
+  bool gone = true;
+  while (dirent *entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (!is_helper_thread(tid) && !is_exited_thread(tid)) {
+      gone = false;
+      break;
+    }
+  }
+  closedir(dir);
+  return gone;
+}
+
+// A process ends when its last thread exits: glibc then calls exit(0). Our
+// thread and LTTng-UST's would keep it alive (a child forked from a thread
+// whose only thread returns): end it as its last thread would have.
+void end_if_program_gone() {
+  if (!program_threads_gone()) return;
+  worker.detach();  // a joinable std::thread must not be destroyed at exit
+  std::exit(0);
+}
 
 void run() {
+  control_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  int exit_checks = 0;
   // Any thread may take SIGUSR1; the handler only posts the semaphore, and
   // the reload happens here, outside the signal context.
   while (!stopping.load()) {
     timespec deadline = {};
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += kHandlerCheckSeconds;
+    deadline.tv_nsec += exit_checks > 0 ? kExitWatchNanoseconds : kCheckNanoseconds;
+    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
     if (sem_timedwait(&wakeup, &deadline) != 0) {
-      // A library loaded later (libpinsight.so through OMP_TOOL_LIBRARIES or
-      // dlopen) may have replaced our handler without chaining to it: put
-      // ours back, chained to theirs, so that both see every signal.
-      if (errno == ETIMEDOUT && !stopping.load()) install_handler();
+      if (errno != ETIMEDOUT || stopping.load()) continue;
+      if (exit_checks > 0) {
+        --exit_checks;
+      } else {
+        // A library loaded later (libpinsight.so through OMP_TOOL_LIBRARIES or
+        // dlopen) may have replaced our handler without chaining to it: put
+        // ours back, chained to theirs, so that both see every signal.
+        install_handler();
+      }
+      end_if_program_gone();
       continue;
     }
     if (stopping.load()) break;
+    if (thread_exited.exchange(false)) {
+      exit_checks = kExitWatchChecks;
+      continue;
+    }
     std::string error;
     reload_now(&error);
   }
@@ -151,10 +235,23 @@ void start(const std::string &path) {
   if (running.exchange(true)) return;
   running_pid = getpid();
   stopping.store(false);
+  // Created with every signal blocked: process-directed signals go to the
+  // program's threads, as untraced (a thread that blocks a signal must find
+  // it pending, not handled here).
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
   worker = std::thread(run);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   // Named by its creator, before anything can fork: pinsight_python's fork hook
   // tells this thread (and LTTng-UST's "<name>-ust" listeners) from the program's.
   pthread_setname_np(worker.native_handle(), "pinsight-ctl");
+}
+
+void program_thread_exiting() {
+  if (!running.load()) return;
+  thread_exited.store(true);
+  sem_post(&wakeup);
 }
 
 void stop() {
@@ -185,6 +282,7 @@ bool reload_now(std::string *error) {
   }
   ParseResult parsed = parse_config_file(path);
   for (const auto &warning : parsed.warnings) {
+    if (!tracer.report_config_.load()) break;
     std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
   }
   if (!parsed.config) {
@@ -192,7 +290,7 @@ bool reload_now(std::string *error) {
         "pinsight-python: configuration reload failed; the previous "
         "configuration stays in force:";
     for (const auto &e : parsed.errors) message += "\n  " + e.to_string();
-    std::fprintf(stderr, "%s\n", message.c_str());
+    if (tracer.report_config_.load()) std::fprintf(stderr, "%s\n", message.c_str());
     tracer.reload_errors_.fetch_add(1);
     if (error) *error = message;
     return false;

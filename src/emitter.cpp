@@ -27,6 +27,11 @@ ForkHook hook_before_fork = nullptr;
 ForkHook hook_after_fork_parent = nullptr;
 ForkHook hook_after_fork_child = nullptr;
 
+// liblttng-ust's fork hooks (ust-fork.h), run by fork() itself.
+void before_fork() { hook_before_fork(&fork_sigset); }
+void after_fork_parent() { hook_after_fork_parent(&fork_sigset); }
+void after_fork_child() { hook_after_fork_child(&fork_sigset); }
+
 std::string module_directory() {
   Dl_info info;
   if (dladdr(reinterpret_cast<void *>(&module_directory), &info) == 0 || !info.dli_fname) {
@@ -72,14 +77,14 @@ bool load_provider(std::string *error) {
 
 bool provider_loaded() { return provider_handle != nullptr; }
 
-void before_fork() {
-  if (hook_before_fork) hook_before_fork(&fork_sigset);
-}
-void after_fork_parent() {
-  if (hook_after_fork_parent) hook_after_fork_parent(&fork_sigset);
-}
-void after_fork_child() {
-  if (hook_after_fork_child) hook_after_fork_child(&fork_sigset);
+bool recording() {
+  // A tracepoint is enabled once a session's enabler matches it: the application
+  // has its sessions' enablers when liblttng-ust's constructor returns (it waits
+  // for the session daemon's registration), so this holds from activation on.
+  return provider_handle != nullptr &&
+         (lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, function_begin) ||
+          lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, c_call_begin) ||
+          lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, process_info));
 }
 
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,

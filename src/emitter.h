@@ -25,10 +25,9 @@ enum CCallTransition : int { kCall = 0, kCReturn = 1, kCRaise = 2 };
 // LTTng-UST is unavailable.
 bool load_provider(std::string *error);
 bool provider_loaded();
-// liblttng-ust's fork hooks (ust-fork.h), when the provider is loaded.
-void before_fork();
-void after_fork_parent();
-void after_fork_child();
+// Whether some LTTng session records our events right now (a session that enables
+// them after this call makes it true later).
+bool recording();
 
 inline void function(bool begin, const CodeInfo &code, int python_thread_id, int transition) {
   if (begin) {

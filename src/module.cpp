@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "alloc/sampler.h"
 #include "config_binding.h"
@@ -72,7 +75,9 @@ PYBIND11_MODULE(_pinsight_python, m) {
       [](bool function_events, bool c_call_events, const std::string &config_path,
          const std::string &mode, const std::string &backend, unsigned long main_thread_ident,
          int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv,
-         bool import_events, bool alloc_events) {
+         bool import_events, bool alloc_events,
+         std::optional<std::vector<std::string>> module_filter,
+         const std::vector<std::string> &module_exclude, bool report_config) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -86,12 +91,36 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.mpi_size = mpi_size;
         options.hostname = hostname;
         options.argv = argv;
+        options.module_filter_given = module_filter.has_value();
+        if (module_filter) options.module_filter = *module_filter;
+        options.module_exclude = module_exclude;
+        options.report_config = report_config;
         Tracer::instance().activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
-      py::arg("alloc_events") = false);
+      py::arg("alloc_events") = false, py::arg("module_filter") = py::none(),
+      py::arg("module_exclude") = std::vector<std::string>(), py::arg("report_config") = true);
+  m.def(
+      "check_config",
+      [](const std::string &path) {
+        py::gil_scoped_release release;  // a large file takes a while
+        pinsight::ParseResult parsed = pinsight::parse_config_file(path);
+        std::vector<std::string> lines;
+        for (const auto &e : (parsed.config ? parsed.warnings : parsed.errors)) {
+          lines.push_back(e.to_string());
+        }
+        if (!parsed.config) {
+          std::string message;
+          for (const auto &line : lines) message += (message.empty() ? "" : "\n") + line;
+          throw pinsight::ConfigError(message);
+        }
+        return lines;
+      },
+      py::arg("path"),
+      "Parse a configuration file as activate() and reloads do: its warnings, one "
+      "'file:line: message' each; ConfigError with every error, one a line.");
   m.def("deactivate", [] { Tracer::instance().deactivate(); });
   m.def(
       "_alloc_finish", [] { pinsight::alloc::finish(); },
@@ -149,9 +178,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
     return reinterpret_cast<uintptr_t>(
         pinsight::compat::current_frame(pinsight::compat::thread_state()));
   });
-  m.def("_before_fork", [] { Tracer::instance().before_fork(); });
-  m.def("_after_fork_parent", [] { Tracer::instance().after_fork(false); });
-  m.def("_after_fork_child", [] { Tracer::instance().after_fork(true); });
+  m.def("_after_fork_child", [] { Tracer::instance().after_fork_child(); });
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS pinsight::control::stop();
     Py_END_ALLOW_THREADS

@@ -38,6 +38,19 @@ void hook_threads() {
   }
 }
 
+// The thread _thread just created: its state is the newest, at the head of the
+// interpreter's list, and it cannot run before we return (we hold the GIL).
+// Only that one is touched: walking the whole list on every thread start
+// crashed on 3.11 (test_threading's fork tests, 1 run in 4) on a state that
+// another thread was tearing down.
+void hook_new_thread() {
+  PyInterpreterState *interp = compat::interpreter_of(PyThreadState_Get());
+  PyThreadState *newest = PyInterpreterState_ThreadHead(interp);
+  if (newest && !compat::profile_function_of(newest)) {
+    compat::set_profile(newest, profile, nullptr);
+  }
+}
+
 // The opcode and argument at byte offset `lasti` of `code`, or -1.
 inline int opcode_at(PyCodeObject *code, int lasti, int *oparg) {
   if (lasti < 0) return -1;
@@ -158,8 +171,9 @@ int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
         break;
       case PyTrace_C_RETURN:
       case PyTrace_C_EXCEPTION:
-        if ((arg == thread_starters[0] || arg == thread_starters[1]) && wanted_groups) {
-          hook_threads();
+        if ((arg == thread_starters[0] || arg == thread_starters[1]) && wanted_groups &&
+            what == PyTrace_C_RETURN) {
+          hook_new_thread();
         }
         if (wanted_groups & kCPyCalls) {
           ThreadState *state = thread_states::current_ptr;

@@ -3,8 +3,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <unordered_set>
 
+#include "control.h"
 #include "tracer.h"
 
 namespace pinsight::thread_states {
@@ -18,10 +20,11 @@ std::atomic<unsigned long> main_thread_ident{0};
 
 // Every live ThreadState; threads exit without the GIL, hence the mutex.
 std::mutex registry_mutex;
-std::unordered_set<ThreadState *> &registry() {
+std::unordered_set<ThreadState *> *&registry_storage() {
   static auto *states = new std::unordered_set<ThreadState *>();
-  return *states;
+  return states;
 }
+std::unordered_set<ThreadState *> &registry() { return *registry_storage(); }
 
 // Owns the thread's state; its destructor runs when the OS thread exits,
 // after the thread's Python state is gone: it must not touch Python objects.
@@ -34,7 +37,11 @@ struct Owner {
         registry().erase(state.get());
       }
       current_ptr = nullptr;
-      live_threads.fetch_sub(1, std::memory_order_relaxed);
+      // The last thread that ran Python code: the control thread looks whether
+      // the program has any thread left (a child forked from a thread).
+      if (live_threads.fetch_sub(1, std::memory_order_relaxed) == 1) {
+        control::program_thread_exiting();
+      }
     }
   }
 };
@@ -81,8 +88,13 @@ void forked_child() {
       record.flags &= static_cast<uint8_t>(~(kBeginEmitted | kEmitEnd | kImportEmitted));
     }
   }
-  // Only the forking thread exists in the child. The registry is left alone:
-  // another thread may have held its mutex at the fork.
+  // Only the forking thread exists in the child. Another thread may have held
+  // the registry's mutex at the fork: start a new one, and a registry of this
+  // thread alone (the other threads' states are left, unreachable).
+  new (&registry_mutex) std::mutex();
+  auto *states = new std::unordered_set<ThreadState *>();
+  if (current_ptr) states->insert(current_ptr);
+  registry_storage() = states;
   live_threads.store(current_ptr ? 1 : 0, std::memory_order_relaxed);
 }
 }  // namespace pinsight::thread_states

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -184,7 +185,18 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
   }
 }
 
+void Tracer::apply_module_options(Config &config) const {
+  if (module_filter_given_) config.module_filter = module_filter_;
+  for (const std::string &name : module_exclude_) {
+    if (std::find(config.module_exclude.begin(), config.module_exclude.end(), name) ==
+        config.module_exclude.end()) {
+      config.module_exclude.push_back(name);
+    }
+  }
+}
+
 void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
+  apply_module_options(*config);
   TraceMode config_mode = config->mode;
   update_extra_events(*config);
   // Parsing and RCU publication happen without the GIL; only what touches
@@ -301,6 +313,7 @@ void Tracer::activate(const ActivateOptions &options) {
       throw ConfigError(message);
     }
     for (const auto &warning : parsed.warnings) {
+      if (!options.report_config) break;
       std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
     }
     config = std::move(parsed.config);
@@ -327,6 +340,11 @@ void Tracer::activate(const ActivateOptions &options) {
     mode_override_set_ = true;
   }
 
+  module_filter_given_ = options.module_filter_given;
+  module_filter_ = options.module_filter;
+  module_exclude_ = options.module_exclude;
+  report_config_.store(options.report_config);
+  apply_module_options(*config);
   requested_events_ =
       (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
   imports_requested_ = options.import_events;
@@ -344,6 +362,16 @@ void Tracer::activate(const ActivateOptions &options) {
     }
   }
 
+  if (initial != TraceMode::Off && lttng_error_.empty() && !emitter::recording()) {
+    // Said once, at activation, and true then; sessions started later record the
+    // events from then on.
+    std::fprintf(stderr,
+                 "pinsight-python: tracing is active in process %d, but no LTTng session "
+                 "records python_pinsight_lttng_ust events yet: they are lost until one does "
+                 "(pinsight-python trace -- COMMAND, or lttng create; lttng enable-event -u "
+                 "'python_pinsight_lttng_ust:*'; lttng start)\n",
+                 static_cast<int>(getpid()));
+  }
   backend_name_ = options.backend;
   if (initial != TraceMode::Off) {
     backend_ = make_backend(backend_name_);
@@ -432,11 +460,7 @@ std::vector<LexgionReport> Tracer::lexgions() const {
   return out;
 }
 
-// LTTng-UST's own fork hooks run from pthread_atfork (emitter.cpp).
-void Tracer::before_fork() {}
-
-void Tracer::after_fork(bool child) {
-  if (!child) return;
+void Tracer::after_fork_child() {
   // The child inherits the forking thread's shadow stack: those frames'
   // begins are in the parent's trace, so their ends (and the end of the
   // fork call itself) must not appear under the child's vpid.

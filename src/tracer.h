@@ -73,6 +73,14 @@ struct ActivateOptions {
   int mpi_size = -1;
   std::string hostname;
   std::string argv;
+  // modules=: replaces the configuration's module_filter; exclude=: added to its
+  // module_exclude. Both hold across reloads.
+  bool module_filter_given = false;
+  std::vector<std::string> module_filter;
+  std::vector<std::string> module_exclude;
+  // False under a supervisor (pinsight-python trace) that reports the
+  // configuration's warnings and reload errors once for the whole run.
+  bool report_config = true;
 };
 
 struct Status {
@@ -125,8 +133,9 @@ class Tracer {
   void on_new_thread(ThreadState &state);
   // Reported once on stderr; tracing then turns itself off.
   void internal_failure(const char *what);
-  void before_fork();
-  void after_fork(bool child);
+  // In a forked child (os.register_at_fork): silence inherited frames, start
+  // the child's control thread. LTTng-UST's own hooks run inside fork().
+  void after_fork_child();
 
  private:
   Tracer() = default;
@@ -148,6 +157,8 @@ class Tracer {
     return code.begins_disabled_epoch == disable_epoch_;
   }
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
+  // activate()'s module options, applied to every configuration before it is published.
+  void apply_module_options(Config &config) const;
   template <bool MayDisable>
   Verdict begin_execution(CodeInfo &code, ThreadState &state, const void *frame);
   // imports.cpp: importlib's _find_and_load starts / ends (import events).
@@ -186,6 +197,10 @@ class Tracer {
   std::unique_ptr<Backend> backend_;
   std::string lttng_error_;
   std::string config_path_;
+  bool module_filter_given_ = false;
+  std::vector<std::string> module_filter_;
+  std::vector<std::string> module_exclude_;
+  std::atomic<bool> report_config_{true};
   // process_info's fields but the pid: a forked child emits them again, so
   // that readers label it by its rank or command line too.
   struct ProcessIdentity {

@@ -13,6 +13,7 @@ at most max_num_traces of them, per function and per thread.
 
 from __future__ import annotations
 
+import os
 import random
 import textwrap
 from pathlib import Path
@@ -1546,7 +1547,13 @@ def test_missing_and_unreadable_files(tmp_path: Path) -> None:
     assert str(caught.value) == f"{missing}: cannot open the file: No such file or directory"
     with pytest.raises(ValueError) as caught:
         native._parse_config(str(tmp_path))
-    assert str(caught.value) == f"{tmp_path}: cannot read the file: Is a directory"
+    assert str(caught.value) == f"{tmp_path}: is a directory, not a configuration file"
+    # A FIFO is refused without opening it for reading (which would wait for a writer).
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError) as caught:
+        native._parse_config(str(fifo))
+    assert "not a regular file (a FIFO or a device): refused" in str(caught.value)
     with pytest.raises(ValueError) as caught:
         native._lexgion_simulate(missing, "f")
     assert "cannot open the file" in str(caught.value)

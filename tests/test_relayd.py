@@ -26,19 +26,11 @@ import pytest
 
 from pinsight_python import lttng
 
-from .tracing import Trace, check_balanced, read_trace
+from .tracing import OWN_VARIABLES, Trace, check_balanced, read_trace
 
 PY = sys.executable
 CLI = [PY, "-m", "pinsight_python.cli"]
 HOSTNAME = socket.gethostname()
-OWN_VARIABLES = (
-    "PINSIGHT_PYTHON",
-    "PINSIGHT_TRACE_PYTHON",
-    "PINSIGHT_PYTHON_EVENTS",
-    "PINSIGHT_PYTHON_BACKEND",
-    "PINSIGHT_TRACE_CONFIG_FILE",
-    "PYTHONSTARTUP",
-)
 
 # Two different workloads. Each activates tracing itself and prints its pid.
 RECURSIVE = """

@@ -28,6 +28,15 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter python3-bt2 binds
 # not calls to types, NumPy ufuncs and dispatchers, Cython or pybind11 functions.
 DEFAULT_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
 SETPROFILE = DEFAULT_BACKEND == "setprofile"
+# The variables that activate tracing (docs/activation.md).
+OWN_VARIABLES = (
+    "PINSIGHT_PYTHON",
+    "PINSIGHT_TRACE_PYTHON",
+    "PINSIGHT_PYTHON_EVENTS",
+    "PINSIGHT_PYTHON_BACKEND",
+    "PINSIGHT_TRACE_CONFIG_FILE",
+    "PYTHONSTARTUP",
+)
 
 
 @dataclass
@@ -92,6 +101,15 @@ def isolated_session(out: Path, **session_args: Any) -> Iterator[Optional[Callab
     would see each other's programs. As root, each run gets a group id of its
     own and the session tracks only that group (lttng track --vgid).
     """
+    with isolated(out, **session_args) as (_, run_as):
+        yield run_as
+
+
+@contextlib.contextmanager
+def isolated(
+    out: Path, **session_args: Any
+) -> Iterator[Tuple[lttng.Session, Optional[Callable[[], None]]]]:
+    """isolated_session, with the session itself (for record_snapshot)."""
     gid = random.randrange(200_000, 2**31 - 1) if os.geteuid() == 0 else None
     session = lttng.Session(out, track_vgid=gid, **session_args)
     session.create()
@@ -103,7 +121,7 @@ def isolated_session(out: Path, **session_args: Any) -> Iterator[Optional[Callab
                 os.setgid(gid)
 
         session.start()
-        yield run_as
+        yield session, run_as
     finally:
         session.destroy()
 

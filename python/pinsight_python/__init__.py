@@ -10,16 +10,22 @@ program: ``pinsight-python trace -- python sim.py``.
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
-import re
-import socket
 import sys
-import threading
-import warnings
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _pinsight_python as _core
+from . import _subinterpreter
+from . import settings as _settings
+
+_core: Any
+_IN_SUBINTERPRETER = _subinterpreter.in_subinterpreter()
+if _IN_SUBINTERPRETER:
+    # The compiled core cannot load here (see _subinterpreter): the API, untraced.
+    _core = _subinterpreter
+else:
+    from . import _pinsight_python as _core
 
 __all__ = [
     "ActivationError",
@@ -36,10 +42,6 @@ __version__ = "0.1.0"
 ConfigError = _core.ConfigError
 ActivationError = _core.ActivationError
 
-_EVENT_NAMES = ("function", "c_call")  # the default
-# import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
-_ALL_EVENT_NAMES = (*_EVENT_NAMES, "import", "alloc")
-_BACKENDS = ("auto", "sys.monitoring", "setprofile")
 # Launchers' variables for the MPI rank and size: read, never MPI_Init. The first
 # launcher whose rank variable is set gives the rank, and the size comes from its
 # own variables only, so that two launchers' values are never mixed.
@@ -52,7 +54,9 @@ _MPI_LAUNCHERS = (
     # Only inside an srun step: a batch script's own shell has SLURM_PROCID=0 too.
     ("SLURM_PROCID", ("SLURM_STEP_NUM_TASKS",)),
 )
-_lock = threading.Lock()
+# Activation imports no module the program could notice: not threading (whose
+# first import decides threading.main_thread()), socket, re or warnings.
+_lock = _thread.allocate_lock()
 _hooks_installed = False
 # CPython 3.12+ warns when os.fork() runs while other OS threads exist.
 _FORK_WARNING = (
@@ -84,13 +88,9 @@ def _install_process_hooks() -> None:
     if _hooks_installed:
         return
     _hooks_installed = True
-    # LTTng-UST must hear about forks, or the child's events never reach the
-    # session; the child also needs its own control thread.
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=_core._after_fork_parent,
-        after_in_child=_core._after_fork_child,
-    )
+    # LTTng-UST hears of forks inside fork() itself (pthread_atfork, set up by
+    # the core); the child needs its own control thread and silent inherited frames.
+    os.register_at_fork(before=_filter_fork_warning, after_in_child=_core._after_fork_child)
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
     # Sampled blocks alive when the program ends are "never freed": the frees
@@ -113,10 +113,22 @@ def _threads_not_ours() -> int:
     return count
 
 
-def _before_fork() -> None:
-    _core._before_fork()
+def _main_thread_ident() -> int:
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        return threading.main_thread().ident or 0
+    main_ident = getattr(_thread, "_get_main_thread_ident", None)  # 3.13+
+    # Before 3.13, without threading imported, the caller is taken as the main
+    # thread: the .pth shim and PYTHONSTARTUP run there.
+    return int(main_ident()) if main_ident is not None else _thread.get_ident()
+
+
+def _filter_fork_warning() -> None:
     if sys.version_info < (3, 12):
         return
+    import re
+    import warnings
+
     # Our threads are fork-safe (LTTng-UST hears of the fork, the control thread
     # is restarted in the child): they alone must not make a traced program print
     # the warning it would not print untraced. CPython warns after the after-fork
@@ -128,18 +140,20 @@ def _before_fork() -> None:
     if silence and not present:
         warnings.filterwarnings("ignore", message=_FORK_WARNING, category=DeprecationWarning)
     elif present and not silence:
-        warnings.filters.remove(entry)  # type: ignore[arg-type]
+        warnings.filters.remove(entry)  # type: ignore[arg-type,unused-ignore]
         mutated = getattr(warnings, "_filters_mutated", None)
         if mutated is not None:
             mutated()
 
 
 def activate(
-    events: Iterable[str] = _EVENT_NAMES,
+    events: Iterable[str] = _settings.EVENT_NAMES,
     *,
     config: Optional[Union[str, os.PathLike[str]]] = None,
     mode: Optional[str] = None,
     backend: str = "auto",
+    modules: Optional[Iterable[str]] = None,
+    exclude: Iterable[str] = (),
 ) -> None:
     """Start tracing this process.
 
@@ -152,6 +166,10 @@ def activate(
         the configuration's trace_mode.
     backend: "auto" (sys.monitoring on 3.12+, else setprofile), "sys.monitoring"
         or "setprofile".
+    modules: trace only these modules and their submodules (replaces the
+        configuration's module_filter, on reloads too).
+    exclude: never trace these modules and their submodules (added to the
+        configuration's module_exclude).
 
     Idempotent and thread-safe. Raises ConfigError (a ValueError) for a bad
     configuration and ActivationError (a RuntimeError) when tracing cannot start,
@@ -160,17 +178,27 @@ def activate(
     if isinstance(events, str):
         events = [e.strip() for e in events.split(",") if e.strip()]
     chosen = list(events)
-    unknown = [e for e in chosen if e not in _ALL_EVENT_NAMES]
-    if unknown:
-        raise ValueError(
-            f"activate(events=...): unknown event {unknown[0]!r}"
-            " (expected 'function', 'c_call', 'import' or 'alloc')"
+    try:
+        for event in chosen:
+            _settings.parse_events(event, "activate(events=...)")
+        _settings.parse_backend(backend, "activate(backend=...)")
+        module_filter = (
+            None
+            if modules is None
+            else _settings.parse_modules(",".join(modules), "activate(modules=...)")
         )
-    if backend not in _BACKENDS:
-        raise ValueError(
-            f"activate(backend=...): unknown backend {backend!r}"
-            f" (expected one of {', '.join(_BACKENDS)})"
+        module_exclude = (
+            _settings.parse_modules(",".join(exclude), "activate(exclude=...)")
+            if exclude
+            else []
         )
+    except _settings.SettingsError as e:
+        raise ValueError(str(e)) from None
+    # Under a supervisor that reports the configuration's warnings and reload errors
+    # once for the whole run (pinsight-python trace), each process keeps them quiet.
+    config_reported = bool(os.environ.get(_settings.ENV_CONFIG_REPORTED))
+    if _IN_SUBINTERPRETER:
+        raise ActivationError(_subinterpreter.REASON)
     mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:
         _install_process_hooks()
@@ -180,11 +208,14 @@ def activate(
             config_path=os.fspath(config) if config is not None else "",
             mode=mode or "",
             backend=backend,
-            main_thread_ident=threading.main_thread().ident or 0,
+            main_thread_ident=_main_thread_ident(),
             mpi_rank=mpi_rank,
             mpi_size=mpi_size,
-            hostname=socket.gethostname(),
+            hostname=os.uname().nodename,  # gethostname()
             argv=" ".join(sys.argv),
+            module_filter=module_filter,
+            module_exclude=module_exclude,
+            report_config=not config_reported,
             import_events="import" in chosen,
             alloc_events="alloc" in chosen,
         )
@@ -197,8 +228,11 @@ def deactivate() -> None:
 
 
 def status() -> Dict[str, Any]:
-    """Backend, mode, events, counts of events emitted and of code objects seen."""
-    return dict(_core.status())
+    """Backend, mode, events, counts of events emitted and of code objects seen;
+    "interpreter" is "main", or "sub" in a sub-interpreter (never traced; "reason")."""
+    result = dict(_core.status())
+    result.setdefault("interpreter", "main")
+    return result
 
 
 def lexgions() -> List[Dict[str, Any]]:

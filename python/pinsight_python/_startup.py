@@ -9,15 +9,10 @@ Three ways in, one set of rules (docs/activation.md):
 * ``python -m pinsight_python`` runs :func:`python_m_main`.
 
 The environment they read, and that ``python -m pinsight_python`` and
-``pinsight-python trace`` write so that child interpreters trace too:
-
-    PINSIGHT_PYTHON=1             activate; 0: never activate automatically
-    PINSIGHT_TRACE_PYTHON=MODE    TRACING, MONITORING or STANDBY: activate in that mode
-                                  (OFF: no activation; PInsight's variable)
-    PYTHONSTARTUP=.../activate.py activate, in scripts, -m and -c runs too
-    PINSIGHT_PYTHON_EVENTS        function,c_call (default both)
-    PINSIGHT_PYTHON_BACKEND       auto, sys.monitoring or setprofile
-    PINSIGHT_TRACE_CONFIG_FILE    the configuration file (PInsight's variable)
+``pinsight-python trace`` write so that child interpreters trace too, is named and
+checked in :mod:`pinsight_python.settings`: PINSIGHT_PYTHON=1 (0: never activate
+automatically), PINSIGHT_TRACE_PYTHON=MODE (activate in that mode; OFF: no
+activation), PYTHONSTARTUP naming activate.py, and the settings' variables.
 """
 
 from __future__ import annotations
@@ -25,28 +20,19 @@ from __future__ import annotations
 import os
 import sys
 from types import CodeType
-from typing import (
-    Callable,
-    Dict,
-    List,
-    Mapping,
-    MutableMapping,
-    NoReturn,
-    Optional,
-    Sequence,
-    Tuple,
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # argparse is imported only by python -m pinsight_python
+    import argparse
+
+from . import settings as _settings
+from .settings import (
+    ENV_SWITCH,
+    EVENT_NAMES,
+    Settings,
+    SettingsError,
 )
 
-ENV_SWITCH = "PINSIGHT_PYTHON"
-ENV_MODE = "PINSIGHT_TRACE_PYTHON"
-ENV_EVENTS = "PINSIGHT_PYTHON_EVENTS"
-ENV_BACKEND = "PINSIGHT_PYTHON_BACKEND"
-ENV_CONFIG = "PINSIGHT_TRACE_CONFIG_FILE"
-
-EVENT_NAMES = ("function", "c_call")  # the default
-ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc")
-MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
-BACKENDS = ("auto", "sys.monitoring", "setprofile")
 # activate.py says this of itself, so that a copy under another name still counts.
 STARTUP_MARKER = "pinsight-python startup file"
 
@@ -58,75 +44,6 @@ _ran = False  # the .pth may run twice: CPython 3.13.0's site processes a venv's
 def startup_file() -> str:
     """Absolute path of activate.py, the file to name in PYTHONSTARTUP."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "activate.py")
-
-
-# ---------------------------------------------------------------------------
-# Settings: parsing and validation shared by every entry point.
-
-
-class SettingsError(ValueError):
-    """An option or variable has a value we cannot use; the message says which."""
-
-
-def parse_events(text: str, source: str) -> List[str]:
-    events = [e.strip() for e in text.split(",") if e.strip()]
-    if not events:
-        raise SettingsError(
-            f"{source}: no event named (expected a list of function, c_call, import, alloc)"
-        )
-    for event in events:
-        if event not in ALL_EVENT_NAMES:
-            raise SettingsError(
-                f"{source}: unknown event {event!r}"
-                " (expected a list of function, c_call, import, alloc)"
-            )
-    return events
-
-
-def parse_mode(text: str, source: str) -> str:
-    mode = text.strip().upper()
-    if mode not in MODES:
-        raise SettingsError(
-            f"{source}: unknown trace mode {text!r} (expected OFF, STANDBY, MONITORING or TRACING)"
-        )
-    return mode
-
-
-def parse_backend(text: str, source: str) -> str:
-    if text not in BACKENDS:
-        raise SettingsError(
-            f"{source}: unknown backend {text!r} (expected auto, sys.monitoring or setprofile)"
-        )
-    return text
-
-
-def check_config(path: str, source: str) -> str:
-    """The configuration file as an absolute path: children may run elsewhere."""
-    if not os.path.isfile(path):
-        raise SettingsError(f"{source}: no such configuration file: {path}")
-    if not os.access(path, os.R_OK):
-        raise SettingsError(f"{source}: cannot read the configuration file {path}")
-    return os.path.abspath(path)
-
-
-def export_settings(
-    env: MutableMapping[str, str],
-    *,
-    events: Optional[Sequence[str]] = None,
-    mode: Optional[str] = None,
-    config: Optional[str] = None,
-    backend: Optional[str] = None,
-) -> None:
-    """Write the variables that make a Python child (fresh interpreter) trace the same way."""
-    env[ENV_SWITCH] = "1"
-    if events is not None:
-        env[ENV_EVENTS] = ",".join(events)
-    if mode is not None:
-        env[ENV_MODE] = mode
-    if config is not None:
-        env[ENV_CONFIG] = config
-    if backend is not None:
-        env[ENV_BACKEND] = backend
 
 
 # ---------------------------------------------------------------------------
@@ -163,7 +80,7 @@ def requested(environ: Mapping[str, str]) -> bool:
     switch = _switch(environ)
     if switch is not None:
         return switch
-    mode = environ.get(ENV_MODE, "").strip()
+    mode = environ.get(_settings.ENV_MODE, "").strip()
     if mode and mode.upper() != "OFF":
         return True
     # -E (and -I) make CPython ignore PYTHONSTARTUP: so do we.
@@ -229,14 +146,21 @@ def _is_own_tool(argv: Sequence[str]) -> bool:
 
 
 def activate_from_environment(environ: Mapping[str, str]) -> None:
-    """activate() with the events and backend the environment names; the core reads
-    the mode and the configuration file from it itself."""
+    """activate() with the settings the environment gives (SettingsError if bad)."""
+    _activate(_settings.from_environment(environ))
+
+
+def _activate(chosen: Settings) -> None:
     import pinsight_python
 
-    events_text = environ.get(ENV_EVENTS, "").strip()
-    events = parse_events(events_text, ENV_EVENTS) if events_text else list(EVENT_NAMES)
-    backend = environ.get(ENV_BACKEND, "").strip() or "auto"
-    pinsight_python.activate(events, backend=parse_backend(backend, ENV_BACKEND))
+    pinsight_python.activate(
+        chosen.events if chosen.events is not None else EVENT_NAMES,
+        config=chosen.config,
+        mode=chosen.mode,
+        backend=chosen.backend or "auto",
+        modules=chosen.modules,
+        exclude=chosen.exclude,
+    )
 
 
 def _report(error: BaseException, how: str) -> None:
@@ -254,6 +178,10 @@ def run() -> None:
     try:
         if not requested(os.environ) or _is_own_tool(_command_line()):
             return
+        from ._subinterpreter import in_subinterpreter
+
+        if in_subinterpreter():
+            return  # not traced, silently: status() says so there
         # Activating here, at start-up, rather than leaving it to activate.py covers
         # scripts, -m and -c, which never run PYTHONSTARTUP; in an interactive session
         # activate.py then finds tracing active and does nothing.
@@ -280,96 +208,135 @@ def run_startup_file() -> None:
 # python -m pinsight_python [options] (script.py | -m module | -c command) [args...]
 
 PROG = "python -m pinsight_python"
-_VALUE_OPTIONS = ("--config", "--events", "--mode", "--backend")
 
-
-def _usage() -> str:
-    return (
-        f"usage: {PROG} [--config FILE] [--events function,c_call] [--mode MODE]\n"
-        f"       {' ' * len(PROG)} [--backend NAME]\n"
-        f"       {' ' * len(PROG)} (script.py | -m module | -c command) [args ...]\n"
-    )
-
-
-_HELP = """
+_DESCRIPTION = """\
 Run a Python program with pinsight-python tracing active from its first line, as
-`python script.py args...` (or `python -m module args...`) would run it: same sys.argv,
-__main__, sys.path[0], output, exit code and exceptions. Python child processes
-(subprocess, multiprocessing) trace too, through the environment.
+`python script.py args...` (or `python -m module`, `python -c command`) would run it:
+same sys.argv, __main__, sys.path[0], output, exit status and exceptions. Python child
+processes (subprocess, multiprocessing) trace too, through the environment.
+Options go before the program; everything after it is the program's."""
 
-options:
-  --config FILE      PInsight trace configuration (default: PINSIGHT_TRACE_CONFIG_FILE,
-                     else ./pinsight_trace_config.txt if present, else trace everything)
-  --events LIST      function, c_call, import, alloc (default: function,c_call)
-  --mode MODE        TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON,
-                     else the configuration's trace_mode)
-  --backend NAME     auto, sys.monitoring or setprofile (default: auto)
-  -h, --help         show this help and exit
-
+_EPILOG = """\
 Events reach LTTng only inside a tracing session: `pinsight-python trace -- python ...`
 makes one, or see docs/activation.md for `lttng create`.
-"""
+
+examples:
+  python -m pinsight_python sim.py --steps 100
+  python -m pinsight_python --events function --exclude numpy -m mypkg.run
+  python -m pinsight_python --config pinsight_trace_config.txt -c 'import sim; sim.main()'"""
 
 
-def _usage_error(message: str) -> NoReturn:
-    sys.stderr.write(_usage())
-    sys.stderr.write(f"{PROG}: error: {message}\n")
-    raise SystemExit(2)
+def version_text() -> str:
+    """``pinsight-python VERSION (CPython X.Y.Z)``: what ``--version`` prints."""
+    try:
+        from importlib.metadata import version
+
+        ours = version("pinsight-python")
+    except Exception:  # not installed as a distribution (a source tree on sys.path)
+        ours = "(unknown version)"
+    return f"pinsight-python {ours} (CPython {sys.version.split()[0]})"
 
 
-class _Invocation:
-    def __init__(self) -> None:
-        self.options: Dict[str, str] = {}
-        self.kind = ""  # script | module | command
-        self.target = ""
-        self.args: List[str] = []
+def add_version_argument(parser: argparse.ArgumentParser) -> None:
+    """``--version``; the version is looked up only when asked for (importlib.metadata
+    is slow to import, and the program would see its modules)."""
+    import argparse
+
+    class Version(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            print(version_text())
+            parser.exit()
+
+    parser.add_argument("--version", action=Version, nargs=0,
+                        help="show the version and exit")
 
 
-def _parse(argv: Sequence[str]) -> _Invocation:
-    inv = _Invocation()
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage=f"{PROG} [options] (script.py | -m module | -c command) [args ...]",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_version_argument(parser)
+    _settings.add_arguments(parser)
+    program = parser.add_argument_group("the program (one of)")
+    target = program.add_mutually_exclusive_group(required=True)
+    target.add_argument("script", nargs="?", metavar="script.py",
+                        help="a script, a directory or a zip file with __main__.py")
+    target.add_argument("-m", dest="module_target", metavar="module",
+                        help="run a library module as a script")
+    target.add_argument("-c", dest="command_target", metavar="command",
+                        help="run a program passed as a string")
+    program.add_argument("args", nargs="*", metavar="args", help="the program's arguments")
+    return parser
+
+
+def _split_program(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
+    """Index in argv where the program starts (script, -m, -c, or after '--').
+
+    argparse alone cannot stop there: the program's own options would be taken
+    for ours.
+    """
+    takes_value = {
+        option
+        for action in parser._actions
+        for option in action.option_strings
+        if action.nargs != 0
+    }
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg in ("-h", "--help"):
-            sys.stdout.write(_usage() + _HELP)
-            raise SystemExit(0)
-        if arg == "--":
-            if i + 1 >= len(argv):
-                _usage_error("no script after '--'")
-            inv.kind, inv.target, inv.args = "script", argv[i + 1], list(argv[i + 2 :])
-            return inv
-        if arg in ("-m", "-c") or (arg[:2] in ("-m", "-c") and len(arg) > 2):
-            value = arg[2:]
-            rest = i + 1
-            if not value:
-                if rest >= len(argv):
-                    what = "module" if arg == "-m" else "command"
-                    _usage_error(f"argument {arg}: expected a {what}")
-                value, rest = argv[rest], rest + 1
-            inv.kind = "module" if arg.startswith("-m") else "command"
-            inv.target, inv.args = value, list(argv[rest:])
-            return inv
-        if arg.startswith("--"):
-            name, eq, value = arg.partition("=")
-            if name not in _VALUE_OPTIONS:
-                _usage_error(f"unknown option {arg!r}")
-            if not eq:
-                if i + 1 >= len(argv):
-                    _usage_error(f"argument {name}: expected a value")
-                i += 1
-                value = argv[i]
-            if name in inv.options:
-                _usage_error(f"argument {name} given twice")
-            inv.options[name] = value
-            i += 1
-            continue
-        if arg == "-":
-            _usage_error("reading the program from standard input is not supported")
-        if arg.startswith("-"):
-            _usage_error(f"unknown option {arg!r}")
-        inv.kind, inv.target, inv.args = "script", arg, list(argv[i + 1 :])
-        return inv
-    _usage_error("no program given: name a script, -m module or -c command")
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            return i
+        if arg[:2] in ("-m", "-c"):
+            return i
+        name, eq, _ = arg.partition("=")
+        i += 2 if name in takes_value and not eq else 1
+    return len(argv)
+
+
+class _Invocation:
+    def __init__(self, kind: str, target: str, args: List[str], chosen: Settings) -> None:
+        self.kind = kind  # script | module | command
+        self.target = target
+        self.args = args
+        self.settings = chosen
+
+
+def _parse(argv: Sequence[str]) -> _Invocation:
+    parser = build_parser()
+    boundary = _split_program(parser, argv)
+    options, program = list(argv[:boundary]), list(argv[boundary:])
+    if program[:1] == ["--"]:
+        program = program[1:]
+        if not program:
+            parser.error("no script after '--'")
+        head, rest = ["--", program[0]], program[1:]
+    elif program and program[0] in ("-m", "-c"):
+        head, rest = program[:2], program[2:]
+    elif program and program[0][:2] in ("-m", "-c"):
+        head, rest = program[:1], program[1:]
+    else:
+        if program[:1] == ["-"]:
+            parser.error("reading the program from standard input is not supported")
+        head, rest = program[:1], program[1:]
+    args = parser.parse_args([*options, *head])
+    errors: List[str] = []
+    chosen = _settings.from_arguments(args, errors)
+    if errors:
+        parser.print_usage(sys.stderr)
+        for error in errors:
+            sys.stderr.write(f"{PROG}: error: {error}\n")
+        raise SystemExit(2)
+    if args.module_target is not None:
+        return _Invocation("module", args.module_target, rest, chosen)
+    if args.command_target is not None:
+        return _Invocation("command", args.command_target, rest, chosen)
+    return _Invocation("script", args.script, rest, chosen)
 
 
 def _program_name() -> str:
@@ -442,46 +409,14 @@ def _hide_own_frames_on_report(exc: BaseException, user_tb: object) -> None:
     sys.excepthook = excepthook
 
 
-class _Options:
-    """The validated options of ``python -m pinsight_python``."""
-
-    def __init__(self, inv: _Invocation) -> None:
-        opts = inv.options
-        try:
-            self.events_given = "--events" in opts
-            self.events = (
-                parse_events(opts["--events"], "--events")
-                if self.events_given
-                else list(EVENT_NAMES)
-            )
-            self.mode = parse_mode(opts["--mode"], "--mode") if "--mode" in opts else None
-            self.backend = (
-                parse_backend(opts["--backend"], "--backend") if "--backend" in opts else None
-            )
-            self.config = check_config(opts["--config"], "--config") if "--config" in opts else None
-        except SettingsError as e:
-            _usage_error(str(e))
-
-
-def _start_tracing(options: _Options) -> None:
+def _start_tracing(chosen: Settings) -> None:
     import pinsight_python
 
     # Children (subprocess, multiprocessing spawn/forkserver) are fresh interpreters:
     # the .pth shim activates them from these variables.
-    export_settings(
-        os.environ,
-        events=options.events if options.events_given else None,
-        mode=options.mode,
-        config=options.config,
-        backend=options.backend,
-    )
+    chosen.export(os.environ)
     try:
-        pinsight_python.activate(
-            options.events,
-            config=options.config,
-            mode=options.mode,
-            backend=options.backend or "auto",
-        )
+        _activate(chosen)
     except (pinsight_python.ConfigError, pinsight_python.ActivationError) as e:
         sys.stderr.write(f"{PROG}: error: cannot start tracing: {e}\n")
         raise SystemExit(2) from None
@@ -492,7 +427,7 @@ def python_m_main(argv: Sequence[str]) -> None:
     import runpy
 
     inv = _parse(argv)
-    options = _Options(inv)
+    options = inv.settings
     if inv.kind == "script":
         # CPython's __file__ and code filename: absolute, but not normalised ("./").
         path = inv.target if os.path.isabs(inv.target) else os.path.join(os.getcwd(), inv.target)

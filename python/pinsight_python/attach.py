@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _remote, _startup, lttng, trace_cmd
+from . import _remote, _startup, lttng, settings, trace_cmd
 
 ATTACH_HELP = "trace a running Python process (no restart): activate tracing inside it"
 DETACH_HELP = "stop tracing inside a running Python process that attach activated"
@@ -388,7 +388,7 @@ def _probe(target: Target, argv: Sequence[str]) -> None:
     if script_dir and not os.path.isabs(script_dir):
         script_dir = os.path.join(target.cwd, script_dir)
     env = dict(target.environ)
-    env[_startup.ENV_SWITCH] = "0"  # the probe must not trace itself
+    env[settings.ENV_SWITCH] = "0"  # the probe must not trace itself
     cmd = [target.executable, *options, "-c", _PROBE.format(script_dir=script_dir)]
     try:
         proc = subprocess.run(
@@ -595,7 +595,7 @@ def _parse_pids(texts: Sequence[str]) -> List[int]:
     pids: List[int] = []
     for text in texts:
         if not (text.isascii() and text.isdigit()) or int(text) <= 0:
-            raise _startup.SettingsError(f"PID {text!r}: expected a process id (a positive number)")
+            raise settings.SettingsError(f"PID {text!r}: expected a process id (a positive number)")
         if int(text) not in pids:
             pids.append(int(text))
     return pids
@@ -639,12 +639,14 @@ def _describe(result: Dict[str, Any]) -> str:
 
 
 def _activation_request(args: argparse.Namespace) -> Dict[str, Any]:
-    events = _startup.parse_events(args.events, "--events") if args.events is not None else None
-    mode = _startup.parse_mode(args.mode, "--mode") if args.mode is not None else None
+    events = settings.parse_events(args.events, "--events") if args.events is not None else None
+    mode = settings.parse_mode(args.mode, "--mode") if args.mode is not None else None
     backend = (
-        _startup.parse_backend(args.backend, "--backend") if args.backend is not None else None
+        settings.parse_backend(args.backend, "--backend") if args.backend is not None else None
     )
-    config = _startup.check_config(args.config, "--config") if args.config is not None else None
+    config = (
+        settings.check_config_path(args.config, "--config") if args.config is not None else None
+    )
     return {"action": "activate", "events": events, "mode": mode, "config": config,
             "backend": backend, "register_timeout_ms": REGISTER_TIMEOUT_MS}
 
@@ -653,12 +655,12 @@ def _output_dir(args: argparse.Namespace) -> Optional[Path]:
     if args.output is None and args.duration is None:
         return None
     if args.duration is not None and args.duration <= 0:
-        raise _startup.SettingsError(f"--duration {args.duration:g}: expected a positive number")
+        raise settings.SettingsError(f"--duration {args.duration:g}: expected a positive number")
     if args.output is None:
         return trace_cmd._default_output()
     output = Path(args.output).absolute()
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise _startup.SettingsError(
+        raise settings.SettingsError(
             f"-o {args.output}: exists and is not an empty directory: choose another"
         )
     return output
@@ -672,10 +674,10 @@ def _checked_targets(
     try:
         pids = _parse_pids(args.pids)
         if args.timeout <= 0:
-            raise _startup.SettingsError(f"--timeout {args.timeout:g}: expected a positive number")
+            raise settings.SettingsError(f"--timeout {args.timeout:g}: expected a positive number")
         extra = more()
         _gdb()
-    except _startup.SettingsError as e:
+    except settings.SettingsError as e:
         _error(prog, str(e))
         return None, EXIT_USAGE, None
     except AttachError as e:

@@ -1,10 +1,12 @@
 """The ``pinsight-python`` command.
 
-Each subcommand is one entry of :data:`SUBCOMMANDS`: a function that adds
-its arguments and a function that runs it and returns the exit status.
+Each subcommand is one entry of :data:`SUBCOMMANDS`, the one place where they
+are registered: its name, a one-line help, examples, a function that adds its
+arguments and a function that runs it and returns the exit status. Every
+subcommand's help has the same layout: usage, description, options, examples.
 Exit status: 0 success, 1 the trace could not be read or an output not
 written, 2 bad arguments (including a path that holds no trace), 130
-interrupted.
+interrupted; ``trace`` exits with its command's status.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TextIO, Tuple
 
 from . import attach, trace_cmd
+from ._startup import add_version_argument
 from .analysis import PROGRESS_MODES, ReadFilter, TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -34,6 +37,7 @@ class Subcommand:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    examples: Sequence[str] = ()  # shown at the end of the subcommand's help
 
 
 def _positive_or_zero(text: str) -> int:
@@ -255,31 +259,77 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 SUBCOMMANDS: List[Subcommand] = [
+    # trace and startup-file carry their examples in their own epilog.
     Subcommand("trace", trace_cmd.TRACE_HELP, trace_cmd.configure_trace, trace_cmd.run_trace),
     Subcommand("startup-file", trace_cmd.STARTUP_FILE_HELP, trace_cmd.configure_startup_file,
                trace_cmd.run_startup_file),
     Subcommand("attach", attach.ATTACH_HELP, attach.configure_attach, attach.run_attach),
     Subcommand("detach", attach.DETACH_HELP, attach.configure_detach, attach.run_detach),
     Subcommand("report", "per process and thread: top functions, native calls, exceptions",
-               configure_report, run_report),
+               configure_report, run_report,
+               ("pinsight-python report pinsight-trace-20260121-101500",
+                "pinsight-python report --top 40 -o report.txt sim-trace",
+                "pinsight-python report --json sim-trace | jq '.processes[0]'")),
     Subcommand("flamegraph", "flame graph (SVG) or folded stacks of a trace",
-               configure_flamegraph, run_flamegraph),
+               configure_flamegraph, run_flamegraph,
+               ("pinsight-python flamegraph -o sim.svg sim-trace",
+                "pinsight-python flamegraph --folded sim-trace | flamegraph.pl > sim.svg")),
     Subcommand("export", "convert a trace (Chrome trace-event JSON for Perfetto UI)",
-               configure_export, run_export),
+               configure_export, run_export,
+               ("pinsight-python export -o sim.json sim-trace   # open in https://ui.perfetto.dev",
+                "pinsight-python export -o - sim-trace | gzip > sim.json.gz")),
 ]
+
+_MAIN_EPILOG = """\
+examples:
+  pinsight-python trace -- python sim.py               # trace a run, keep the trace
+  pinsight-python report pinsight-trace-*               # what ran, per process and thread
+  pinsight-python flamegraph -o sim.svg pinsight-trace-*
+  pinsight-python COMMAND --help                        # each command's options
+
+docs: README.md, docs/activation.md (trace), docs/analysis.md (report, flamegraph, export)
+"""
+
+
+def _epilog(command: Subcommand, parser: argparse.ArgumentParser) -> Optional[str]:
+    if not command.examples:
+        return parser.epilog
+    lines = "\n".join(f"  {example}" for example in command.examples)
+    return (parser.epilog + "\n" if parser.epilog else "") + f"examples:\n{lines}\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinsight-python",
         description="Trace Python calls and native calls into LTTng, and analyse the traces.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_version_argument(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in SUBCOMMANDS:
-        sub = commands.add_parser(command.name, help=command.help, description=command.help)
+        sub = commands.add_parser(
+            command.name,
+            help=command.help,
+            description=command.help[:1].upper() + command.help[1:] + ".",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.configure(sub)
+        sub.epilog = _epilog(command, sub)
         sub.set_defaults(run=command.run)
     return parser
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reading end is closed."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -291,12 +341,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except TraceNotFoundError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except TraceReadError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as error:
-        if isinstance(error, BrokenPipeError):
-            # The reader of our stdout went away (`| head`): not an error.
+    except (TraceReadError, OSError) as error:
+        if isinstance(error, BrokenPipeError) or _stdout_closed():
+            # The reader of our stdout went away (`| head`): not an error. The C++
+            # reader, which writes there itself, reports it as a failed read.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return EXIT_OK

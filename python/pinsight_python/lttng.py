@@ -415,6 +415,11 @@ class Session:
     ``track_vgid``: record only processes of that group id (``lttng track
     --vgid``); ``track_vpids``: only those processes (``--vpid``); without
     either, every traced process of the user is recorded.
+
+    ``snapshot``: a flight recorder. The channel overwrites its oldest
+    sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
+    writes the buffers' current content there: hours of events, bounded memory
+    and disk.
     """
 
     def __init__(
@@ -432,6 +437,7 @@ class Session:
         relayd_output: Optional[Path] = None,
         track_vgid: Optional[int] = None,
         track_vpids: Sequence[int] = (),
+        snapshot: bool = False,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
             raise ValueError("ctrl_url and data_url go together")
@@ -452,6 +458,9 @@ class Session:
         self.channel = "pinsight"
         self.track_vgid = track_vgid
         self.track_vpids = list(track_vpids)
+        self.snapshot = snapshot
+        if snapshot and (self.network or output is None):
+            raise ValueError("a snapshot session writes to a local output directory")
         self._created = False
         self._started = False
 
@@ -497,6 +506,8 @@ class Session:
             )
         elif self.set_url:
             _run(["create", self.name, f"--set-url={self.set_url}"])
+        elif self.snapshot:
+            _run(["create", self.name, "--snapshot", f"--output={self.output}"])
         else:
             _run(["create", self.name, f"--output={self.output}"])
         self._created = True
@@ -557,6 +568,12 @@ class Session:
     def start(self) -> None:
         _run(["start", self.name])
         self._started = True
+
+    def record_snapshot(self) -> None:
+        """Write the snapshot session's buffers under ``output``."""
+        if not self.snapshot:
+            raise LttngError(f"session {self.name} is not a snapshot session")
+        _run(["snapshot", "record", f"--session={self.name}"])
 
     def stop(self) -> None:
         if self._started:

@@ -524,8 +524,9 @@ def _mpi_lines(mpi: Dict[str, Any]) -> List[str]:
 
 
 def _filter_text(filters: Dict[str, Any]) -> str:
-    return ReadFilter(**{key: tuple(value) if isinstance(value, list) else value
-                         for key, value in filters.items()}).describe()
+    fields: Dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
+                              for key, value in filters.items()}
+    return ReadFilter(**fields).describe()
 
 
 def render_text(report: Dict[str, Any]) -> str:

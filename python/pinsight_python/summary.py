@@ -69,8 +69,8 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
         if not chosen:
             continue
         best = sorted(chosen, key=lambda s: (-calls[s], trace.symbols[s].qualname))[:top]
-        names = ", ".join(f"{trace.symbols[s].qualname} ({calls[s]:,})" for s in best)
-        lines.append(f"top {title} by calls: {names}")
+        listed = ", ".join(f"{trace.symbols[s].qualname} ({calls[s]:,})" for s in best)
+        lines.append(f"top {title} by calls: {listed}")
     lines.append("details: pinsight-python report " + shlex.quote(str(trace.path)))
     return lines
 

@@ -1,21 +1,26 @@
 """``pinsight-python trace`` and ``pinsight-python startup-file``.
 
-``trace`` makes sure an LTTng session daemon runs, creates a uniquely named session
-(the provider's events, vpid/vtid/procname contexts, a channel large enough for
-call-heavy programs), runs the command with tracing switched on through the
-environment (so Python children trace too), stops and destroys the session, keeps
-the trace, prints where it is and a short summary on stderr, and exits with the
+``trace`` checks every setting before anything starts, makes sure an LTTng session
+daemon runs, creates a uniquely named session (the provider's events, vpid/vtid/
+procname contexts, a channel large enough for call-heavy programs), runs the command
+with tracing switched on through the environment (so Python children trace too),
+stays in charge of it until it ends (signals, below), stops and destroys the session,
+keeps the trace, prints where it is and a short summary on stderr, and exits with the
 command's exit status. With ``--relayd HOST[:CTRL[:DATA]]`` the session streams the
 trace to an lttng-relayd instead (no summary then: the trace is on the relay host).
 
-For cli.py's table: ``configure_trace``/``run_trace`` and
-``configure_startup_file``/``run_startup_file``; or ``add_parser(subparsers)``
-and ``run(args)`` for both.
+Signals sent to ``trace`` (docs/activation.md): SIGUSR1 and SIGUSR2 are forwarded to
+every process of the command's tree that handles them (every traced process handles
+SIGUSR1: it reloads the configuration); SIGTERM, SIGINT, SIGHUP and SIGQUIT are relayed
+to the command, unless the terminal sent them (it signals the whole foreground process
+group, the command included). ``trace`` itself never dies of them: the session is
+always destroyed and the trace kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import shutil
 import signal
@@ -24,28 +29,45 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from . import _startup, lttng
+from . import settings as _settings
 
 TRACE_HELP = "run a command with Python tracing in a new LTTng session"
 STARTUP_FILE_HELP = "print the path of activate.py, the file to name in PYTHONSTARTUP"
+PROG = "pinsight-python trace"
 
 EXIT_FAILED = 1  # LTTng could not be set up; nothing was run
 EXIT_USAGE = 2
 EXIT_NOT_EXECUTABLE = 126  # the shell's numbers for a command that cannot run
 EXIT_NOT_FOUND = 127
-SI_KERNEL = 0x80  # siginfo si_code of a signal the terminal sent (Linux)
-# Signals passed on to the command when someone sends them to us alone.
+SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel (the terminal) sent (Linux)
+# Relayed to the command: what job schedulers and users send to end a job.
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# Forwarded to each process of the command's tree that handles them.
+FORWARDED_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+TOP_FUNCTIONS = 5
+# In the command's environment: marks the processes of this run, also those
+# re-parented away from the command's tree (daemons, orphans).
+ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
 
 _TRACE_EPILOG = """\
 The command runs with PINSIGHT_PYTHON=1 (and PINSIGHT_TRACE_PYTHON, PINSIGHT_PYTHON_EVENTS,
-PINSIGHT_TRACE_CONFIG_FILE, PINSIGHT_PYTHON_BACKEND as the options say) in its
-environment: every Python interpreter it starts, itself included, activates tracing at
-start-up. Ctrl-C reaches the command; the trace is stopped and kept either way.
+PINSIGHT_TRACE_CONFIG_FILE, PINSIGHT_PYTHON_BACKEND, PINSIGHT_PYTHON_MODULES,
+PINSIGHT_PYTHON_EXCLUDE as the options say) in its environment: every Python interpreter
+it starts, itself included, activates tracing at start-up. Every setting is checked
+before the command starts; configuration warnings are printed here, once.
+
+Signals: SIGUSR1 sent to trace reloads the configuration in every traced process of the
+command (kill -USR1 PID, PID being trace's); SIGUSR2 is forwarded the same way, to the
+processes that handle it. SIGTERM, SIGINT, SIGHUP and SIGQUIT are relayed to the command
+(Ctrl-C in the terminal reaches it directly). The session is destroyed and the trace
+kept whatever ends the command.
+
 Exit status: the command's (128+N if signal N killed it), 127 command not found,
-2 bad arguments, 1 LTTng could not be set up.
+126 not executable, 2 bad arguments, settings or configuration, 1 LTTng could not be
+set up.
 
 With --relayd, the session streams the trace to an LTTng relay daemon (lttng-relayd,
 ports 5342/5343 by default) instead of writing it here; the relay daemon writes it under
@@ -53,21 +75,34 @@ its output directory as HOSTNAME/SESSION-YYYYmmdd-HHMMSS. Only this host's proce
 recorded: on a cluster, each node needs its own session (docs/cluster.md).
 
 examples:
-  pinsight-python trace -o sim-trace -- python sim.py --steps 100
+  pinsight-python trace -- python sim.py --steps 100
+  pinsight-python trace -o sim-trace --exclude numpy --ignore-frozen -- python sim.py
+  pinsight-python trace --config pinsight_trace_config.txt -- mpirun -n 4 python sim.py
+  pinsight-python trace -- python sim.py & sleep 60; kill -USR1 $!   # reload the config
   pinsight-python trace --relayd collector -- python sim.py
-  pinsight-python trace --relayd 10.0.0.5:6342:6343 -- python sim.py
+"""
+
+_STARTUP_FILE_EPILOG = """\
+examples:
+  PYTHONSTARTUP=$(pinsight-python startup-file) python sim.py   # inside an LTTng session
+  PYTHONSTARTUP=$(pinsight-python startup-file) python          # an interactive session
 """
 
 
-def _error(message: str, prog: str = "pinsight-python trace") -> None:
-    print(f"{prog}: error: {message}", file=sys.stderr)
+def _error(message: str, prog: str = PROG) -> None:
+    for line in message.splitlines() or [""]:
+        print(f"{prog}: error: {line}", file=sys.stderr)
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------- parsers
 
 
 def configure_trace(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.usage = "%(prog)s [options] -- COMMAND [ARGS ...]"
     parser.epilog = _TRACE_EPILOG
     parser.add_argument(
         "-o",
@@ -84,31 +119,15 @@ def configure_trace(parser: argparse.ArgumentParser) -> None:
         "brackets) instead of writing it locally; not with -o",
     )
     parser.add_argument(
-        "--config", metavar="FILE", help="PInsight trace configuration file for the command"
-    )
-    parser.add_argument(
-        "--events",
-        metavar="LIST",
-        help="function, c_call, import, alloc (default: function,c_call)",
-    )
-    parser.add_argument(
         "--alloc",
         action="store_true",
         help="sample allocations (adds alloc to the events) including malloc from native "
         "code: preloads pinsight-python's malloc interposer (LD_PRELOAD)",
     )
     parser.add_argument(
-        "--mode",
-        metavar="MODE",
-        help="TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON if set, "
-        "else the configuration's trace_mode, TRACING without one)",
-    )
-    parser.add_argument(
-        "--backend", metavar="NAME", help="auto, sys.monitoring or setprofile (default: auto)"
-    )
-    parser.add_argument(
         "--no-summary", action="store_true", help="do not read the trace back for a summary"
     )
+    _settings.add_arguments(parser)
     parser.add_argument(
         # Not "command": cli.py's subparsers store the subcommand's name there.
         "command_argv",
@@ -119,29 +138,7 @@ def configure_trace(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_startup_file(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "example: PYTHONSTARTUP=$(pinsight-python startup-file) python sim.py"
-        " (inside an LTTng session)"
-    )
-
-
-def add_parser(subparsers: Any) -> None:
-    """Add ``trace`` and ``startup-file`` to an argparse subparsers object."""
-    trace = subparsers.add_parser("trace", help=TRACE_HELP, description=TRACE_HELP)
-    configure_trace(trace)
-    trace.set_defaults(run=run_trace, pinsight_subcommand="trace")
-    startup = subparsers.add_parser(
-        "startup-file", help=STARTUP_FILE_HELP, description=STARTUP_FILE_HELP
-    )
-    configure_startup_file(startup)
-    startup.set_defaults(run=run_startup_file, pinsight_subcommand="startup-file")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run the subcommand add_parser() parsed."""
-    if getattr(args, "pinsight_subcommand", "") == "startup-file":
-        return run_startup_file(args)
-    return run_trace(args)
+    parser.epilog = _STARTUP_FILE_EPILOG
 
 
 def run_startup_file(args: argparse.Namespace) -> int:
@@ -153,7 +150,7 @@ def run_startup_file(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------- trace
+# ---------------------------------------------------------------------------- checks
 
 
 class _Plan:
@@ -167,12 +164,25 @@ class _Plan:
         command: List[str],
         output: Optional[Path],
         env: Dict[str, str],
-        relayd_url: Optional[str] = None,
+        relayd_url: Optional[str],
+        config: Optional[str],
+        warnings: List[str],
     ) -> None:
         self.command = command
         self.output = output
         self.env = env
         self.relayd_url = relayd_url
+        self.config = config  # the configuration the command's processes read, if any
+        self.warnings = warnings
+
+
+class _Refused(Exception):
+    """Every reason not to run the command, one a line; the exit status to use."""
+
+    def __init__(self, messages: List[str], status: int = EXIT_USAGE) -> None:
+        super().__init__("\n".join(messages))
+        self.messages = messages
+        self.status = status
 
 
 def parse_relayd_option(value: str, option: str = "--relayd") -> str:
@@ -180,7 +190,7 @@ def parse_relayd_option(value: str, option: str = "--relayd") -> str:
     try:
         return lttng.relayd_url(*lttng.parse_relayd(value))
     except ValueError as e:
-        raise _startup.SettingsError(
+        raise _settings.SettingsError(
             f"{option} {value!r}: {e}; expected {lttng.RELAYD_SPEC_HELP}, e.g. collector, "
             "10.0.0.5:5342:5343 or [fd00::5]"
         ) from None
@@ -196,54 +206,93 @@ def _default_output() -> Path:
     return candidate
 
 
+def check_configuration(path: str) -> List[str]:
+    """The configuration's warnings; _Refused with its errors (file:line: message)."""
+    from . import _pinsight_python as core
+
+    try:
+        return list(core.check_config(path))
+    except core.ConfigError as e:
+        raise _Refused(str(e).splitlines()) from None
+
+
+def _configuration_in_force(
+    chosen: _settings.Settings, args: argparse.Namespace
+) -> Optional[str]:
+    """The file the command's processes will read, as the core chooses it (None: none,
+    or the one named is refused already)."""
+    if args.config is not None or os.environ.get(_settings.ENV_CONFIG, "").strip():
+        return chosen.config
+    if os.path.lexists("pinsight_trace_config.txt"):
+        return os.path.abspath("pinsight_trace_config.txt")
+    return None
+
+
 def _plan(args: argparse.Namespace) -> _Plan:
-    """Raises _startup.SettingsError (exit 2) or _NotRunnable (exit 126/127)."""
+    """Checks everything; raises _Refused with every error found."""
+    errors: List[str] = []
     command = list(args.command_argv)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise _startup.SettingsError("no command given (usage: pinsight-python trace -- COMMAND)")
-    events = _startup.parse_events(args.events, "--events") if args.events is not None else None
-    mode = _startup.parse_mode(args.mode, "--mode") if args.mode is not None else None
-    backend = (
-        _startup.parse_backend(args.backend, "--backend") if args.backend is not None else None
-    )
-    config = _startup.check_config(args.config, "--config") if args.config is not None else None
-    relayd = getattr(args, "relayd", None)
-    url = parse_relayd_option(relayd) if relayd is not None else None
-    if url is not None and args.output:
-        raise _startup.SettingsError(
-            "-o and --relayd exclude each other: with --relayd, the relay daemon writes "
-            "the trace under its own output directory"
-        )
-    _check_runnable(command[0])
-
-    output: Optional[Path]
-    if url is not None:
-        output = None
-    elif args.output:
+        errors.append("no command given (usage: pinsight-python trace [OPTIONS] -- COMMAND)")
+    # The variables the command inherits first, the options over them.
+    inherited = _settings.from_environment(os.environ, errors)
+    chosen = _settings.from_arguments(args, errors)
+    for name in ("events", "mode", "backend", "config", "modules"):
+        if getattr(chosen, name) is None:
+            setattr(chosen, name, getattr(inherited, name))
+    chosen.exclude = inherited.exclude + [m for m in chosen.exclude if m not in inherited.exclude]
+    url = None
+    if args.relayd is not None:
+        try:
+            url = parse_relayd_option(args.relayd)
+        except _settings.SettingsError as e:
+            errors.append(str(e))
+        if args.output:
+            errors.append(
+                "-o and --relayd exclude each other: with --relayd, the relay daemon writes "
+                "the trace under its own output directory"
+            )
+    output: Optional[Path] = None
+    if args.output:
         output = Path(args.output).absolute()
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
-            raise _startup.SettingsError(
+            errors.append(
                 f"-o {args.output}: exists and is not an empty directory (LTTng would mix "
                 "this trace with what is there): choose another"
             )
-    else:
-        output = _default_output()
-
-    env = dict(os.environ)
-    if getattr(args, "alloc", False):
-        events = list(events or _startup.EVENT_NAMES)
-        if "alloc" not in events:
-            events.append("alloc")
+    warnings: List[str] = []
+    config = _configuration_in_force(chosen, args)
+    if config is not None:
+        try:
+            if config != chosen.config:
+                _settings.check_config_path(config, "./pinsight_trace_config.txt")
+            warnings = check_configuration(config)
+        except _settings.SettingsError as e:
+            errors.append(str(e))
+        except _Refused as e:
+            errors.extend(e.messages)
+    preload: Optional[Path] = None
+    if args.alloc:
+        chosen.events = list(chosen.events or _settings.EVENT_NAMES)
+        if "alloc" not in chosen.events:
+            chosen.events.append("alloc")
         preload = alloc_preload_library()
         if not preload.is_file():
-            raise _startup.SettingsError(
-                f"--alloc: {preload} is missing: reinstall pinsight-python"
-            )
+            errors.append(f"--alloc: {preload} is missing: reinstall pinsight-python")
+    if errors:
+        raise _Refused(errors)
+    _check_runnable(command[0])
+
+    if url is None and output is None:
+        output = _default_output()
+    env = dict(os.environ)
+    if preload is not None:
         env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
-    _startup.export_settings(env, events=events, mode=mode, config=config, backend=backend)
-    return _Plan(command, output, env, url)
+    chosen.export(env)
+    env[_settings.ENV_CONFIG_REPORTED] = "1"
+    return _Plan(command, output, env, url, config, warnings)
 
 
 def alloc_preload_library() -> Path:
@@ -255,118 +304,299 @@ def alloc_preload_library() -> Path:
     return folder / "libpinsight_alloc_preload.so"
 
 
-class _NotRunnable(Exception):
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def _check_runnable(program: str) -> None:
     # Checked before a session exists, so that a typo costs no LTTng session.
     if "/" in program:
         if not os.path.exists(program):
-            raise _NotRunnable(f"{program}: no such file", EXIT_NOT_FOUND)
+            raise _Refused([f"{program}: no such file"], EXIT_NOT_FOUND)
         if os.path.isdir(program) or not os.access(program, os.X_OK):
-            raise _NotRunnable(f"{program}: not an executable file", EXIT_NOT_EXECUTABLE)
+            raise _Refused([f"{program}: not an executable file"], EXIT_NOT_EXECUTABLE)
     elif shutil.which(program) is None:
-        raise _NotRunnable(f"{program}: command not found", EXIT_NOT_FOUND)
+        raise _Refused([f"{program}: command not found"], EXIT_NOT_FOUND)
 
 
-def _wait_relaying_signals(proc: subprocess.Popen[bytes]) -> int:
-    """Wait for the command; pass on the signals meant for it.
+# ---------------------------------------------------------------------------- the command's tree
 
-    A signal the terminal sends (Ctrl-C, Ctrl-\\) reaches the whole foreground
-    process group, the command included: we only note it and keep waiting, so
-    that the session is stopped after the command is done. A signal sent to us
-    alone (kill) is relayed to the command, unless its sender is in our process
-    group (the command signalling its own group).
-    """
-    # SIGCHLD only wakes us up; the timeout covers a child reaped elsewhere.
-    watched = {*RELAYED_SIGNALS, signal.SIGCHLD}
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+
+def _parent_pids() -> Dict[int, int]:
+    """pid -> parent pid, for every process we can see."""
+    parents: Dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            parents[int(entry)] = int(fields[1])
+    return parents
+
+
+def _carries(pid: int, marker: bytes) -> bool:
     try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _handles(pid: int, signo: int) -> bool:
+    """Whether the process has a handler for the signal (SigCgt), i.e. receiving it
+    does what the program asked for rather than kill it."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signo - 1) & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def command_tree(root: int, marker: bytes) -> List[int]:
+    """The processes of the run: the command's descendants (the command included) and
+    those carrying the run's marker in their environment (re-parented ones)."""
+    parents = _parent_pids()
+    children: Dict[int, List[int]] = collections.defaultdict(list)
+    for pid, parent in parents.items():
+        children[parent].append(pid)
+    tree: Set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in tree or pid not in parents:
+            continue
+        tree.add(pid)
+        todo.extend(children.get(pid, ()))
+    me = os.getpid()
+    tree.update(pid for pid in parents if pid not in tree and pid != me and _carries(pid, marker))
+    return sorted(tree)
+
+
+# ---------------------------------------------------------------------------- running
+
+
+class _Supervisor:
+    """Runs the command and answers the signals sent to us until it ends."""
+
+    def __init__(
+        self, plan: _Plan, marker: bytes, child_mask: Set[int], ignored: Sequence[int]
+    ) -> None:
+        self.plan = plan
+        self.marker = marker
+        self.child_mask = child_mask
+        self.ignored = ignored  # what we were started with SIG_IGN for
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.stop_signal: Optional[int] = None  # relayed before the command existed
+
+    def forward(self, signo: int) -> None:
+        """SIGUSR1/SIGUSR2: to every process of the run that handles it."""
+        name = signal.Signals(signo).name
+        if self.proc is None:
+            _note(f"{name} received before the command started: its processes read the "
+                  "configuration as they start")
+            return
+        targets = [pid for pid in command_tree(self.proc.pid, self.marker)
+                   if _handles(pid, signo)]
+        sent = []
+        for pid in targets:
+            try:
+                os.kill(pid, signo)
+                sent.append(pid)
+            except OSError:
+                pass  # ended meanwhile
+        what = "reload the configuration" if signo == signal.SIGUSR1 else "handle it"
+        _note(f"{name} forwarded to {len(sent)} process(es) of the command that {what}"
+              + (f": {', '.join(map(str, sent))}" if sent else ""))
+        if signo == signal.SIGUSR1 and self.plan.config is not None:
+            # The processes keep their diagnostics to themselves: said here, once.
+            try:
+                for line in check_configuration(self.plan.config):
+                    _note(f"warning: {line}")
+            except _Refused as e:
+                for line in e.messages:
+                    _note(f"error: {line}")
+                _note("the configuration has errors: the one in force stays in force")
+
+    def relay(self, signo: int, from_terminal: bool) -> None:
+        """SIGTERM/SIGINT/SIGHUP/SIGQUIT: to the command, unless the terminal sent it to
+        the whole foreground group (the command has it already)."""
+        if self.proc is None:
+            self.stop_signal = self.stop_signal or signo
+            return
+        if from_terminal:
+            return
+        try:
+            os.kill(self.proc.pid, signo)
+        except ProcessLookupError:
+            pass
+
+    def dispatch(self, info: signal.struct_siginfo) -> None:
+        signo = info.si_signo
+        if signo in FORWARDED_SIGNALS:
+            self.forward(signo)
+        elif signo in RELAYED_SIGNALS:
+            self.relay(signo, info.si_code == SI_KERNEL)
+
+    def drain(self, answer: bool = True) -> None:
+        """Answer (or, once the command has ended, drop) the signals that arrived
+        while we were busy."""
+        watched = {*RELAYED_SIGNALS, *FORWARDED_SIGNALS}
         while True:
-            status = proc.poll()
+            pending = signal.sigpending() & watched
+            if not pending:
+                return
+            info = signal.sigtimedwait(pending, 0)
+            if info is None:
+                return
+            if answer:
+                self.dispatch(info)
+
+    def start(self) -> None:
+        self.drain()
+        if self.stop_signal is not None:
+            return
+        mask, ignored = self.child_mask, self.ignored
+
+        def as_we_were_started() -> None:
+            # The signal mask and ignored signals we were given, not ours (a job
+            # script's background command ignores SIGINT and SIGQUIT).
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            for signo in ignored:
+                signal.signal(signo, signal.SIG_IGN)
+
+        # We have no threads: the fork-then-exec path preexec_fn takes is safe.
+        self.proc = subprocess.Popen(
+            self.plan.command, env=self.plan.env, preexec_fn=as_we_were_started  # noqa: PLW1509
+        )
+
+    def wait(self) -> int:
+        """The command's wait status as Popen gives it (negative: killed by a signal)."""
+        assert self.proc is not None
+        watched = {*RELAYED_SIGNALS, *FORWARDED_SIGNALS, signal.SIGCHLD}
+        while True:
+            status = self.proc.poll()
             if status is not None:
                 return status
+            # SIGCHLD only wakes us up; the timeout covers a child reaped elsewhere.
             info = signal.sigtimedwait(watched, 0.5)
-            if info is None or info.si_signo == signal.SIGCHLD or info.si_code == SI_KERNEL:
-                continue
-            try:
-                same_group = os.getpgid(info.si_pid) == os.getpgrp()
-            except OSError:
-                same_group = False
-            if not same_group:
-                try:
-                    os.kill(proc.pid, info.si_signo)
-                except ProcessLookupError:
-                    pass
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            if info is not None and info.si_signo != signal.SIGCHLD:
+                self.dispatch(info)
+
+
+def _exit_status(returncode: int) -> int:
+    if returncode >= 0:
+        return returncode
+    signo = -returncode
+    try:
+        name = f" ({signal.Signals(signo).name})"
+    except ValueError:
+        name = ""
+    _note(f"the command was killed by signal {signo}{name}")
+    return 128 + signo
 
 
 def run_trace(args: argparse.Namespace) -> int:
+    # Until the command starts, the signals we answer are only noted (a handler
+    # that records them), so that LTTng's own programs, the session daemon among
+    # them, start with the mask we were given.
+    noted: List[int] = []
+    answered = (*RELAYED_SIGNALS, *FORWARDED_SIGNALS)
+    previous = {signo: signal.signal(signo, lambda n, _f: noted.append(n)) for signo in answered}
+    try:
+        return _run_trace(args, noted, previous)
+    finally:
+        for signo, handler in previous.items():
+            signal.signal(signo, handler)
+
+
+def _run_trace(
+    args: argparse.Namespace, noted: List[int], handlers: Dict[signal.Signals, Any]
+) -> int:
     try:
         plan = _plan(args)
-    except _startup.SettingsError as e:
-        _error(str(e))
-        return EXIT_USAGE
-    except _NotRunnable as e:
-        _error(str(e))
+    except _Refused as e:
+        _error("\n".join(e.messages))
         return e.status
+    for line in plan.warnings:
+        _note(f"warning: {line}")
 
     session = lttng.Session(plan.output, set_url=plan.relayd_url)
+    plan.env[ENV_RUN] = session.name
     try:
         lttng.lttng_binary()  # the clearest message when LTTng is not installed at all
         started_daemon = lttng.ensure_sessiond()
         session.create()
         session.start()
-    except lttng.LttngError as e:
-        _error(str(e))
-        return EXIT_FAILED
-    except OSError as e:  # e.g. a helper the daemon check runs is missing
-        _error(f"cannot set up LTTng: {e}")
+    except (lttng.LttngError, OSError) as e:  # OSError: a helper the daemon check runs
+        _error(str(e) if isinstance(e, lttng.LttngError) else f"cannot set up LTTng: {e}")
+        _destroy(session)
         return EXIT_FAILED
     if started_daemon:
-        print("pinsight-python trace: started an LTTng session daemon", file=sys.stderr)
+        _note("started an LTTng session daemon")
 
-    status: Optional[int] = None
+    # From here until the session is destroyed, the signals we answer are blocked
+    # and taken with sigtimedwait (which tells who sent them): none can end us.
+    old_mask = signal.pthread_sigmask(
+        signal.SIG_BLOCK, {*RELAYED_SIGNALS, *FORWARDED_SIGNALS, signal.SIGCHLD}
+    )
+    ignored = [signo for signo, handler in handlers.items() if handler == signal.SIG_IGN]
+    supervisor = _Supervisor(plan, f"{ENV_RUN}={session.name}".encode(), old_mask, ignored)
+    for signo in noted:
+        supervisor.relay(signo, False) if signo in RELAYED_SIGNALS else supervisor.forward(signo)
+    status: int
     try:
         try:
-            proc = subprocess.Popen(plan.command, env=plan.env)
+            supervisor.start()
         except OSError as e:
             _error(f"{plan.command[0]}: {e.strerror}")
             status = EXIT_NOT_EXECUTABLE
         else:
-            returncode = _wait_relaying_signals(proc)
-            status = returncode if returncode >= 0 else 128 - returncode
+            if supervisor.proc is None:
+                assert supervisor.stop_signal is not None
+                name = signal.Signals(supervisor.stop_signal).name
+                _note(f"{name} received before the command started: it was not started")
+                status = 128 + supervisor.stop_signal
+            else:
+                status = _exit_status(supervisor.wait())
     finally:
         # Stopping waits until LTTng has written every buffered event; after a
         # failure above, the session still must not outlive us.
-        try:
-            session.destroy()
-        except lttng.LttngError as e:
-            _error(f"stopping the session {session.name}: {e}")
+        _destroy(session)
+    # What came after the command's end has no one to go to.
+    supervisor.drain(answer=False)
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    for signo, handler in handlers.items():
+        signal.signal(signo, handler)
 
     if plan.output is None:
         # The trace is on the relay host; where its daemon writes is not known here.
-        print(
-            f"pinsight-python trace: trace streamed to the relay daemon at {plan.relayd_url} "
+        _note(
+            f"trace streamed to the relay daemon at {plan.relayd_url} "
             f"(LTTng session {session.name}, now destroyed); on the relay host it is in "
             f"RELAYD_OUTPUT/{socket.gethostname()}/{session.name}-YYYYmmdd-HHMMSS, "
-            "RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces)",
-            file=sys.stderr,
+            "RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces)"
         )
         return status
-    print(
-        f"pinsight-python trace: trace written to {plan.output} "
-        f"(LTTng session {session.name}, now destroyed)",
-        file=sys.stderr,
-    )
+    _note(f"trace written to {plan.output} (LTTng session {session.name}, now destroyed)")
     if not args.no_summary:
-        for line in summarize(plan.output):
-            print(f"  {line}", file=sys.stderr)
+        try:
+            for line in summarize(plan.output):
+                print(f"  {line}", file=sys.stderr)
+        except KeyboardInterrupt:
+            _note("summary interrupted (the trace is complete)")
     return status
+
+
+def _destroy(session: lttng.Session) -> None:
+    try:
+        session.destroy()
+    except lttng.LttngError as e:
+        _error(f"stopping the session {session.name}: {e}")
 
 
 # ---------------------------------------------------------------------------- summary
@@ -377,23 +607,3 @@ def summarize(trace_dir: Path) -> List[str]:
     from .summary import summarize as read_summary
 
     return read_summary(trace_dir)
-
-
-# ---------------------------------------------------------------------------- standalone
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pinsight-python")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_parser(subparsers)
-    return parser
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m pinsight_python.trace_cmd trace|startup-file ...`` (until cli.py has them)."""
-    args = build_parser().parse_args(argv)
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,305 @@
+"""The tracing settings, one set of rules for every entry point.
+
+Modes, events, backends, module filters and the configuration file are accepted or
+refused here, the same way for ``pinsight_python.activate()``, the start-up shim
+(``_startup``), ``python -m pinsight_python`` and ``pinsight-python trace``. The
+environment variables that carry them to child interpreters are named here too.
+
+Importing this module costs nothing beyond the standard library: the start-up
+shim reads it before it knows whether tracing is wanted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Iterable,
+    List,
+    Mapping,
+    MutableMapping,
+    Optional,
+    Sequence,
+    cast,
+)
+
+if TYPE_CHECKING:  # argparse is not imported at start-up
+    import argparse
+
+__all__ = [
+    "ALL_EVENT_NAMES",
+    "BACKENDS",
+    "ENV_BACKEND",
+    "ENV_CONFIG",
+    "ENV_EVENTS",
+    "ENV_EXCLUDE",
+    "ENV_MODE",
+    "ENV_MODULES",
+    "ENV_SWITCH",
+    "EVENT_NAMES",
+    "FROZEN_IMPORTLIB",
+    "MODES",
+    "Settings",
+    "SettingsError",
+    "check_config_path",
+    "did_you_mean",
+    "from_environment",
+    "parse_backend",
+    "parse_events",
+    "parse_mode",
+    "parse_modules",
+]
+
+ENV_SWITCH = "PINSIGHT_PYTHON"
+ENV_MODE = "PINSIGHT_TRACE_PYTHON"  # PInsight's variable
+ENV_EVENTS = "PINSIGHT_PYTHON_EVENTS"
+ENV_BACKEND = "PINSIGHT_PYTHON_BACKEND"
+ENV_CONFIG = "PINSIGHT_TRACE_CONFIG_FILE"  # PInsight's variable
+ENV_MODULES = "PINSIGHT_PYTHON_MODULES"
+ENV_EXCLUDE = "PINSIGHT_PYTHON_EXCLUDE"
+# Set by a supervisor (pinsight-python trace) that reports the configuration's
+# warnings and reload errors itself, once for the whole run: traced processes then
+# keep theirs quiet.
+ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
+
+EVENT_NAMES = ("function", "c_call")  # the default
+# import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
+ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc")
+MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
+BACKENDS = ("auto", "sys.monitoring", "setprofile")
+# The modules (globals' __name__) of importlib's frozen bootstrap, whose frames fill
+# every import: what --ignore-frozen leaves out. 3.11+ names them after importlib's
+# own submodules; 3.8-3.10 as the frozen modules.
+FROZEN_IMPORTLIB = (
+    "importlib._bootstrap",
+    "importlib._bootstrap_external",
+    "_frozen_importlib",
+    "_frozen_importlib_external",
+)
+
+
+class SettingsError(ValueError):
+    """An option or variable has a value we cannot use; the message says which."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'X'?)`` for the closest of `choices`, or nothing."""
+    by_folded = {c.casefold(): c for c in choices}
+    close = difflib.get_close_matches(word.casefold(), list(by_folded), n=1, cutoff=0.6)
+    return f"; did you mean {by_folded[close[0]]!r}?" if close else ""
+
+
+def _expected(choices: Sequence[str]) -> str:
+    return ", ".join(choices[:-1]) + " or " + choices[-1]
+
+
+def _one_of(value: str, choices: Sequence[str], source: str, what: str, given: str,
+            expected: str) -> str:
+    if value not in choices:
+        raise SettingsError(f"{source}: unknown {what} {given!r} (expected {expected})"
+                            + did_you_mean(value, choices))
+    return value
+
+
+def parse_events(text: str, source: str) -> List[str]:
+    events = [e.strip() for e in text.split(",") if e.strip()]
+    expected = "a list of function, c_call, import, alloc"
+    if not events:
+        raise SettingsError(f"{source}: no event named (expected {expected})")
+    for event in events:
+        _one_of(event, ALL_EVENT_NAMES, source, "event", event, expected)
+    return events
+
+
+def parse_mode(text: str, source: str) -> str:
+    return _one_of(text.strip().upper(), MODES, source, "trace mode", text, _expected(MODES))
+
+
+def parse_backend(text: str, source: str) -> str:
+    return _one_of(text, BACKENDS, source, "backend", text, _expected(BACKENDS))
+
+
+def _module_name_ok(name: str) -> bool:
+    # The configuration parser's rule for module_filter/module_exclude entries.
+    if not name or name[0] == "." or name[-1] == "." or ".." in name:
+        return False
+    return all(c.isalnum() or c in "_." or ord(c) >= 0x80 for c in name)
+
+
+def parse_modules(text: str, source: str) -> List[str]:
+    """``numpy,mypkg.solver`` -> the names; each matches the module and its submodules."""
+    names: List[str] = []
+    for name in (n.strip() for n in text.split(",")):
+        if not _module_name_ok(name):
+            raise SettingsError(
+                f"{source}: expected module names such as numpy or numpy.linalg, got {name!r} "
+                "(a name matches the module and its submodules; no wildcards)"
+            )
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def check_config_path(path: str, source: str) -> str:
+    """The configuration file as an absolute path (children may run elsewhere).
+
+    Only a regular file is accepted: opening a FIFO would block until someone
+    writes to it, and a device never ends.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise SettingsError(f"{source}: no such configuration file: {path}") from None
+    except OSError as e:
+        raise SettingsError(f"{source}: cannot read the configuration file {path}: "
+                            f"{e.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else (
+            "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file")
+        raise SettingsError(
+            f"{source}: {path} is {kind}: a trace configuration must be a regular file"
+        )
+    if not os.access(path, os.R_OK):
+        raise SettingsError(f"{source}: cannot read the configuration file {path}: "
+                            "permission denied")
+    return os.path.abspath(path)
+
+
+@dataclass
+class Settings:
+    """What to trace, as options or variables give it; None: not given (the default,
+    or the configuration's own value, applies)."""
+
+    events: Optional[List[str]] = None
+    mode: Optional[str] = None
+    backend: Optional[str] = None
+    config: Optional[str] = None
+    modules: Optional[List[str]] = None
+    exclude: List[str] = field(default_factory=list)
+
+    def export(self, env: MutableMapping[str, str]) -> None:
+        """Write the variables that make a Python child (a fresh interpreter) trace the
+        same way; the switch, PINSIGHT_PYTHON=1, included."""
+        env[ENV_SWITCH] = "1"
+        if self.events is not None:
+            env[ENV_EVENTS] = ",".join(self.events)
+        if self.mode is not None:
+            env[ENV_MODE] = self.mode
+        if self.config is not None:
+            env[ENV_CONFIG] = self.config
+        if self.backend is not None:
+            env[ENV_BACKEND] = self.backend
+        if self.modules is not None:
+            env[ENV_MODULES] = ",".join(self.modules)
+        if self.exclude:
+            env[ENV_EXCLUDE] = ",".join(self.exclude)
+
+
+def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = None) -> Settings:
+    """The settings the variables give. Each bad value raises SettingsError, or, with
+    `errors`, is appended there and left unset (to report every error at once)."""
+    settings = Settings()
+
+    def value(name: str) -> str:
+        return environ.get(name, "").strip()
+
+    def check(name: str, apply: Callable[[str], None]) -> None:
+        text = value(name)
+        if not text:
+            return
+        try:
+            apply(text)
+        except SettingsError as e:
+            if errors is None:
+                raise
+            errors.append(str(e))
+
+    def events(text: str) -> None:
+        settings.events = parse_events(text, ENV_EVENTS)
+
+    def mode(text: str) -> None:
+        settings.mode = parse_mode(text, ENV_MODE)
+
+    def backend(text: str) -> None:
+        settings.backend = parse_backend(text, ENV_BACKEND)
+
+    def config(text: str) -> None:
+        settings.config = check_config_path(text, ENV_CONFIG)
+
+    def modules(text: str) -> None:
+        settings.modules = parse_modules(text, ENV_MODULES)
+
+    def exclude(text: str) -> None:
+        settings.exclude = parse_modules(text, ENV_EXCLUDE)
+
+    check(ENV_EVENTS, events)
+    check(ENV_MODE, mode)
+    check(ENV_BACKEND, backend)
+    check(ENV_CONFIG, config)
+    check(ENV_MODULES, modules)
+    check(ENV_EXCLUDE, exclude)
+    return settings
+
+
+# ---------------------------------------------------------------------------
+# The options that set them: `pinsight-python trace` and `python -m pinsight_python`.
+
+CONFIG_HELP = (
+    "PInsight trace configuration file (default: PINSIGHT_TRACE_CONFIG_FILE, else "
+    "./pinsight_trace_config.txt if present, else trace everything)"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The settings' options, the same for every command that starts tracing."""
+    group = parser.add_argument_group("what to trace")
+    group.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    group.add_argument("--events", metavar="LIST",
+                       help="any of function, c_call, import, alloc (default: function,c_call)")
+    group.add_argument("--mode", metavar="MODE",
+                       help="TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON "
+                       "if set, else the configuration's trace_mode, TRACING without one)")
+    group.add_argument("--backend", metavar="NAME",
+                       help="auto, sys.monitoring or setprofile (default: auto)")
+    group.add_argument("--module", metavar="LIST", action="append",
+                       help="trace only these modules and their submodules (comma-separated; "
+                       "replaces the configuration's module_filter)")
+    group.add_argument("--exclude", metavar="LIST", action="append",
+                       help="never trace these modules and their submodules (comma-separated; "
+                       "added to the configuration's module_exclude)")
+    group.add_argument("--ignore-frozen", action="store_true",
+                       help="leave out importlib's frozen bootstrap frames (<frozen "
+                       "importlib._bootstrap>), which fill every import")
+
+
+def from_arguments(args: argparse.Namespace, errors: List[str]) -> Settings:
+    """The settings add_arguments()' options give; each bad value is appended to
+    `errors` (all of them, to report them at once) and left unset."""
+    settings = Settings()
+
+    def attempt(option: str, parse: Callable[[str, str], object]) -> object:
+        text = getattr(args, option.lstrip("-").replace("-", "_"))
+        if text is None:
+            return None
+        if isinstance(text, list):
+            text = ",".join(text)
+        try:
+            return parse(text, option)
+        except SettingsError as e:
+            errors.append(str(e))
+            return None
+
+    settings.events = cast(Optional[List[str]], attempt("--events", parse_events))
+    settings.mode = cast(Optional[str], attempt("--mode", parse_mode))
+    settings.backend = cast(Optional[str], attempt("--backend", parse_backend))
+    settings.config = cast(Optional[str], attempt("--config", check_config_path))
+    settings.modules = cast(Optional[List[str]], attempt("--module", parse_modules))
+    exclude = cast(Optional[List[str]], attempt("--exclude", parse_modules)) or []
+    if args.ignore_frozen:
+        exclude += [m for m in FROZEN_IMPORTLIB if m not in exclude]
+    settings.exclude = exclude
+    return settings

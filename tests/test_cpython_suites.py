@@ -1,0 +1,198 @@
+"""CPython's own tests of the tools users run beside us, with every call traced.
+
+Debuggers, profilers, threads, signals, the garbage collector, weak references,
+introspection, asyncio tasks: CPython's test suites for them (``python -m test``,
+shipped with the interpreter) run twice, untraced and with every call traced
+through the .pth shim (PINSIGHT_TRACE_PYTHON=TRACING) inside a real LTTng
+session. The session is a flight recorder (snapshot mode: a few MiB of ring
+buffer, nothing written until the snapshot taken at the end), so millions of
+events cost neither disk nor a consumer's CPU. The same tests must fail both
+times, and none may hang: regrtest's --timeout fails a test file that does.
+
+Left out (TWO_TOOL_FAILURES), as docs/activation.md ("Debuggers and
+profilers") tells users: on 3.13, tests that fail with *any* second
+sys.monitoring tool, a do-nothing one of a few lines
+(tests/two_tools_probe/sitecustomize.py reproduces them without us); on 3.11,
+the profile tests that a profile function already in place makes fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+
+import pytest
+
+from .tracing import DEFAULT_BACKEND, OWN_VARIABLES, isolated, read_trace
+
+SUITES = (
+    "test_pdb",
+    "test_bdb",
+    "test_profile",
+    "test_cprofile",
+    "test_sys_setprofile",
+    "test_sys_settrace",
+    "test_threading",
+    "test_signal",
+    "test_gc",
+    "test_weakref",
+    "test_inspect",
+    "test_traceback",
+    "test_asyncio.test_tasks",
+)
+JOBS = 2  # CI's cores
+FILE_TIMEOUT = 300  # regrtest's per-file timeout: a hung file fails, with its traceback
+RUN_TIMEOUT = 900
+SHIM = {"PINSIGHT_TRACE_PYTHON": "TRACING"}
+
+# CPython 3.13 with two sys.monitoring tools, whatever the second one does:
+# - pdb.set_trace() stops one line late: the INSTRUCTION event bdb asks for right
+#   after the call is not delivered when another tool monitors PY_START or PY_RETURN.
+# - a profiler installed by sys.setprofile receives a c_return for the
+#   sys.setprofile call itself when another tool monitors CALL; profile.py then
+#   fails with AssertionError "Bad return".
+_PDB_SET_TRACE = (
+    "test_convenience_variables test_list_commands test_next_until_return_at_return_event "
+    "test_pdb_alias_command test_pdb_ambiguous_statements test_pdb_basic_commands "
+    "test_pdb_breakpoint_commands test_pdb_breakpoint_with_filename test_pdb_closure "
+    "test_pdb_continue_in_bottomframe test_pdb_display_command test_pdb_displayhook "
+    "test_pdb_empty_line test_pdb_f_trace_lines test_pdb_function_break "
+    "test_pdb_interact_command test_pdb_invalid_arg test_pdb_issue_20766 "
+    "test_pdb_issue_43318 test_pdb_issue_gh_101517 test_pdb_issue_gh_101673 "
+    "test_pdb_issue_gh_103225 test_pdb_issue_gh_108976 test_pdb_issue_gh_65052 "
+    "test_pdb_issue_gh_80731 test_pdb_issue_gh_91742 test_pdb_issue_gh_94215 "
+    "test_pdb_multiline_statement test_pdb_next_command_for_asyncgen "
+    "test_pdb_next_command_for_coroutine test_pdb_next_command_for_generator "
+    "test_pdb_next_command_in_generator_for_loop test_pdb_next_command_subiterator "
+    "test_pdb_pp_repr_exc test_pdb_return_command_for_coroutine "
+    "test_pdb_return_command_for_generator test_pdb_return_to_different_file "
+    "test_pdb_show_attribute_and_item test_pdb_skip_modules "
+    "test_pdb_skip_modules_with_callback test_pdb_until_command_for_coroutine "
+    "test_pdb_until_command_for_generator test_pdb_whatis_command test_pdb_where_command "
+    "test_post_mortem"
+).split()
+# profile.py's own tests (ProfileTest: test_profile, and test_cprofile imports it).
+_PROFILE_BAD_RETURN = (
+    "test_calling_conventions test_cprofile test_output_file_when_changing_directory "
+    "test_run test_run_profile_as_module test_run_with_sort_by_values test_runctx"
+).split()
+# CPython 3.11, setprofile backend: a thread has one profile function, ours;
+# sys.setprofile(profiler) replaces it during the call, and CPython then
+# reports that call's c_return to the new profiler ("Bad return" again; which
+# of these tests it hits varies from run to run).
+TWO_TOOL_FAILURES: Dict[Tuple[Tuple[int, int], str], FrozenSet[str]] = {
+    ((3, 13), "sys.monitoring"): frozenset(
+        [f"test.test_pdb.{name}" for name in _PDB_SET_TRACE]
+        + [f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN]
+        + ["test.test_sys_setprofile.TestEdgeCases.test_method_with_c_function"]
+    ),
+    ((3, 11), "setprofile"): frozenset(
+        f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN
+    ),
+}
+
+
+@dataclass
+class SuiteRun:
+    returncode: int
+    output: str
+    failed_tests: Set[str]  # test ids (junit)
+    failed_files: Set[str]  # regrtest's per-file verdicts: hangs and crashes too
+    tests_run: int
+
+
+def _failed_files(output: str) -> Set[str]:
+    failed: Set[str] = set()
+    for line in output.splitlines():
+        # "0:00:06 load avg: 1.2 [ 2/13/1] test_profile failed (7 failures)"
+        if "] test_" not in line:
+            continue
+        verdict = line.split("] ", 1)[1].split(" -- ", 1)[0]
+        name, _, rest = verdict.partition(" ")
+        if not rest.startswith(("passed", "skipped", "ran no tests")):  # all left out
+            failed.add(name)
+    return failed
+
+
+def run_suites(
+    out: Path,
+    environ: Dict[str, str],
+    ignore: FrozenSet[str],
+    preexec_fn: Optional[Callable[[], None]] = None,
+) -> SuiteRun:
+    out.mkdir(parents=True)
+    junit = out / "junit.xml"
+    command = [sys.executable, "-m", "test", f"-j{JOBS}", f"--timeout={FILE_TIMEOUT}"]
+    command += ["--junit-xml", str(junit)]
+    if ignore:
+        ignore_file = out / "ignore.txt"
+        ignore_file.write_text("".join(f"{name}\n" for name in sorted(ignore)))
+        command += ["--ignorefile", str(ignore_file)]
+    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
+    env.update(environ)
+    proc = subprocess.Popen(
+        [*command, *SUITES],
+        cwd=out,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # one process group: the workers go with it on a timeout
+        preexec_fn=preexec_fn,  # noqa: PLW1509 (joins the session's tracked group)
+    )
+    try:
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        hung = f"python -m test hung for {RUN_TIMEOUT} s:\n{output[-5000:]}"
+        raise AssertionError(hung) from None
+    failed: Set[str] = set()
+    run = 0
+    if junit.exists():
+        for case in ET.parse(junit).iter("testcase"):
+            run += 1
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed.add(case.get("name", "?"))
+    return SuiteRun(proc.returncode, output, failed, _failed_files(output), run)
+
+
+def _summary(run: SuiteRun) -> str:
+    lines = [line for line in run.output.splitlines() if "] test_" in line or "Total" in line]
+    lines.append(f"exit status {run.returncode}, {run.tests_run} tests in the JUnit report")
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * RUN_TIMEOUT + 120)
+def test_cpython_suites_fail_traced_exactly_as_untraced(tmp_path: Path) -> None:
+    if importlib.util.find_spec("test.libregrtest") is None:
+        pytest.fail(f"{sys.executable} lacks CPython's test package (pyenv's builds ship it)")
+    known = TWO_TOOL_FAILURES.get((sys.version_info[:2], DEFAULT_BACKEND), frozenset())
+    untraced = run_suites(tmp_path / "untraced", {}, known)
+    assert untraced.tests_run > 1000, _summary(untraced)
+    with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
+        session,
+        run_as,
+    ):
+        traced = run_suites(tmp_path / "traced", SHIM, known, run_as)
+        session.record_snapshot()
+    report = f"untraced:\n{_summary(untraced)}\ntraced:\n{_summary(traced)}"
+    assert traced.failed_files == untraced.failed_files, report
+    assert sorted(traced.failed_tests) == sorted(untraced.failed_tests), report
+    assert traced.tests_run == untraced.tests_run, report
+
+    # The flight recorder's last minutes: the suites' own functions, from many
+    # processes (regrtest's workers and the programs the tests start).
+    trace = read_trace(tmp_path / "trace")
+    begun = trace.named("function_begin")
+    assert any("/test/test_" in e.fields["filename"] for e in begun), len(trace.events)
+    processes: List[int] = sorted({e.ctx["vpid"] for e in trace.events})
+    assert len(processes) > 1, processes
