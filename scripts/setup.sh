@@ -16,7 +16,7 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 debian_packages=(
   lttng-tools liblttng-ust-dev liburcu-dev libinih-dev
   babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
-  pkg-config g++ make procps clang-format
+  pkg-config g++ make procps clang-format gdb
   openmpi-bin libopenmpi-dev
 )
 

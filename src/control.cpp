@@ -267,6 +267,13 @@ void stop() {
   stopping.store(true);
   sem_post(&wakeup);
   if (worker.joinable()) worker.join();
+  // Hand SIGUSR1 back to whoever had it before us (often SIG_DFL): a process
+  // we were attached to and detached from must react to it as it did before.
+  struct sigaction current = {};
+  if (sigaction(SIGUSR1, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+      current.sa_sigaction == on_sigusr1) {
+    sigaction(SIGUSR1, &previous_action, nullptr);
+  }
 }
 
 bool reload_now(std::string *error) {

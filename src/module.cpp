@@ -2,9 +2,14 @@
 // are plain METH_FASTCALL functions (monitoring.cpp); pybind11 serves the rest.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "alloc/sampler.h"
@@ -189,6 +194,17 @@ PYBIND11_MODULE(_pinsight_python, m) {
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS pinsight::control::stop();
     Py_END_ALLOW_THREADS
+  });
+  // `pinsight-python attach` writes the code it injects into one anonymous
+  // page (gdb calls mmap in the target); the next injection releases it.
+  m.def("_release_attach_page", [](uintptr_t address) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (address == 0 || address % static_cast<uintptr_t>(page) != 0) {
+      throw std::invalid_argument("not a page address");
+    }
+    if (munmap(reinterpret_cast<void *>(address), static_cast<size_t>(page)) != 0) {
+      throw std::system_error(errno, std::generic_category(), "munmap");
+    }
   });
 
   pinsight::register_config_bindings(m);

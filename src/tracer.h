@@ -177,10 +177,10 @@ class Tracer {
     return code.begins_disabled_epoch == disable_epoch_;
   }
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
-  // activate()'s module options, applied to every configuration before it is published.
-  void apply_module_options(Config &config) const;
   void monitor_start(CodeInfo &code, ThreadState &state);         // MONITORING: counts only
   ThreadLexgion &lexgion_of(CodeInfo &code, ThreadState &state);  // decided for this config
+  // activate()'s module options, applied to every configuration before it is published.
+  void apply_module_options(Config &config) const;
   template <bool MayDisable>
   Verdict begin_execution(CodeInfo &code, ThreadState &state, const void *frame);
   // imports.cpp: importlib's _find_and_load starts / ends (import events).

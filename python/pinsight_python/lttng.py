@@ -415,7 +415,8 @@ class Session:
     host, pass it as ``relayd_output`` and :meth:`trace_dir` finds the trace there.
 
     ``track_vgid``: record only processes of that group id (``lttng track
-    --vgid``); without it, every traced process of the user is recorded.
+    --vgid``); ``track_vpids``: only those processes (``--vpid``); without
+    either, every traced process of the user is recorded.
 
     ``snapshot``: a flight recorder. The channel overwrites its oldest
     sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
@@ -437,6 +438,7 @@ class Session:
         data_url: Optional[str] = None,
         relayd_output: Optional[Path] = None,
         track_vgid: Optional[int] = None,
+        track_vpids: Sequence[int] = (),
         snapshot: bool = False,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
@@ -457,6 +459,7 @@ class Session:
         self.set_url = set_url
         self.channel = "pinsight"
         self.track_vgid = track_vgid
+        self.track_vpids = list(track_vpids)
         self.snapshot = snapshot
         if snapshot and (self.network or output is None):
             raise ValueError("a snapshot session writes to a local output directory")
@@ -539,6 +542,15 @@ class Session:
                         "--userspace",
                         f"--session={self.name}",
                         f"--vgid={self.track_vgid}",
+                    ]
+                )
+            if self.track_vpids:
+                _run(
+                    [
+                        "track",
+                        "--userspace",
+                        f"--session={self.name}",
+                        "--vpid=" + ",".join(map(str, self.track_vpids)),
                     ]
                 )
             for ctx in self.contexts:
