@@ -1,20 +1,35 @@
-"""Cost per event of pinsight-python against baselines measured in the same run.
+"""Cost per event and bytes per event of pinsight-python against baselines measured
+in the same run.
 
-    .venv/bin/python bench/bench_core.py [--repeat N]
+    .venv/bin/python bench/bench_core.py [--repeat N] [--workloads fib,objects,native]
 
 Workloads: recursive calls (fib), method-heavy object code, many native calls.
-Configurations: untraced; cProfile; VizTracer (if installed: pip install viztracer);
-an empty C sys.monitoring callback (the floor of any per-call tool); the reference
-tracer (bench/reftracer: a C callback writing the same payload to the same
-provider, nothing else); pinsight-python in TRACING. The traced ones run inside
-one active LTTng session. Prints ns per event (the time added over untraced,
-divided by the events pinsight-python emits for the workload) and ratios.
+Configurations, run interleaved (every configuration once per round, rounds
+repeated; the minimum is kept): untraced; cProfile; VizTracer (the bench extra:
+pip install -e ".[bench]"); an empty C sys.monitoring callback (the floor of any
+per-call tool); the integers-only LTTng floor (bench/reftracer writing the
+compact payload's events with no naming); the reference tracer (bench/reftracer:
+a C callback writing the design's full payload to the same provider, nothing
+else); pinsight-python in TRACING with the full and the compact payload. The
+traced ones run inside one LTTng session with `pinsight-python trace`'s defaults
+(contexts, channel). ns per event = time added over untraced / events emitted.
+
+Bytes per event: each workload traced once per payload in a session of its own
+(trace's defaults); the bytes LTTng wrote (packet contents, from the trace's
+index, plus metadata) over the events of the program (code_info and
+callable_info count as bytes, not as events). Discards: fib on 4 threads with
+each payload, on trace's default channel.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import random
+import re
+import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -61,6 +76,20 @@ def workload():
 """,
 }
 
+REFTRACER = """
+import sys, _reftracer
+_reftracer.load_provider(PROVIDER)
+M = sys.monitoring; E = M.events
+M.use_tool_id(4, "reftracer")
+M.register_callback(4, E.PY_START, _reftracer.on_start{suffix})
+M.register_callback(4, E.PY_RETURN, _reftracer.on_return{suffix})
+M.register_callback(4, E.CALL, _reftracer.on_call{suffix})
+M.register_callback(4, E.C_RETURN, _reftracer.on_c_return{suffix})
+M.register_callback(4, E.C_RAISE, _reftracer.on_c_return{suffix})
+start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
+stop = lambda: M.set_events(4, 0)
+"""
+
 SETUP = {
     "untraced": "",
     "cProfile": "import cProfile; _p = cProfile.Profile(); start = _p.enable; stop = _p.disable",
@@ -77,25 +106,21 @@ for ev in (E.PY_START, E.PY_RETURN, E.CALL, E.C_RETURN, E.C_RAISE):
 start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
 stop = lambda: M.set_events(4, 0)
 """,
-    "reference": """
-import sys, _reftracer
-_reftracer.load_provider(PROVIDER)
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "reference")
-M.register_callback(4, E.PY_START, _reftracer.on_start)
-M.register_callback(4, E.PY_RETURN, _reftracer.on_return)
-M.register_callback(4, E.CALL, _reftracer.on_call)
-M.register_callback(4, E.C_RETURN, _reftracer.on_c_return)
-M.register_callback(4, E.C_RAISE, _reftracer.on_c_return)
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
-stop = lambda: M.set_events(4, 0)
-""",
-    "pinsight-python": """
+    # bench/reftracer's callbacks: integers only, and the full payload.
+    "int-floor": REFTRACER.format(suffix="_int"),
+    "reference": REFTRACER.format(suffix=""),
+    "full": """
 import pinsight_python
-start = pinsight_python.activate
+start = lambda: pinsight_python.activate(payload="full")
+stop = pinsight_python.deactivate
+""",
+    "compact": """
+import pinsight_python
+start = lambda: pinsight_python.activate(payload="compact")
 stop = pinsight_python.deactivate
 """,
 }
+OURS = ("full", "compact")
 
 RUNNER = """
 import time, sys
@@ -152,15 +177,30 @@ def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
         provider=provider_path(),
         workload=WORKLOADS[workload],
         setup=SETUP[config],
-        is_pinsight=config == "pinsight-python",
+        is_pinsight=config in OURS,
     )
     return run_code(code, tmp)
+
+
+# The group the traced children run in, the only one the sessions record (as
+# root): other users' programs stay out of the buffers and the trace.
+GID = random.randrange(200_000, 2**31 - 1) if os.geteuid() == 0 else None
+
+
+def in_group() -> None:
+    if GID is not None:
+        os.setgid(GID)
 
 
 def run_code(code: str, tmp: Path) -> Tuple[float, int]:
     env = dict(os.environ, PYTHONPATH=f"{tmp}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        preexec_fn=in_group,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child failed:\n{proc.stderr}")
@@ -168,9 +208,89 @@ def run_code(code: str, tmp: Path) -> Tuple[float, int]:
     return float(seconds), int(events)
 
 
+THREADED = """
+import sys, threading
+import pinsight_python
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+pinsight_python.activate(payload=sys.argv[1])
+threads = [threading.Thread(target=fib, args=(25,)) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+
+BYTES_RUNNER = """
+import sys
+{workload}
+import pinsight_python
+pinsight_python.activate(payload=sys.argv[1])
+workload()
+"""
+
+
+def trace_bytes(trace: Path) -> int:
+    """Bytes of the trace's packets (their content size, from LTTng's index
+    files: sub-buffers are written whole, padding included) plus metadata."""
+    total = 0
+    for index in trace.rglob("*.idx"):
+        data = index.read_bytes()
+        _magic, _major, _minor, entry_len = struct.unpack(">IIII", data[:16])
+        for offset in range(16, len(data) - entry_len + 1, entry_len):
+            # struct ctf_packet_index: offset, packet_size, content_size (bits), ...
+            _off, _size, content_bits = struct.unpack(">QQQ", data[offset : offset + 24])
+            total += content_bits // 8
+    total += sum(p.stat().st_size for p in trace.rglob("metadata"))
+    return total
+
+
+def count_events(trace: Path) -> Tuple[int, int, int]:
+    """(program events, naming events, discarded events) of a trace, by babeltrace2."""
+    proc = subprocess.Popen(
+        ["babeltrace2", str(trace)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    events = names = 0
+    for line in proc.stdout:
+        if ":code_info:" in line or ":callable_info:" in line:
+            names += 1
+        else:
+            events += 1
+    stderr = proc.stderr.read() if proc.stderr else ""
+    proc.wait()
+    discarded = sum(int(n) for n in re.findall(r"discarded (\d+) events", stderr))
+    return events, names, discarded
+
+
+def traced_once(code: str, payload: str, tmp: Path, name: str) -> Tuple[int, int, int, int]:
+    """Run `code` (argv[1] = payload) alone in a session with trace's defaults:
+    (bytes, program events, naming events, discarded events)."""
+    from pinsight_python import lttng
+
+    out = tmp / name
+    script = tmp / f"{name}.py"
+    script.write_text(code)
+    with lttng.Session(out, track_vgid=GID):
+        subprocess.run(
+            [sys.executable, str(script), payload], check=True, preexec_fn=in_group
+        )
+    events, names, discarded = count_events(out)
+    size = trace_bytes(out)
+    shutil.rmtree(out)
+    return size, events, names, discarded
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="runs per cell; the minimum is kept")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; the minimum is kept")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     args = parser.parse_args()
     from pinsight_python import lttng
@@ -180,43 +300,69 @@ def main() -> int:
         import viztracer  # noqa: F401
     except ImportError:
         configs.remove("viztracer")
-        print("viztracer is not installed (pip install viztracer): column skipped")
+        print("viztracer is not installed (pip install -e '.[bench]'): column skipped")
+    workloads = args.workloads.split(",")
+    print(f"load average before: {load_average()}")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         build_reftracer(tmp)
-        results: Dict[str, Dict[str, float]] = {}
+        runs: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
         events: Dict[str, int] = {}
-        with lttng.Session(tmp / "trace"):
-            for workload in args.workloads.split(","):
-                results[workload] = {}
-                for config in configs:
-                    runs: List[Tuple[float, int]] = [
-                        run_one(workload, config, tmp) for _ in range(args.repeat)
-                    ]
-                    results[workload][config] = min(r[0] for r in runs)
-                    if config == "pinsight-python":
-                        events[workload] = runs[0][1]
+        for round_ in range(args.repeat):
+            # One session per round: the traced runs' data is dropped after it.
+            trace = tmp / f"trace-{round_}"
+            with lttng.Session(trace, track_vgid=GID):
+                for workload in workloads:
+                    for config in configs:
+                        seconds, n = run_one(workload, config, tmp)
+                        runs[(workload, config)].append(seconds)
+                        if config in OURS:
+                            events[workload] = n
+            shutil.rmtree(trace, ignore_errors=True)
+        best = {key: min(values) for key, values in runs.items()}
+
+        sizes: Dict[Tuple[str, str], Tuple[int, int, int, int]] = {}
+        for workload in workloads:
+            code = BYTES_RUNNER.format(workload=WORKLOADS[workload])
+            for payload in OURS:
+                sizes[(workload, payload)] = traced_once(code, payload, tmp, f"b-{workload}")
+        discards = {p: traced_once(THREADED, p, tmp, "fib4")[3] for p in OURS}
+    print(f"load average after: {load_average()}")
+
+    shown = configs[1:]
+    print(
+        f"\nns per event = (time - untraced) / events emitted by pinsight-python;"
+        f" min of {args.repeat} interleaved rounds\n"
+    )
+    print(f"| workload | events | {' | '.join(shown)} |")
+    print(f"|---|---:|{'---:|' * len(shown)}")
+    for workload in workloads:
+        n = events[workload]
+        base = best[(workload, "untraced")]
+        cells = [f"{(best[(workload, c)] - base) / n * 1e9:.1f}" for c in shown]
+        print(f"| {workload} | {n:,} | {' | '.join(cells)} |")
+    print("\nratios per event (target: compact <= 0.95x, full <= 1.10x the reference)\n")
+    print("| workload | full / reference | compact / reference | int-floor / reference |")
+    print("|---|---:|---:|---:|")
+    for workload in workloads:
+        base = best[(workload, "untraced")]
+        ref = best[(workload, "reference")] - base
+        ratios = [(best[(workload, c)] - base) / ref for c in ("full", "compact", "int-floor")]
+        print(f"| {workload} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
+    print("\nbytes per event with trace's defaults (target: compact <= 45, full <= 90)\n")
+    print("| workload | full B/event | compact B/event | compact names events |")
+    print("|---|---:|---:|---:|")
+    for workload in workloads:
+        full = sizes[(workload, "full")]
+        compact = sizes[(workload, "compact")]
         print(
-            f"\nns per event = (time - untraced) / events emitted by pinsight-python;"
-            f" min of {args.repeat} runs\n"
+            f"| {workload} | {full[0] / full[1]:.1f} | {compact[0] / compact[1]:.1f} | "
+            f"{compact[2]:,} |"
         )
-        header = f"{'workload':10} {'events':>9} " + " ".join(f"{c:>15}" for c in configs[1:])
-        print(header)
-        for workload, row in results.items():
-            n = events[workload]
-            base = row["untraced"]
-            cells = [f"{(row[c] - base) / n * 1e9:12.1f} ns" for c in configs[1:]]
-            print(f"{workload:10} {n:9d} " + " ".join(f"{c:>15}" for c in cells))
-        print()
-        for workload, row in results.items():
-            base = row["untraced"]
-            ref = row["reference"] - base
-            ours = row["pinsight-python"] - base
-            slow = " ".join(f"{c}={row[c] / base:.2f}x" for c in configs[1:])
-            print(f"{workload:10} vs untraced: {slow}")
-            print(
-                f"{'':10} pinsight-python / reference per event: {ours / ref:.3f} (target <= 1.15)"
-            )
+    print(
+        "\ndiscarded events, fib(25) on 4 threads, trace's default channel: "
+        + ", ".join(f"{p} {n:,}" for p, n in discards.items())
+    )
     return 0
 
 

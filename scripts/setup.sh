@@ -18,7 +18,7 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 debian_packages=(
   lttng-tools liblttng-ust-dev liburcu-dev libinih-dev
   babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
-  pkg-config g++ make procps clang-format
+  pkg-config g++ make procps clang-format gdb
   openmpi-bin libopenmpi-dev
 )
 
@@ -67,7 +67,7 @@ make_venv() {
   "$dir/bin/python" -m pip install -q "$@"
 }
 
-py_main=$(find_python 12 14)
+py_main=$(find_python 12 13)
 [[ -n $py_main ]] || die "no CPython >= 3.12 with venv found on PATH or in pyenv (\$PYENV_ROOT/versions)"
 dev_build=(--config-settings=cmake.define.PINSIGHT_PYTHON_TESTING=ON)
 make_venv .venv "$py_main" "${dev_build[@]}" -e ".[test]"

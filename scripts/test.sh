@@ -26,7 +26,8 @@ stage "clang-format" bash -c "git ls-files 'src/*.cpp' 'src/*.h' | xargs clang-f
 stage "mypy (strict)" .venv/bin/python -m mypy
 stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
 stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend)" .venv-fallback/bin/python -m pytest "$@"
-stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/test_backends.py
+stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/test_backends.py \
+  "tests/test_attach.py::test_attach_record_detach[threads-spin]"
 
 if ((${#failed[@]})); then
   printf 'test: FAILED: %s\n' "${failed[@]}" >&2

@@ -9,7 +9,9 @@ from pinsight_python import lttng
 
 from .tracing import Tracer
 
-REQUIRED_TOOLS = ("lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "mpirun")
+REQUIRED_TOOLS = (
+    "lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "mpirun", "gdb", "setpriv"
+)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1158,41 +1158,6 @@ def test_inheriting_python_default_snapshots_its_events() -> None:
 
 
 # ---------------------------------------------------------------------------
-# PInsight's reload semantics (parse on top of the previous configuration)
-
-
-def test_reload_merges_into_previous_configuration() -> None:
-    previous = """
-        [Python.default]
-            trace_mode = STANDBY
-            Python.thread = (0-3)
-            module_filter = app
-        [Python.thread(0-1)]
-        [Lexgion.default]
-            max_num_traces = 9
-        [Lexgion(Python).default]
-            tracing_rate = 4
-        [Lexgion(Python:f)]
-            max_num_traces = 3
-        """
-    config = parse("[Python.default]\npysysmon_c_start = off\n", previous=textwrap.dedent(previous))
-    assert config["mode"] == "STANDBY" and config["threads"] == [(0, 3)]
-    assert config["events"] == ["pysysmon_py_start", "pysysmon_py_return", "pysysmon_c_return"]
-    assert config["module_filter"] == ["app"]
-    assert [s["threads"] for s in config["thread_sections"]] == [[(0, 1)]]
-    assert config["lexgion_default"]["max_num_traces"] == 9
-    # Named lexgions and [Lexgion(Python).default] start afresh, as in PInsight.
-    assert config["lexgions"] == []
-    assert config["python_lexgion_default"]["tracing_rate"] == 1
-    reloaded = parse(
-        "[REMOVE Python.thread(0-1)]\n[Python.default]\nmodule_filter = lib\n",
-        previous=textwrap.dedent(previous),
-    )
-    assert reloaded["thread_sections"] == [] and reloaded["warnings"] == []
-    assert reloaded["module_filter"] == ["lib"]
-
-
-# ---------------------------------------------------------------------------
 # Other domains' sections are skipped silently
 
 

@@ -11,9 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from pinsight_python import lttng
+from pinsight_python import _pinsight_python as native
 
-from .tracing import Tracer, check_balanced, read_trace
+from .tracing import Tracer, check_balanced, isolated_session, read_trace
 
 CALL_100 = """
 def hot(i):
@@ -157,6 +157,42 @@ def test_monitoring_counts_without_output(tracer: Tracer, tmp_path: Path) -> Non
     assert run.stdout.split() == ["100", "1", "MONITORING"]
     assert not run.trace.named("function_begin")
     assert not run.trace.named("c_call_begin")
+
+
+def test_monitoring_then_tracing_honours_start_and_rate(tracer: Tracer, tmp_path: Path) -> None:
+    # MONITORING counts executions as PInsight does, so once TRACING starts,
+    # trace_starts_at and tracing_rate count from the first execution ever,
+    # exactly as the tracer's own decision function says (_lexgion_simulate).
+    sections = """
+        [Lexgion(Python:late)]
+            trace_starts_at = 15
+        [Lexgion(Python:sparse)]
+            tracing_rate = 4
+        """
+    code = """
+        import pinsight_python
+        def late():
+            return 1
+        def sparse():
+            return 2
+        def phase():
+            for _ in range(10):
+                late()
+                sparse()
+        phase()
+        pinsight_python.set_mode("TRACING")
+        phase()
+        """
+    run = run_with_config(
+        tracer, tmp_path, "[Python.default]\n    trace_mode = MONITORING\n" + sections,
+        code=textwrap.dedent(code),
+    )
+    tracing = textwrap.dedent(sections)
+    for name, expected in (("late", list(range(15, 20))), ("sparse", [10, 14, 18])):
+        assert pairs(run, name) == len(expected)
+        simulated = native._lexgion_simulate(tracing, name, n_calls=20, monitoring_calls=10)
+        assert simulated == expected
+    check_balanced(run.trace)
 
 
 def test_standby_then_tracing_by_reload(tracer: Tracer, tmp_path: Path) -> None:
@@ -383,13 +419,16 @@ def test_many_sigusr1_against_busy_threads(tmp_path: Path) -> None:
         """)
     )
     out = tmp_path / "trace"
-    with lttng.Session(out):
+    # Only this program's group is recorded: other traced programs running on
+    # the machine meanwhile must not show up in the trace.
+    with isolated_session(out) as run_as:
         proc = subprocess.Popen(
             [sys.executable, str(script)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=tmp_path,
+            preexec_fn=run_as,  # noqa: PLW1509 (sets the group id only)
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"

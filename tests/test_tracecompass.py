@@ -245,6 +245,8 @@ def test_header_parser_sees_the_whole_contract() -> None:
         f"{OUR_PROVIDER}:{name}"
         for name in (
             "function_begin function_end c_call_begin c_call_end "
+            "compact_function_begin compact_function_end compact_c_call_begin "
+            "compact_c_call_end code_info callable_info "
             "process_info thread_start mode_change import_begin import_end "
             "alloc_sample free_sample"
         ).split()

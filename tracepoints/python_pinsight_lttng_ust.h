@@ -138,10 +138,121 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, c_call_class,
 )
 
 /*
+ * The compact payload ([Python] payload = compact): integers only. A frame or
+ * native call names its code object (code_id) and callee (callable_id); the
+ * names are in code_info / callable_info events, written with the first
+ * event of each code object and callable after every tick of the naming
+ * epoch (about one second), so a trace that starts late (a session created
+ * after the program, a snapshot, a relay daemon's stream) lacks names only
+ * for its first tick. Readers fall back to the ids there.
+ */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, compact_frame_class,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, frame_transition, uint8_t,
+                             transition, transition)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, compact_frame_class,
+    python_pinsight_lttng_ust, compact_function_begin,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, compact_frame_class,
+    python_pinsight_lttng_ust, compact_function_end,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, code_id,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+/* code_id: the calling code object; caller_lineno: the line of the call site. */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, compact_c_call_class,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, code_id,
+        unsigned long, callable_id,
+        int, caller_lineno,
+        int, python_thread_id,
+        int, transition
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_integer_hex(unsigned long, callable_id, callable_id)
+        lttng_ust_field_integer(int, caller_lineno, caller_lineno)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, c_call_transition, uint8_t,
+                             transition, transition)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, compact_c_call_class,
+    python_pinsight_lttng_ust, compact_c_call_begin,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, code_id,
+        unsigned long, callable_id,
+        int, caller_lineno,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, compact_c_call_class,
+    python_pinsight_lttng_ust, compact_c_call_end,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, code_id,
+        unsigned long, callable_id,
+        int, caller_lineno,
+        int, python_thread_id,
+        int, transition
+    )
+)
+
+/* The names of a code object (compact payload): qualname, file, first line. */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, code_info,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, code_id,
+        const char *, qualname,
+        const char *, filename,
+        int, lineno
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_string(qualname, qualname)
+        lttng_ust_field_string(filename, filename)
+        lttng_ust_field_integer(int, lineno, lineno)
+    )
+)
+
+/* The name of a native callee (compact payload), as c_call_begin's callee_name. */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, callable_info,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, callable_id,
+        const char *, name
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, callable_id, callable_id)
+        lttng_ust_field_string(name, name)
+    )
+)
+
+/*
  * Once per process, at activation (and again in a forked child, with its pid):
  * lets tools label processes and MPI ranks.
  * mpi_rank/mpi_size are -1 outside an MPI launcher. backend is "sys.monitoring"
- * or "setprofile".
+ * or "setprofile". procname is the thread name (comm) at activation, what the
+ * procname context gave on every event; our sessions no longer record it.
  */
 LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, process_info,
     LTTNG_UST_TP_ARGS(
@@ -151,7 +262,8 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, process_info,
         const char *, hostname,
         const char *, argv,
         const char *, python_version,
-        const char *, backend
+        const char *, backend,
+        const char *, procname
     ),
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_integer(int, pid, pid)
@@ -161,6 +273,7 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, process_info,
         lttng_ust_field_string(argv, argv)
         lttng_ust_field_string(python_version, python_version)
         lttng_ust_field_string(backend, backend)
+        lttng_ust_field_string(procname, procname)
     )
 )
 

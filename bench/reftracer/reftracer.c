@@ -4,6 +4,10 @@
  * (no rate control, no shadow stack, no mode checks, no native-call naming
  * beyond the type name). Its cost per event is the floor pinsight-python is
  * measured against.
+ *
+ * The *_int callbacks write the compact payload's integer events with no
+ * naming at all: the cost of an LTTng event of integers, the floor of any
+ * payload.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -65,6 +69,31 @@ static PyObject *on_c_return(PyObject *self, PyObject *const *args, Py_ssize_t n
   Py_RETURN_NONE;
 }
 
+static PyObject *on_start_int(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_function_begin, (unsigned long)args[0],
+                       0, 0);
+  Py_RETURN_NONE;
+}
+
+static PyObject *on_return_int(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_function_end, (unsigned long)args[0], 0,
+                       3);
+  Py_RETURN_NONE;
+}
+
+static PyObject *on_call_int(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  if (PyFunction_Check(args[2])) Py_RETURN_NONE;
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_c_call_begin, (unsigned long)args[0],
+                       (unsigned long)Py_TYPE(args[2]), 0, 0, 0);
+  Py_RETURN_NONE;
+}
+
+static PyObject *on_c_return_int(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_c_call_end, (unsigned long)args[0],
+                       (unsigned long)Py_TYPE(args[2]), 0, 0, 1);
+  Py_RETURN_NONE;
+}
+
 static PyObject *empty(PyObject *self, PyObject *const *args, Py_ssize_t n) { Py_RETURN_NONE; }
 
 static PyObject *load_provider(PyObject *self, PyObject *path) {
@@ -80,6 +109,10 @@ static PyMethodDef methods[] = {
     {"on_return", (PyCFunction)(void (*)(void))on_return, METH_FASTCALL, NULL},
     {"on_call", (PyCFunction)(void (*)(void))on_call, METH_FASTCALL, NULL},
     {"on_c_return", (PyCFunction)(void (*)(void))on_c_return, METH_FASTCALL, NULL},
+    {"on_start_int", (PyCFunction)(void (*)(void))on_start_int, METH_FASTCALL, NULL},
+    {"on_return_int", (PyCFunction)(void (*)(void))on_return_int, METH_FASTCALL, NULL},
+    {"on_call_int", (PyCFunction)(void (*)(void))on_call_int, METH_FASTCALL, NULL},
+    {"on_c_return_int", (PyCFunction)(void (*)(void))on_c_return_int, METH_FASTCALL, NULL},
     {"empty", (PyCFunction)(void (*)(void))empty, METH_FASTCALL, NULL},
     {"load_provider", load_provider, METH_O, NULL},
     {NULL, NULL, 0, NULL}};

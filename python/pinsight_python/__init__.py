@@ -154,6 +154,7 @@ def activate(
     backend: str = "auto",
     modules: Optional[Iterable[str]] = None,
     exclude: Iterable[str] = (),
+    payload: Optional[str] = None,
 ) -> None:
     """Start tracing this process.
 
@@ -170,6 +171,10 @@ def activate(
         configuration's module_filter, on reloads too).
     exclude: never trace these modules and their submodules (added to the
         configuration's module_exclude).
+    payload: "full" (names on every event) or "compact" (integers; names once per
+        code object and callable per second, in code_info/callable_info events);
+        default PINSIGHT_PYTHON_PAYLOAD, else the configuration's [Python] payload,
+        else full.
 
     Idempotent and thread-safe. Raises ConfigError (a ValueError) for a bad
     configuration and ActivationError (a RuntimeError) when tracing cannot start,
@@ -218,6 +223,7 @@ def activate(
             report_config=not config_reported,
             import_events="import" in chosen,
             alloc_events="alloc" in chosen,
+            payload=payload or "",
         )
 
 

@@ -160,6 +160,7 @@ def _activate(chosen: Settings) -> None:
         backend=chosen.backend or "auto",
         modules=chosen.modules,
         exclude=chosen.exclude,
+        payload=chosen.payload,
     )
 
 

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TextIO, Tuple
 
-from . import trace_cmd
+from . import attach, trace_cmd
 from ._startup import add_version_argument
 from .analysis import PROGRESS_MODES, ReadFilter, TraceNotFoundError, TraceReadError
 
@@ -263,6 +263,8 @@ SUBCOMMANDS: List[Subcommand] = [
     Subcommand("trace", trace_cmd.TRACE_HELP, trace_cmd.configure_trace, trace_cmd.run_trace),
     Subcommand("startup-file", trace_cmd.STARTUP_FILE_HELP, trace_cmd.configure_startup_file,
                trace_cmd.run_startup_file),
+    Subcommand("attach", attach.ATTACH_HELP, attach.configure_attach, attach.run_attach),
+    Subcommand("detach", attach.DETACH_HELP, attach.configure_detach, attach.run_detach),
     Subcommand("report", "per process and thread: top functions, native calls, exceptions",
                configure_report, run_report,
                ("pinsight-python report pinsight-trace-20260121-101500",

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import IO, Iterable, List, Optional, Sequence, Tuple
 
 PROVIDER = "python_pinsight_lttng_ust"
-CONTEXTS = ("vpid", "vtid", "procname")
+# What the analyses need, and no more: every context is paid on every event
+# (procname alone was 16 bytes of ~106); process_info carries the process name.
+CONTEXTS = ("vpid", "vtid")
 # The default UST channel discarded up to 4.6% of events at recursive-fib
 # rates on a 2-core machine; 8 sub-buffers of 4 MiB per CPU discarded none.
 SUBBUF_SIZE = "4M"
@@ -413,7 +415,8 @@ class Session:
     host, pass it as ``relayd_output`` and :meth:`trace_dir` finds the trace there.
 
     ``track_vgid``: record only processes of that group id (``lttng track
-    --vgid``); without it, every traced process of the user is recorded.
+    --vgid``); ``track_vpids``: only those processes (``--vpid``); without
+    either, every traced process of the user is recorded.
 
     ``snapshot``: a flight recorder. The channel overwrites its oldest
     sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
@@ -435,6 +438,7 @@ class Session:
         data_url: Optional[str] = None,
         relayd_output: Optional[Path] = None,
         track_vgid: Optional[int] = None,
+        track_vpids: Sequence[int] = (),
         snapshot: bool = False,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
@@ -455,6 +459,7 @@ class Session:
         self.set_url = set_url
         self.channel = "pinsight"
         self.track_vgid = track_vgid
+        self.track_vpids = list(track_vpids)
         self.snapshot = snapshot
         if snapshot and (self.network or output is None):
             raise ValueError("a snapshot session writes to a local output directory")
@@ -516,6 +521,7 @@ class Session:
                     f"--session={self.name}",
                     f"--subbuf-size={self.subbuf_size}",
                     f"--num-subbuf={self.num_subbuf}",
+                    *(["--overwrite"] if self.snapshot else []),
                     self.channel,
                 ]
             )
@@ -536,6 +542,15 @@ class Session:
                         "--userspace",
                         f"--session={self.name}",
                         f"--vgid={self.track_vgid}",
+                    ]
+                )
+            if self.track_vpids:
+                _run(
+                    [
+                        "track",
+                        "--userspace",
+                        f"--session={self.name}",
+                        "--vpid=" + ",".join(map(str, self.track_vpids)),
                     ]
                 )
             for ctx in self.contexts:

@@ -39,10 +39,12 @@ __all__ = [
     "ENV_EXCLUDE",
     "ENV_MODE",
     "ENV_MODULES",
+    "ENV_PAYLOAD",
     "ENV_SWITCH",
     "EVENT_NAMES",
     "FROZEN_IMPORTLIB",
     "MODES",
+    "PAYLOADS",
     "Settings",
     "SettingsError",
     "check_config_path",
@@ -52,6 +54,7 @@ __all__ = [
     "parse_events",
     "parse_mode",
     "parse_modules",
+    "parse_payload",
 ]
 
 ENV_SWITCH = "PINSIGHT_PYTHON"
@@ -61,6 +64,7 @@ ENV_BACKEND = "PINSIGHT_PYTHON_BACKEND"
 ENV_CONFIG = "PINSIGHT_TRACE_CONFIG_FILE"  # PInsight's variable
 ENV_MODULES = "PINSIGHT_PYTHON_MODULES"
 ENV_EXCLUDE = "PINSIGHT_PYTHON_EXCLUDE"
+ENV_PAYLOAD = "PINSIGHT_PYTHON_PAYLOAD"
 # Set by a supervisor (pinsight-python trace) that reports the configuration's
 # warnings and reload errors itself, once for the whole run: traced processes then
 # keep theirs quiet.
@@ -71,6 +75,7 @@ EVENT_NAMES = ("function", "c_call")  # the default
 ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc")
 MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
 BACKENDS = ("auto", "sys.monitoring", "setprofile")
+PAYLOADS = ("full", "compact")  # README, "Payloads: full and compact"
 # The modules (globals' __name__) of importlib's frozen bootstrap, whose frames fill
 # every import: what --ignore-frozen leaves out. 3.11+ names them after importlib's
 # own submodules; 3.8-3.10 as the frozen modules.
@@ -121,6 +126,10 @@ def parse_mode(text: str, source: str) -> str:
 
 def parse_backend(text: str, source: str) -> str:
     return _one_of(text, BACKENDS, source, "backend", text, _expected(BACKENDS))
+
+
+def parse_payload(text: str, source: str) -> str:
+    return _one_of(text.strip().lower(), PAYLOADS, source, "payload", text, _expected(PAYLOADS))
 
 
 def _module_name_ok(name: str) -> bool:
@@ -180,6 +189,7 @@ class Settings:
     config: Optional[str] = None
     modules: Optional[List[str]] = None
     exclude: List[str] = field(default_factory=list)
+    payload: Optional[str] = None
 
     def export(self, env: MutableMapping[str, str]) -> None:
         """Write the variables that make a Python child (a fresh interpreter) trace the
@@ -197,6 +207,8 @@ class Settings:
             env[ENV_MODULES] = ",".join(self.modules)
         if self.exclude:
             env[ENV_EXCLUDE] = ",".join(self.exclude)
+        if self.payload is not None:
+            env[ENV_PAYLOAD] = self.payload
 
 
 def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = None) -> Settings:
@@ -241,7 +253,11 @@ def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = N
     check(ENV_BACKEND, backend)
     check(ENV_CONFIG, config)
     check(ENV_MODULES, modules)
+    def payload(text: str) -> None:
+        settings.payload = parse_payload(text, ENV_PAYLOAD)
+
     check(ENV_EXCLUDE, exclude)
+    check(ENV_PAYLOAD, payload)
     return settings
 
 
@@ -271,6 +287,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--exclude", metavar="LIST", action="append",
                        help="never trace these modules and their submodules (comma-separated; "
                        "added to the configuration's module_exclude)")
+    group.add_argument("--compact", action="store_true",
+                       help="compact payload: integer events, names once per function and "
+                       "second (about 40%% of the bytes; the first second of a late-started "
+                       "trace is named by id; default: the configuration's [Python] payload, "
+                       "else full)")
     group.add_argument("--ignore-frozen", action="store_true",
                        help="leave out importlib's frozen bootstrap frames (<frozen "
                        "importlib._bootstrap>), which fill every import")
@@ -302,4 +323,6 @@ def from_arguments(args: argparse.Namespace, errors: List[str]) -> Settings:
     if args.ignore_frozen:
         exclude += [m for m in FROZEN_IMPORTLIB if m not in exclude]
     settings.exclude = exclude
+    if getattr(args, "compact", False):
+        settings.payload = "compact"
     return settings

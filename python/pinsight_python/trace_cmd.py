@@ -1,8 +1,8 @@
 """``pinsight-python trace`` and ``pinsight-python startup-file``.
 
 ``trace`` checks every setting before anything starts, makes sure an LTTng session
-daemon runs, creates a uniquely named session (the provider's events, vpid/vtid/
-procname contexts, a channel large enough for call-heavy programs), runs the command
+daemon runs, creates a uniquely named session (the provider's events, the vpid/vtid
+contexts, a channel large enough for call-heavy programs), runs the command
 with tracing switched on through the environment (so Python children trace too),
 stays in charge of it until it ends (signals, below), stops and destroys the session,
 keeps the trace, prints where it is and a short summary on stderr, and exits with the
@@ -55,9 +55,10 @@ ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
 _TRACE_EPILOG = """\
 The command runs with PINSIGHT_PYTHON=1 (and PINSIGHT_TRACE_PYTHON, PINSIGHT_PYTHON_EVENTS,
 PINSIGHT_TRACE_CONFIG_FILE, PINSIGHT_PYTHON_BACKEND, PINSIGHT_PYTHON_MODULES,
-PINSIGHT_PYTHON_EXCLUDE as the options say) in its environment: every Python interpreter
-it starts, itself included, activates tracing at start-up. Every setting is checked
-before the command starts; configuration warnings are printed here, once.
+PINSIGHT_PYTHON_EXCLUDE, PINSIGHT_PYTHON_PAYLOAD as the options say) in its environment:
+every Python interpreter it starts, itself included, activates tracing at start-up.
+Every setting is checked before the command starts; configuration warnings are printed
+here, once.
 
 Signals: SIGUSR1 sent to trace reloads the configuration in every traced process of the
 command (kill -USR1 PID, PID being trace's); SIGUSR2 is forwarded the same way, to the

@@ -6,6 +6,9 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "backends/compat.h"
 
 namespace pinsight {
 
@@ -27,7 +30,10 @@ class Backend {
   // Each may throw ActivationError.
   virtual void install() = 0;
   virtual void set_events(uint32_t cpython_events) = 0;
-  virtual void restart_events() = 0;  // re-enable locations that returned DISABLE
+  // Re-enables the locations of these code objects that returned DISABLE to
+  // us, leaving every other tool's DISABLEd locations as they are (never
+  // sys.monitoring.restart_events(), which re-arms them all).
+  virtual void rearm(const std::vector<PyObject *> &codes) = 0;
   virtual void uninstall() = 0;
   virtual int tool_id() const { return -1; }
 };

@@ -9,6 +9,23 @@
 #define Py_IS_TYPE(ob, type) (Py_TYPE(ob) == (type))
 #endif
 
+#include <cstdio>
+#include <string>
+
+// The CPython versions whose private structures (the thread state's current
+// frame, the frame object's interpreter frame) this code was checked against:
+// 3.8 to 3.13, with the GIL. On any other CPython the extension still builds
+// and imports, reads none of those structures, and activate() refuses
+// (unverified_cpython below); CMakeLists.txt warns at build time.
+#define PINSIGHT_CPYTHON_VERIFIED_FIRST 0x03080000
+#define PINSIGHT_CPYTHON_VERIFIED_END 0x030E0000  // first version not checked
+#if PY_VERSION_HEX >= PINSIGHT_CPYTHON_VERIFIED_FIRST && \
+    PY_VERSION_HEX < PINSIGHT_CPYTHON_VERIFIED_END && !defined(Py_GIL_DISABLED)
+#define PINSIGHT_CPYTHON_VERIFIED 1
+#else
+#define PINSIGHT_CPYTHON_VERIFIED 0
+#endif
+
 #if PY_VERSION_HEX >= 0x030C0000
 #define PINSIGHT_HAVE_SYS_MONITORING 1
 #else
@@ -16,6 +33,24 @@
 #endif
 
 namespace pinsight::compat {
+
+// Why tracing must not start on CPython `hexversion` (sys.hexversion's
+// encoding), free-threaded or not; empty when the build was verified for it.
+inline std::string unverified_cpython(unsigned long hexversion, bool free_threaded) {
+  char version[32];
+  std::snprintf(version, sizeof version, "%lu.%lu.%lu%s", (hexversion >> 24) & 0xff,
+                (hexversion >> 16) & 0xff, (hexversion >> 8) & 0xff, free_threaded ? "t" : "");
+  const std::string verified =
+      "pinsight-python reads CPython's private frame layout and was verified on CPython 3.8 to "
+      "3.13 with the GIL only";
+  if (free_threaded) {
+    return std::string("free-threaded CPython ") + version + " is not supported: " + verified;
+  }
+  if (hexversion < PINSIGHT_CPYTHON_VERIFIED_FIRST || hexversion >= PINSIGHT_CPYTHON_VERIFIED_END) {
+    return std::string("CPython ") + version + " is not supported: " + verified;
+  }
+  return std::string();
+}
 
 // The running thread's state, or null without raising (no GIL needed).
 inline PyThreadState *thread_state() {
@@ -31,7 +66,10 @@ inline PyThreadState *thread_state() {
 // resumes. At PY_START/PY_RETURN it is the callee's frame; at CALL and
 // C_RETURN, the caller's.
 inline const void *current_frame(PyThreadState *tstate) {
-#if PY_VERSION_HEX >= 0x030D0000
+#if !PINSIGHT_CPYTHON_VERIFIED
+  (void)tstate;
+  return nullptr;  // never guessed: activate() refuses on this CPython
+#elif PY_VERSION_HEX >= 0x030D0000
   return tstate->current_frame;
 #elif PY_VERSION_HEX >= 0x030B0000
   return tstate->cframe->current_frame;
@@ -98,7 +136,9 @@ struct FrameObjectHead {
 // The identity the tracer keys frames on: the interpreter frame, as
 // current_frame() gives it (the frame object itself before 3.11).
 inline const void *frame_key(PyFrameObject *frame) {
-#if PY_VERSION_HEX >= 0x030B0000
+#if !PINSIGHT_CPYTHON_VERIFIED
+  return frame;  // never guessed: activate() refuses on this CPython
+#elif PY_VERSION_HEX >= 0x030B0000
   return reinterpret_cast<FrameObjectHead *>(frame)->f_frame;
 #else
   return frame;

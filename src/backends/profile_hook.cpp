@@ -243,7 +243,7 @@ class ProfileBackend final : public Backend {
     }
   }
 
-  void restart_events() override {}  // nothing is ever disabled
+  void rearm(const std::vector<PyObject *> &) override {}  // nothing is ever disabled
 
   void uninstall() override {
     wanted_groups = 0;

@@ -87,6 +87,7 @@ py::dict config_dict(const ParseResult &result) {
   out["mode"] = trace_mode_name(config.mode);
   out["events"] = event_list(config.events);
   out["alloc_sample_interval"] = config.alloc_sample_interval;
+  out["payload"] = payload_name(config.payload);
   out["threads"] = thread_list(config.threads);
   out["module_filter"] = config.module_filter;
   out["module_exclude"] = config.module_exclude;

@@ -24,12 +24,14 @@ ParseResult parse_argument(const py::object &config) {
   return parse_config_file(path.cast<std::string>());
 }
 
-// Executions 0..n_calls-1 of one code object on one thread, run through the
-// same calls, in the same order, as the tracer's hot path (see lexgion.h).
+// Executions 0..n_calls-1 of one code object on one thread, decided by the
+// tracer's own lexgion_execution() (lexgion.h). The first `monitoring_calls`
+// executions run in MONITORING (as before a reload to the file's mode).
 py::dict simulate(const py::object &config_argument, const std::string &qualname,
                   const std::string &filename, const std::string &module, int thread_id,
-                  int64_t n_calls) {
+                  int64_t n_calls, int64_t monitoring_calls) {
   if (n_calls < 0) throw py::value_error("n_calls must be >= 0");
+  if (monitoring_calls < 0) throw py::value_error("monitoring_calls must be >= 0");
   const ParseResult result = parse_argument(config_argument);
   const Config &config = checked(result);
   const CodeDecision decision = config.decide_code(qualname, filename, module);
@@ -41,17 +43,16 @@ py::dict simulate(const py::object &config_argument, const std::string &qualname
   std::vector<int64_t> traced;
   std::optional<int64_t> window_end_at, exhausted_after;
   if (lexgion_exhausted(settings, counters)) exhausted_after = -1;
-  for (int64_t i = 0; i < n_calls && events != 0; ++i) {
-    if (mode == TraceMode::Monitoring) lexgion_count(counters);
-    if (mode != TraceMode::Tracing) continue;
+  for (int64_t i = 0; i < n_calls; ++i) {
+    const TraceMode now = i < monitoring_calls ? TraceMode::Monitoring : mode;
     const bool exhausted_before = lexgion_exhausted(settings, counters);
-    const bool is_traced = lexgion_begin(settings, counters);
-    if (exhausted_before && is_traced) {
+    const LexgionStep step = lexgion_execution(now, events, settings, counters);
+    if (exhausted_before && step.traced) {
       throw std::logic_error("lexgion_exhausted was true before traced execution " +
                              std::to_string(i));
     }
-    if (is_traced) traced.push_back(i);
-    if (lexgion_window_ended(settings, counters)) {
+    if (step.traced) traced.push_back(i);
+    if (step.ends_window) {
       if (!window_end_at) window_end_at = i;
       if (settings.window_end.has_python_mode) mode = settings.window_end.python_mode;
     }
@@ -83,29 +84,28 @@ void register_config_probes(py::module_ &m) {
       "'file:line: message' a line.");
   m.def(
       "_parse_config_string",
-      [](const std::string &text, const std::string &name, std::optional<std::string> previous) {
-        if (!previous) return config_dict(parse_config_string(text, name));
-        const ParseResult base = parse_config_string(*previous, "<previous>");
-        return config_dict(parse_config_string(text, name, &checked(base)));
+      [](const std::string &text, const std::string &name) {
+        return config_dict(parse_config_string(text, name));
       },
-      py::arg("text"), py::arg("name") = "<string>", py::kw_only(),
-      py::arg("previous") = py::none(),
-      "Like _parse_config, for configuration text; `name` stands for the file in messages. "
-      "With `previous` (configuration text), `text` is applied on top of it as on a reload.");
+      py::arg("text"), py::arg("name") = "<string>",
+      "Like _parse_config, for configuration text; `name` stands for the file in messages.");
   m.def(
       "_lexgion_simulate",
       [](const py::object &config, const std::string &qualname, const std::string &filename,
-         const std::string &module, int thread_id, int64_t n_calls) {
-        const py::dict detail = simulate(config, qualname, filename, module, thread_id, n_calls);
+         const std::string &module, int thread_id, int64_t n_calls, int64_t monitoring_calls) {
+        const py::dict detail =
+            simulate(config, qualname, filename, module, thread_id, n_calls, monitoring_calls);
         return py::list(detail["traced"]);
       },
       py::arg("config"), py::arg("qualname"), py::arg("filename") = "", py::arg("module") = "",
-      py::arg("thread_id") = 0, py::arg("n_calls") = 100,
+      py::arg("thread_id") = 0, py::arg("n_calls") = 100, py::kw_only(),
+      py::arg("monitoring_calls") = 0,
       "0-based indices of the executions of one function on one thread that the tracer would "
-      "trace. `config` is configuration text (str) or a file (os.PathLike).");
+      "trace. `config` is configuration text (str) or a file (os.PathLike). The first "
+      "`monitoring_calls` executions run in MONITORING mode.");
   m.def("_lexgion_simulate_detail", &simulate, py::arg("config"), py::arg("qualname"),
         py::arg("filename") = "", py::arg("module") = "", py::arg("thread_id") = 0,
-        py::arg("n_calls") = 100,
+        py::arg("n_calls") = 100, py::kw_only(), py::arg("monitoring_calls") = 0,
         "Like _lexgion_simulate, as a dict: traced, events, lexgion (section), "
         "module_selected, never_traced, window_end_at, exhausted_after, mode_after, warnings.");
 }

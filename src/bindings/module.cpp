@@ -2,9 +2,14 @@
 // are plain METH_FASTCALL functions (monitoring.cpp); pybind11 serves the rest.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "alloc/sampler.h"
@@ -22,8 +27,10 @@ py::dict status_dict() {
   pinsight::Status s = Tracer::instance().status();
   py::dict d;
   d["active"] = s.active;
+  d["refused"] = s.refused;
   d["backend"] = s.backend;
   d["mode"] = s.mode;
+  d["payload"] = s.payload;
   d["lttng_available"] = s.lttng_available;
   d["lttng_error"] = s.lttng_error;
   d["tool_id"] = s.tool_id;
@@ -88,7 +95,8 @@ PYBIND11_MODULE(_pinsight_python, m) {
          int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv,
          bool import_events, bool alloc_events,
          std::optional<std::vector<std::string>> module_filter,
-         const std::vector<std::string> &module_exclude, bool report_config) {
+         const std::vector<std::string> &module_exclude, bool report_config,
+         const std::string &payload) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -106,13 +114,15 @@ PYBIND11_MODULE(_pinsight_python, m) {
         if (module_filter) options.module_filter = *module_filter;
         options.module_exclude = module_exclude;
         options.report_config = report_config;
+        options.payload = payload;
         Tracer::instance().activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
       py::arg("alloc_events") = false, py::arg("module_filter") = py::none(),
-      py::arg("module_exclude") = std::vector<std::string>(), py::arg("report_config") = true);
+      py::arg("module_exclude") = std::vector<std::string>(), py::arg("report_config") = true,
+      py::arg("payload") = "");
   m.def(
       "check_config",
       [](const std::string &path) {
@@ -173,10 +183,28 @@ PYBIND11_MODULE(_pinsight_python, m) {
     bool ok = pinsight::emitter::load_provider(&error);
     return py::make_tuple(ok, error);
   });
+  m.def(
+      "_unverified_cpython",
+      [](unsigned long hexversion, bool free_threaded) {
+        return pinsight::compat::unverified_cpython(hexversion, free_threaded);
+      },
+      py::arg("hexversion"), py::arg("free_threaded"),
+      "Why activate() refuses on that CPython (sys.hexversion encoding); '' when verified.");
   m.def("_after_fork_child", [] { Tracer::instance().after_fork_child(); });
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS pinsight::control::stop();
     Py_END_ALLOW_THREADS
+  });
+  // `pinsight-python attach` writes the code it injects into one anonymous
+  // page (gdb calls mmap in the target); the next injection releases it.
+  m.def("_release_attach_page", [](uintptr_t address) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (address == 0 || address % static_cast<uintptr_t>(page) != 0) {
+      throw std::invalid_argument("not a page address");
+    }
+    if (munmap(reinterpret_cast<void *>(address), static_cast<size_t>(page)) != 0) {
+      throw std::system_error(errno, std::generic_category(), "munmap");
+    }
   });
 
   // For the test module only (testing_api.h): no Python-callable hook here.

@@ -43,6 +43,21 @@ bool parse_trace_mode(std::string_view text, TraceMode *out) {
   return false;
 }
 
+const char *payload_name(Payload payload) {
+  return payload == Payload::Compact ? "compact" : "full";
+}
+
+bool parse_payload(std::string_view text, Payload *out) {
+  text = config_detail::trim(text);
+  for (Payload payload : {Payload::Full, Payload::Compact}) {
+    if (config_detail::iequals(text, payload_name(payload))) {
+      *out = payload;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool ThreadSet::contains(int python_thread_id) const {
   if (everything) return true;
   for (const auto &range : ranges) {

@@ -19,6 +19,14 @@ const char *trace_mode_name(TraceMode mode);
 // Accepts OFF, STANDBY, MONITORING, TRACING (any case); false if none matches.
 bool parse_trace_mode(std::string_view text, TraceMode *out);
 
+// What a frame or native-call event carries: `full` (the design's payload,
+// names on every event) or `compact` (integers; names in code_info /
+// callable_info events). [Python] payload = full | compact.
+enum class Payload : uint8_t { Full = 0, Compact = 1 };
+const char *payload_name(Payload payload);
+// Accepts full, compact (any case); false if neither matches.
+bool parse_payload(std::string_view text, Payload *out);
+
 // Event selection: PInsight's pysysmon_* keys and the design's `events = ...`.
 enum EventBits : uint32_t {
   kEventPyStart = 1u << 0,   // pysysmon_py_start  -> function_begin
@@ -105,6 +113,7 @@ struct Config {
   std::string path;         // file it was read from; empty for the built-in default
   uint64_t generation = 0;  // set by the publisher (control.cpp)
   TraceMode mode = TraceMode::Tracing;
+  Payload payload = Payload::Full;
   uint32_t events = kEventAll;  // domain default event mask
   // Mean bytes between two allocation samples (alloc_sample_interval).
   uint64_t alloc_sample_interval = kDefaultAllocSampleInterval;
@@ -156,13 +165,6 @@ struct ParseResult {
 
 ParseResult parse_config_file(const std::string &path);
 ParseResult parse_config_string(const std::string &text, const std::string &name);
-// PInsight's reload semantics: the file is applied on top of `previous` (SET
-// merges into it, RESET/REMOVE undo parts of it), except that named lexgions
-// and [Lexgion(Python).default] start afresh, as PInsight clears them on
-// reload. A null `previous` is the same as the overloads above.
-ParseResult parse_config_file(const std::string &path, const Config *previous);
-ParseResult parse_config_string(const std::string &text, const std::string &name,
-                                const Config *previous);
 // Everything traced: used when no file is given or found.
 std::unique_ptr<Config> default_config();
 

@@ -55,7 +55,7 @@ void Parser::module_list(std::string_view key, std::string_view value) {
   const bool filter = key == "module_filter";
   std::vector<std::string> &list = filter ? module_filter_ : module_exclude_;
   bool &seen = filter ? module_filter_seen_ : module_exclude_seen_;
-  if (!seen) list.clear();  // replaces what a previous configuration had
+  if (!seen) list.clear();  // the first occurrence in this file starts the list
   seen = true;
   for (std::string_view name : split(value, ',')) {
     bool valid = !name.empty() && name.front() != '.' && name.back() != '.' &&
@@ -87,6 +87,10 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
     }
   } else if (key == "events") {
     events_list(value, &domain_events_);
+  } else if (key == "payload") {
+    if (!parse_payload(value, &payload_)) {
+      error("unknown payload " + quote(value) + " (expected full or compact)");
+    }
   } else if (key == "alloc_sample_interval") {
     if (!parse_byte_size(value, &alloc_sample_interval_)) {
       error(

@@ -206,6 +206,7 @@ std::unique_ptr<Config> Parser::finish() {
   config->mode = mode_;
   config->events = domain_events_;
   config->alloc_sample_interval = alloc_sample_interval_;
+  config->payload = payload_;
   config->threads = scope_;
   config->module_filter = std::move(module_filter_);
   config->module_exclude = std::move(module_exclude_);
@@ -235,11 +236,11 @@ std::unique_ptr<Config> Parser::finish() {
 
 namespace {
 
-ParseResult parse_text(const std::string &text, const std::string &name, const Config *previous) {
-  return config_detail::Parser(text, name, previous).run();
+ParseResult parse_text(const std::string &text, const std::string &name) {
+  return config_detail::Parser(text, name).run();
 }
 
-ParseResult read_and_parse(const std::string &path, const Config *previous) {
+ParseResult read_and_parse(const std::string &path) {
   constexpr size_t kMaxFileSize = 16 << 20;
   const auto fail = [&path](std::string message) {
     ParseResult result;
@@ -281,28 +282,19 @@ ParseResult read_and_parse(const std::string &path, const Config *previous) {
   std::fclose(file);
   if (read_errno != 0)
     return fail(std::string("cannot read the file: ") + std::strerror(read_errno));
-  return parse_text(text, path, previous);
+  return parse_text(text, path);
 }
 
 }  // namespace
 
-ParseResult parse_config_file(const std::string &path) { return read_and_parse(path, nullptr); }
-
-ParseResult parse_config_file(const std::string &path, const Config *previous) {
-  return read_and_parse(path, previous);
-}
+ParseResult parse_config_file(const std::string &path) { return read_and_parse(path); }
 
 ParseResult parse_config_string(const std::string &text, const std::string &name) {
-  return parse_text(text, name, nullptr);
-}
-
-ParseResult parse_config_string(const std::string &text, const std::string &name,
-                                const Config *previous) {
-  return parse_text(text, name, previous);
+  return parse_text(text, name);
 }
 
 std::unique_ptr<Config> default_config() {
-  ParseResult result = parse_text("", "", nullptr);
+  ParseResult result = parse_text("", "");
   return std::move(result.config);
 }
 

@@ -117,20 +117,10 @@ struct Header {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string name, const Config *previous)
-      : text_(text), name_(std::move(name)) {
-    if (previous != nullptr) {
-      mode_ = previous->mode;
-      domain_events_ = previous->events;
-      alloc_sample_interval_ = previous->alloc_sample_interval;
-      scope_ = previous->threads;
-      module_filter_ = previous->module_filter;
-      module_exclude_ = previous->module_exclude;
-      thread_sections_ = previous->thread_sections();
-      global_ = previous->lexgion_default();
-    } else {
-      global_ = builtin_lexgion();
-    }
+  // Each parse starts from the built-in defaults: a reload applies the whole
+  // file, as docs/configuration.md says (libpinsight.so merges instead).
+  Parser(std::string_view text, std::string name) : text_(text), name_(std::move(name)) {
+    global_ = builtin_lexgion();
   }
 
   ParseResult run();
@@ -189,6 +179,7 @@ class Parser {
   TraceMode mode_ = TraceMode::Tracing;
   uint32_t domain_events_ = kEventAll;
   uint64_t alloc_sample_interval_ = kDefaultAllocSampleInterval;
+  Payload payload_ = Payload::Full;
   ThreadSet scope_;
   std::vector<std::string> module_filter_, module_exclude_;
   bool module_filter_seen_ = false, module_exclude_seen_ = false;

@@ -64,7 +64,8 @@ void install_handler() {
 }
 
 // How often the control thread checks that SIGUSR1 still reaches us, and
-// that the program still has a thread.
+// that the program still has a thread, and advances the naming epoch of the
+// compact payload (emitter.h).
 constexpr long kCheckNanoseconds = 1000000000L;
 // After a program thread exits: how often, and how many times, to look
 // whether it was the last one (it is still finishing when it tells us).
@@ -135,6 +136,7 @@ void end_if_program_gone() {
 void run() {
   control_tid = static_cast<pid_t>(syscall(SYS_gettid));
   int exit_checks = 0;
+  time_t epoch_second = 0;
   // Any thread may take SIGUSR1; the handler only posts the semaphore, and
   // the reload happens here, outside the signal context.
   while (!stopping.load()) {
@@ -145,6 +147,12 @@ void run() {
     deadline.tv_nsec %= 1000000000L;
     if (sem_timedwait(&wakeup, &deadline) != 0) {
       if (errno != ETIMEDOUT || stopping.load()) continue;
+      timespec now = {};
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (now.tv_sec != epoch_second) {
+        epoch_second = now.tv_sec;
+        emitter::advance_naming_epoch();
+      }
       if (exit_checks > 0) {
         --exit_checks;
       } else {
@@ -211,6 +219,13 @@ void stop() {
   stopping.store(true);
   sem_post(&wakeup);
   if (worker.joinable()) worker.join();
+  // Hand SIGUSR1 back to whoever had it before us (often SIG_DFL): a process
+  // we were attached to and detached from must react to it as it did before.
+  struct sigaction current = {};
+  if (sigaction(SIGUSR1, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+      current.sa_sigaction == on_sigusr1) {
+    sigaction(SIGUSR1, &previous_action, nullptr);
+  }
 }
 
 bool reload_now(std::string *error) {
@@ -240,8 +255,9 @@ bool reload_now(std::string *error) {
     if (error) *error = message;
     return false;
   }
-  tracer.publish_config(std::move(parsed.config), "reload", /*gil_held=*/false);
+  // Counted first: whoever sees the new generation sees the reload counted.
   tracer.reloads_.fetch_add(1);
+  tracer.publish_config(std::move(parsed.config), "reload", /*gil_held=*/false);
   return true;
 }
 

@@ -19,7 +19,8 @@ void set_path(const std::string &path);
 // The last thread that ran Python code is exiting: the control thread then
 // looks whether the program has any thread left, and ends the process if not.
 void program_thread_exiting();
-// Stops the control thread (atexit, before the interpreter finalizes).
+// Stops the control thread (atexit, before the interpreter finalizes; detach)
+// and gives SIGUSR1 back to the handler it had before start().
 void stop();
 // Reloads now, on the calling thread (GIL not held). For tests and the API.
 bool reload_now(std::string *error);

@@ -77,6 +77,30 @@ bool load_provider(std::string *error) {
 
 bool provider_loaded() { return provider_handle != nullptr; }
 
+bool compact_payload = false;
+std::atomic<uint32_t> naming_epoch{1};
+NamedCallable named_callables[1u << kNamedCallableBits];
+
+void advance_naming_epoch() {
+  // 0 is the epoch of a code object never named: skip it on wrap-around.
+  uint32_t next = naming_epoch.load(std::memory_order_relaxed) + 1;
+  naming_epoch.store(next == 0 ? 1 : next, std::memory_order_relaxed);
+}
+
+void name_code(CodeInfo &code, uint32_t epoch) {
+  code.named_epoch = epoch;
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, code_info,
+                       reinterpret_cast<unsigned long>(code.code), code.qualname.c_str(),
+                       code.filename.c_str(), code.lineno);
+}
+
+void name_callable(const char *name, uint32_t epoch) {
+  uintptr_t hash = reinterpret_cast<uintptr_t>(name) * UINT64_C(0x9e3779b97f4a7c15);
+  named_callables[hash >> (64 - kNamedCallableBits)] = {name, epoch};
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, callable_info,
+                       reinterpret_cast<unsigned long>(name), name);
+}
+
 bool recording() {
   // A tracepoint is enabled once a session's enabler matches it: the application
   // has its sessions' enablers when liblttng-ust's constructor returns (it waits
@@ -88,9 +112,11 @@ bool recording() {
 }
 
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
-                  const std::string &argv, const std::string &python_version, const char *backend) {
+                  const std::string &argv, const std::string &python_version, const char *backend,
+                  const std::string &procname) {
   lttng_ust_tracepoint(python_pinsight_lttng_ust, process_info, pid, mpi_rank, mpi_size,
-                       hostname.c_str(), argv.c_str(), python_version.c_str(), backend);
+                       hostname.c_str(), argv.c_str(), python_version.c_str(), backend,
+                       procname.c_str());
 }
 
 void thread_start(int python_thread_id, unsigned long thread_ident) {

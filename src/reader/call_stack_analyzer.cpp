@@ -89,6 +89,20 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     on_discarded(e);
     return;
   }
+  // Names of the compact payload: not events of a thread's timeline.
+  if (e.kind == EventKind::CodeInfo || e.kind == EventKind::CallableInfo) {
+    if (e.kind == EventKind::CodeInfo) {
+      symbols_.name_code(e.host, e.vpid, e.code_id, batch.string(e.str[0]), batch.string(e.str[1]),
+                         e.lineno);
+    } else {
+      symbols_.name_callable(e.host, e.vpid, e.code_id, batch.string(e.str[2]));
+    }
+    // A renamed symbol is judged again by the filters.
+    for (SymbolId renamed : symbols_.take_renamed()) {
+      if (renamed < visible_.size()) visible_[renamed] = -1;
+    }
+    return;
+  }
   if (events_++ == 0) first_ns_ = e.ts_ns;
   ++kind_counts_[static_cast<size_t>(e.kind)];
   set_origin(e.ts_ns);
@@ -104,22 +118,18 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
 
   switch (e.kind) {
     case EventKind::FunctionBegin: {
-      SymbolId symbol = symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
-                                                 batch.string(e.str[1]), e.lineno);
+      SymbolId symbol = python_symbol(e, batch);
       push(t, symbol, e.ts_ns, e.transition == kStart, nullptr, !visible(symbol));
       break;
     }
-    case EventKind::FunctionEnd: {
-      SymbolId symbol = symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
-                                                 batch.string(e.str[1]), e.lineno);
-      close(t, symbol, e.ts_ns, frame_exit(e.transition));
+    case EventKind::FunctionEnd:
+      close(t, python_symbol(e, batch), e.ts_ns, frame_exit(e.transition));
       break;
-    }
     case EventKind::CCallBegin:
       on_c_call_begin(t, e, batch);
       break;
     case EventKind::CCallEnd:
-      close(t, symbols_.native_function(batch.string(e.str[2])), e.ts_ns,
+      close(t, native_symbol(e, batch), e.ts_ns,
             e.transition == kRaise ? FrameExit::Raise : FrameExit::Return);
       break;
     case EventKind::ImportBegin:
@@ -143,22 +153,41 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   }
 }
 
+SymbolId CallStackAnalyzer::python_symbol(const RawEvent &e, const EventBatch &batch) {
+  if (e.compact) return symbols_.python_function_by_id(e.host, e.vpid, e.code_id);
+  return symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]), batch.string(e.str[1]),
+                                  e.lineno);
+}
+
+SymbolId CallStackAnalyzer::native_symbol(const RawEvent &e, const EventBatch &batch) {
+  if (e.compact) return symbols_.native_function_by_id(e.host, e.vpid, e.extra);
+  return symbols_.native_function(batch.string(e.str[2]));
+}
+
 void CallStackAnalyzer::on_c_call_begin(ThreadState &t, const RawEvent &e,
                                         const EventBatch &batch) {
-  SymbolId callee = symbols_.native_function(batch.string(e.str[2]));
-  std::string_view caller_qualname = batch.string(e.str[0]);
-  std::string_view caller_filename = batch.string(e.str[1]);
+  SymbolId callee = native_symbol(e, batch);
   // The caller is the Python frame on top of the stack; when its begin is not
-  // in the trace, the event's own caller fields name it.
+  // in the trace, the event's own caller fields (or code_id) name it.
   SymbolId caller = kNoSymbol;
-  if (!t.stack.empty()) {
-    const Symbol &top = symbols_[t.stack.back().symbol];
-    if (!top.native && top.qualname == caller_qualname && top.filename == caller_filename) {
+  if (e.compact) {
+    if (!t.stack.empty() && symbols_.is_code(t.stack.back().symbol, e.host, e.vpid, e.code_id)) {
       caller = t.stack.back().symbol;
+    } else {
+      caller = symbols_.caller_by_id(e.host, e.vpid, e.code_id);
     }
-  }
-  if (caller == kNoSymbol) {
-    caller = symbols_.caller(e.vpid, e.code_id, caller_qualname, caller_filename);
+  } else {
+    std::string_view caller_qualname = batch.string(e.str[0]);
+    std::string_view caller_filename = batch.string(e.str[1]);
+    if (!t.stack.empty()) {
+      const Symbol &top = symbols_[t.stack.back().symbol];
+      if (!top.native && top.qualname == caller_qualname && top.filename == caller_filename) {
+        caller = t.stack.back().symbol;
+      }
+    }
+    if (caller == kNoSymbol) {
+      caller = symbols_.caller(e.vpid, e.code_id, caller_qualname, caller_filename);
+    }
   }
   // As with the tracer's module_filter: no native calls of a hidden caller.
   if (!visible(caller)) {

@@ -193,6 +193,8 @@ class CallStackAnalyzer {
   void close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit);
   void pop(ThreadState &t, uint64_t ts, FrameExit exit);
   void on_c_call_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  SymbolId python_symbol(const RawEvent &e, const EventBatch &batch);
+  SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
   void on_process_info(const RawEvent &e, const EventBatch &batch);
   // resource_events.cpp

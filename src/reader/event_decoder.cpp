@@ -11,57 +11,100 @@ constexpr std::string_view kProviderPrefix = "python_pinsight_lttng_ust:";
 struct EventLayout {
   std::string_view name;
   EventKind kind;
-  const char *fields[7];  // in the order RawEvent is filled, nullptr-padded
+  bool compact;
+  const char *fields[8];  // in the order RawEvent is filled, nullptr-padded
 };
 
 // Field names of the provider (tracepoints/python_pinsight_lttng_ust.h).
 constexpr EventLayout kLayouts[] = {
     {"function_begin",
      EventKind::FunctionBegin,
-     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "transition", nullptr}},
+     false,
+     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "transition", nullptr,
+      nullptr}},
     {"function_end",
      EventKind::FunctionEnd,
-     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "transition", nullptr}},
+     false,
+     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "transition", nullptr,
+      nullptr}},
     {"c_call_begin",
      EventKind::CCallBegin,
+     false,
      {"caller_qualname", "caller_filename", "caller_lineno", "code_id", "python_thread_id",
-      "transition", "callee_name"}},
+      "transition", "callee_name", nullptr}},
     {"c_call_end",
      EventKind::CCallEnd,
+     false,
      {"caller_qualname", "caller_filename", "caller_lineno", "code_id", "python_thread_id",
-      "transition", "callee_name"}},
+      "transition", "callee_name", nullptr}},
+    {"compact_function_begin",
+     EventKind::FunctionBegin,
+     true,
+     {nullptr, nullptr, nullptr, "code_id", "python_thread_id", "transition", nullptr, nullptr}},
+    {"compact_function_end",
+     EventKind::FunctionEnd,
+     true,
+     {nullptr, nullptr, nullptr, "code_id", "python_thread_id", "transition", nullptr, nullptr}},
+    {"compact_c_call_begin",
+     EventKind::CCallBegin,
+     true,
+     {nullptr, nullptr, "caller_lineno", "code_id", "python_thread_id", "transition", nullptr,
+      "callable_id"}},
+    {"compact_c_call_end",
+     EventKind::CCallEnd,
+     true,
+     {nullptr, nullptr, "caller_lineno", "code_id", "python_thread_id", "transition", nullptr,
+      "callable_id"}},
+    {"code_info",
+     EventKind::CodeInfo,
+     false,
+     {"qualname", "filename", "lineno", "code_id", nullptr, nullptr, nullptr, nullptr}},
+    {"callable_info",
+     EventKind::CallableInfo,
+     false,
+     {nullptr, nullptr, nullptr, "callable_id", nullptr, nullptr, "name", nullptr}},
     {"process_info",
      EventKind::ProcessInfo,
-     {"hostname", "argv", "mpi_rank", "pid", "mpi_size", "python_version", "backend"}},
+     false,
+     {"hostname", "argv", "mpi_rank", "pid", "mpi_size", "python_version", "backend", "procname"}},
     {"thread_start",
      EventKind::ThreadStart,
-     {"python_thread_id", "thread_ident", nullptr, nullptr, nullptr, nullptr, nullptr}},
+     false,
+     {"python_thread_id", "thread_ident", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
     {"import_begin",
      EventKind::ImportBegin,
-     {"module", nullptr, nullptr, nullptr, "python_thread_id", "transition", nullptr}},
+     false,
+     {"module", nullptr, nullptr, nullptr, "python_thread_id", "transition", nullptr, nullptr}},
     {"import_end",
      EventKind::ImportEnd,
-     {"module", nullptr, nullptr, nullptr, "python_thread_id", "transition", nullptr}},
+     false,
+     {"module", nullptr, nullptr, nullptr, "python_thread_id", "transition", nullptr, nullptr}},
     {"alloc_sample",
      EventKind::AllocSample,
-     {"qualname", "filename", "lineno", "address", "python_thread_id", "source", "sampled_bytes"}},
+     false,
+     {"qualname", "filename", "lineno", "address", "python_thread_id", "source", "sampled_bytes",
+      nullptr}},
     {"free_sample",
      EventKind::FreeSample,
-     {nullptr, nullptr, nullptr, "address", nullptr, nullptr, nullptr}},
+     false,
+     {nullptr, nullptr, nullptr, "address", nullptr, nullptr, nullptr, nullptr}},
     {"mode_change",
      EventKind::ModeChange,
-     {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
+     false,
+     {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
 };
 
-// Positions in EventLayout::fields of function_* and c_call_* events.
+// Positions in EventLayout::fields of function_*, c_call_*, code_info and
+// callable_info events.
 enum FrameSlot {
   kQualname = 0,  // qualname / caller_qualname
   kFilename = 1,  // filename / caller_filename
   kLineno = 2,
-  kCodeId = 3,
+  kCodeId = 3,  // code_id; callable_info: callable_id
   kThreadId = 4,
   kTransition = 5,
-  kCallee = 6,
+  kCallee = 6,      // callee_name; callable_info: name
+  kCallableId = 7,  // compact c_call_*
 };
 
 int member_index(const bt_field_class *structure, const char *name, bool *is_signed) {
@@ -133,6 +176,7 @@ const EventDecoder::ClassInfo &EventDecoder::class_info(const bt_event *event) {
       if (layout.name != short_name) continue;
       info.ours = true;
       info.kind = layout.kind;
+      info.compact = layout.compact;
       const bt_field_class *payload = bt_event_class_borrow_payload_field_class_const(event_class);
       for (int i = 0; i < kMaxFields; ++i) {
         info.payload[i].index = member_index(payload, layout.fields[i], &info.payload[i].is_signed);
@@ -182,6 +226,7 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
   out.extra = 0;
   out.str[0] = out.str[1] = out.str[2] = out.str[3] = kNoString;
   out.procname = kNoString;
+  out.compact = info.compact;
 
   const bt_field *context = bt_event_borrow_common_context_field_const(event);
   if (context != nullptr) {
@@ -206,12 +251,15 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
     case EventKind::FunctionEnd:
     case EventKind::CCallBegin:
     case EventKind::CCallEnd:
+    case EventKind::CodeInfo:
+    case EventKind::CallableInfo:
       // A native call's end is matched by its callee alone.
       if (info.kind != EventKind::CCallEnd) {
         out.str[0] = read_string(payload, slot[kQualname], batch);
         out.str[1] = read_string(payload, slot[kFilename], batch);
       }
       out.str[2] = read_string(payload, slot[kCallee], batch);
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[kCallableId], 0));
       out.lineno = static_cast<int32_t>(read_integer(payload, slot[kLineno], 0));
       out.code_id = static_cast<uint64_t>(read_integer(payload, slot[kCodeId], 0));
       out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[kThreadId], -1));
@@ -241,6 +289,7 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.aux = static_cast<int32_t>(read_integer(payload, slot[4], -1));
       out.str[2] = read_string(payload, slot[5], batch);
       out.str[3] = read_string(payload, slot[6], batch);
+      if (slot[7].index >= 0) out.procname = read_string(payload, slot[7], batch);
       out.python_thread_id = -1;
       out.transition = 0;
       break;
@@ -299,6 +348,7 @@ void EventDecoder::decode_discarded(const bt_message *message, EventBatch &batch
   out.vtid = static_cast<int32_t>(bt_stream_get_id(stream));
   out.str[0] = out.str[1] = out.str[2] = out.str[3] = kNoString;
   out.procname = kNoString;
+  out.compact = false;
 }
 
 }  // namespace pinsight_reader

@@ -33,7 +33,7 @@ class EventDecoder {
   uint64_t last_ts_ns() const { return last_ts_ns_; }
 
  private:
-  static constexpr int kMaxFields = 7;
+  static constexpr int kMaxFields = 8;
 
   struct ClassInfo {
     const bt_event_class *event_class = nullptr;
@@ -41,6 +41,7 @@ class EventDecoder {
     bool has_clock = false;
     uint16_t host = 0;  // events without a clock get the previous timestamp
     EventKind kind = EventKind::FunctionBegin;
+    bool compact = false;
     FieldSlot payload[kMaxFields];
     FieldSlot vpid, vtid, procname;
   };

@@ -20,8 +20,10 @@ enum class EventKind : uint8_t {
   CCallEnd,
   ProcessInfo,
   ThreadStart,
-  ModeChange,  // counted only
-  Discarded,   // LTTng discarded events (ring buffer full)
+  CodeInfo,      // compact payload: names of a code object
+  CallableInfo,  // compact payload: name of a native callee
+  ModeChange,    // counted only
+  Discarded,     // LTTng discarded events (ring buffer full)
   DiscardedPackets,
   ImportBegin,  // str[0]: module; transition: import_transition
   ImportEnd,
@@ -50,20 +52,23 @@ inline constexpr StringRef kNoString = UINT32_MAX;
 
 struct RawEvent {
   uint64_t ts_ns;    // ns from origin; for Discarded, the end of the range
-  uint64_t code_id;  // function_*/c_call_*; thread_ident; discarded count
-  uint64_t extra;    // Discarded: beginning of the range (0: unknown)
+  uint64_t code_id;  // function_*/c_call_*/code_info; thread_ident; callable_info's
+                     // callable_id; discarded count
+  uint64_t extra;    // compact c_call_*: callable_id; Discarded: beginning of the range
   int32_t vpid;      // -1 when the vpid context is absent
   int32_t vtid;      // -1 when the vtid context is absent; Discarded: stream id
   int32_t python_thread_id;
   int32_t lineno;  // lineno / caller_lineno; process_info: mpi_rank
   int32_t aux;     // process_info: mpi_size, pid in `code_id`
-  // function_*: qualname, filename; c_call_*: caller_qualname, caller_filename,
-  // callee_name; process_info: hostname, argv, python_version, backend.
+  // function_*, code_info: qualname, filename; c_call_*: caller_qualname,
+  // caller_filename, callee_name; callable_info: -, -, name; process_info:
+  // hostname, argv, python_version, backend. Compact events carry no strings.
   StringRef str[4];
-  StringRef procname;  // only on the first event of a vpid seen by the decoder
+  StringRef procname;  // first event of a vpid with the procname context; process_info
   uint16_t host;       // HostRegistry id of the trace's hostname
   EventKind kind;
   uint8_t transition;
+  bool compact;  // a compact_* event: names by id (SymbolTable)
 };
 
 // A run of consecutive events, recycled between the two threads.

@@ -2,6 +2,13 @@
 // native callees (callee_name). Memory grows with distinct functions only.
 // The one place where the reader turns event strings into names: each symbol
 // is resolved once (its module and origin too), then known by its id.
+//
+// The one place where names are resolved. Full-payload events carry their
+// names; compact ones carry ids (code_id, callable_id) named by code_info /
+// callable_info events of the same process. An id used before its names came
+// (the first naming epoch of a trace that started late) gets a symbol named
+// after the id, renamed in place when the names arrive, so every frame of
+// the code object stays one symbol and begins still match their ends.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +16,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "code_location.h"
 
@@ -38,6 +47,21 @@ class SymbolTable {
                   std::string_view filename);
   SymbolId native_function(std::string_view name);
 
+  // Compact payload: the names of an id, from code_info / callable_info.
+  void name_code(uint16_t host, int32_t vpid, uint64_t code_id, std::string_view qualname,
+                 std::string_view filename, int32_t lineno);
+  void name_callable(uint16_t host, int32_t vpid, uint64_t callable_id, std::string_view name);
+  // As python_function(), caller() and native_function() with the names the
+  // ids were given; before any, the id's own symbol ("<code 0x...>").
+  SymbolId python_function_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
+  SymbolId caller_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
+  SymbolId native_function_by_id(uint16_t host, int32_t vpid, uint64_t callable_id);
+  // Symbols renamed since the last call (their names came after their ids).
+  std::vector<SymbolId> take_renamed() { return std::exchange(renamed_, {}); }
+  // Whether `symbol` is the one python_function_by_id() gives for this code
+  // object (matching a native call to the frame that made it).
+  bool is_code(SymbolId symbol, uint16_t host, int32_t vpid, uint64_t code_id);
+
   const Symbol &operator[](SymbolId id) const { return symbols_[id]; }
   size_t size() const { return symbols_.size(); }
 
@@ -61,6 +85,30 @@ class SymbolTable {
 
   SymbolId intern(bool native, std::string_view qualname, std::string_view filename,
                   int32_t lineno);
+  CodeLocation location(bool native, std::string_view filename);
+  SymbolId unnamed(bool native, uint64_t id);
+  void rename(SymbolId id, std::string_view qualname, std::string_view filename, int32_t lineno);
+
+  struct IdKey {
+    uint64_t id;
+    int32_t vpid;
+    uint16_t host;
+    bool native;
+    bool operator==(const IdKey &o) const {
+      return id == o.id && vpid == o.vpid && host == o.host && native == o.native;
+    }
+  };
+  struct IdKeyHash {
+    size_t operator()(const IdKey &k) const;
+  };
+  struct IdNames {
+    bool named = false;
+    std::string qualname, filename;  // native: the callee's name in qualname
+    int32_t lineno = 0;
+    // The symbol this id got before it was named: it keeps it (renamed), so
+    // frames opened under it still match their ends.
+    SymbolId early = kNoSymbol;
+  };
   static uint64_t code_key(int32_t vpid, uint64_t code_id);
 
   std::deque<Symbol> symbols_;  // a deque: keys below point into it
@@ -68,6 +116,8 @@ class SymbolTable {
   std::unordered_map<std::string_view, SymbolId> natives_;
   std::unordered_map<uint64_t, CodeCacheEntry> by_code_;
   std::unordered_map<std::string, CodeLocation> locations_;  // by file name
+  std::unordered_map<IdKey, IdNames, IdKeyHash> ids_;
+  std::vector<SymbolId> renamed_;
 };
 
 }  // namespace pinsight_reader

@@ -6,6 +6,10 @@
 // instances with a Python __call__, bound methods of Python functions) are
 // left to PY_START. PyCFunction_Check alone would miss NumPy ufuncs and
 // dispatchers, ctypes function pointers, Cython functions and pybind11 methods.
+//
+// Names are cached without owning any object of the program (see
+// callable_names.cpp): a callable dies when it would untraced, and an object
+// later made at its address is named afresh.
 #pragma once
 
 #include "backends/compat.h"
@@ -24,8 +28,5 @@ inline bool native(PyObject *callable, NativeCallable *out) {
   if (Py_IS_TYPE(callable, &PyFunction_Type)) return false;
   return native_slow(callable, out);
 }
-
-// Drops cached names and the references that keep their keys alive.
-void clear_cache();
 
 }  // namespace pinsight::callables

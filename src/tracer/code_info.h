@@ -23,6 +23,12 @@ struct ThreadLexgion {
   uint64_t generation = UINT64_MAX;
 };
 
+// Why a code object's locations were disabled (CodeInfo::disabled).
+enum DisabledBits : uint8_t {
+  kDisabledShared = 1u << 0,     // holds for every thread: re-armed on mode change and reload
+  kDisabledPerThread = 1u << 1,  // holds for the only live thread: re-armed for a new thread too
+};
+
 struct CodeInfo {
   PyObject *code = nullptr;  // borrowed: this CodeInfo dies with the code object
   std::string qualname;
@@ -47,6 +53,12 @@ struct CodeInfo {
   uint32_t suspended_traced = 0;
   // Begins of this code were disabled (DISABLE returned) in this epoch.
   uint64_t begins_disabled_epoch = 0;
+  // Some location of this code returned DISABLE (kDisabled*): the locations
+  // Tracer::rearm re-enables, for our tool only.
+  uint8_t disabled = 0;
+
+  // Naming epoch in which code_info last went out (compact payload; 0: never).
+  uint32_t named_epoch = 0;
 
   uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
   uint64_t traced = 0;      // starts whose function_begin was emitted

@@ -22,13 +22,16 @@
 // exceeded. Here it is done at the start, so max_num_traces is a hard cap; for
 // non-overlapping executions the results are identical.
 //
-// The hot path, per function start of a code object on a thread:
-//   mask = config.events_for(settings, python_thread_id)   // cached per thread
+// The hot path, per function start of a code object on a thread, is
+// lexgion_execution() below, with mask = config.events_for(settings,
+// python_thread_id) (cached per thread):
 //   mode OFF/STANDBY: nothing.  MONITORING: lexgion_count().  TRACING:
-//   if mask != 0: traced = lexgion_begin(); window_ended = lexgion_window_ended()
+//   traced = lexgion_begin(); window_ended = lexgion_window_ended()
 // When mask is 0 nothing is counted (the thread never traces this lexgion).
 // PInsight applies window_end_action at the end of the execution that reached
 // max_num_traces, so that execution's function_end is still emitted.
+// The tracer (tracer.h) and the _lexgion_simulate test binding both call
+// lexgion_execution(), so the simulation cannot drift from the hot path.
 #pragma once
 
 #include <cstdint>
@@ -64,5 +67,28 @@ bool lexgion_exhausted(const LexgionSettings &settings, const LexgionCounters &c
 // (trace_counter reached max_num_traces > 0): the window ends and
 // window_end_action applies. False on every other call.
 bool lexgion_window_ended(const LexgionSettings &settings, const LexgionCounters &counters);
+
+// What one execution (a function start) of a lexgion on a thread does.
+struct LexgionStep {
+  bool traced = false;       // emit this execution (TRACING only)
+  bool ends_window = false;  // window_end_action applies after this execution
+};
+
+// The one rate-control decision, for the mode in force and the events the
+// thread may emit for this lexgion: MONITORING counts the execution (so a
+// later TRACING honours trace_starts_at and tracing_rate), TRACING counts and
+// decides, OFF and STANDBY do nothing.
+inline LexgionStep lexgion_execution(TraceMode mode, uint32_t events,
+                                     const LexgionSettings &settings, LexgionCounters &counters) {
+  LexgionStep step;
+  if (events == 0 || mode < TraceMode::Monitoring) return step;
+  if (mode == TraceMode::Monitoring) {
+    lexgion_count(counters);
+    return step;
+  }
+  step.traced = lexgion_begin(settings, counters);
+  step.ends_window = step.traced && lexgion_window_ended(settings, counters);
+  return step;
+}
 
 }  // namespace pinsight

@@ -1,5 +1,6 @@
 #include "tracer/tracer.h"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,31 @@ bool is_own_module(const std::string &module) {
   static const std::string own = "pinsight_python";
   return module.compare(0, own.size(), own) == 0 &&
          (module.size() == own.size() || module[own.size()] == '.');
+}
+
+// `given` (an activate() argument), else environment variable `variable`, else
+// `fallback` (the configuration's); *overridden: one of the first two was set.
+template <typename T>
+T overridden_setting(const std::string &given, const char *option, const char *variable, T fallback,
+                     bool (*parse)(std::string_view, T *), const char *what, const char *expected,
+                     bool *overridden) {
+  std::string text = given;
+  const char *source = option;
+  if (text.empty()) {
+    const char *env = std::getenv(variable);
+    if (env && *env) {
+      text = env;
+      source = variable;
+    }
+  }
+  *overridden = !text.empty();
+  if (text.empty()) return fallback;
+  T value = fallback;
+  if (!parse(text, &value)) {
+    throw ConfigError(std::string(source) + ": unknown " + what + " '" + text + "' (expected " +
+                      expected + ")");
+  }
+  return value;
 }
 
 }  // namespace
@@ -53,15 +79,41 @@ void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread
   config_store::read_unlock();
 }
 
-bool Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
+uint8_t Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
   // Thread-independent verdicts hold for every thread, present or future.
   if (!code.module_selected || code.limits.max_num_traces == 0 || code.limits.never_traced) {
-    return true;
+    return kDisabledShared;
   }
   // DISABLE silences a location for all threads: per-thread verdicts only
-  // count while this is the only thread (a new thread restarts events).
-  if (thread_states::live_count() > 1) return false;
-  return lex.events == 0 || lexgion_exhausted(code.limits, lex.counters);
+  // count while this is the only thread (a new thread re-arms them).
+  if (thread_states::live_count() > 1) return 0;
+  return lex.events == 0 || lexgion_exhausted(code.limits, lex.counters) ? kDisabledPerThread : 0;
+}
+
+Verdict Tracer::disable(PyObject *code) {
+  // Slow path: once per location, which then stays quiet until re-armed. The
+  // profile hook cannot disable anything: nothing to remember then.
+  if (!backend_ || backend_->tool_id() < 0) return Verdict::Disable;
+  if (CodeInfo *info = code_registry::get(code)) return disable(*info);
+  return Verdict::Disable;
+}
+
+void Tracer::rearm(bool per_thread_only) {
+  if (!backend_) return;
+  std::vector<PyObject *> codes;
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    if (!info->disabled || (per_thread_only && !(info->disabled & kDisabledPerThread))) continue;
+    codes.push_back(info->code);
+    info->disabled = 0;
+    info->begins_disabled_epoch = 0;
+  }
+  if (!per_thread_only) ++disable_epoch_;
+  if (codes.empty()) return;
+  try {
+    backend_->rearm(codes);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "pinsight-python: cannot re-enable CPython events: %s\n", e.what());
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -178,11 +230,16 @@ void Tracer::set_mode(TraceMode new_mode, const char *reason) {
   }
   reconcile_events();
   sync_alloc();
-  if (new_mode >= TraceMode::Monitoring && backend_) {
-    // Locations silenced under the old mode may be needed now.
-    ++disable_epoch_;
-    backend_->restart_events();
-  }
+  // Locations silenced under the old mode may be needed now.
+  if (new_mode >= TraceMode::Monitoring) rearm(/*per_thread_only=*/false);
+}
+
+void Tracer::set_payload(Payload payload) {
+  bool compact = payload == Payload::Compact;
+  if (emitter::compact_payload == compact) return;
+  emitter::compact_payload = compact;
+  // Names written under the other payload may be far back: write them again.
+  emitter::advance_naming_epoch();
 }
 
 void Tracer::apply_module_options(Config &config) const {
@@ -198,26 +255,27 @@ void Tracer::apply_module_options(Config &config) const {
 void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
   apply_module_options(*config);
   TraceMode config_mode = config->mode;
+  Payload config_payload = config->payload;
   update_extra_events(*config);
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
   uint64_t generation = config_store::publish(std::move(config));
-  generation_.store(generation);
-  if (!active_) return;
-  PyGILState_STATE gil{};
-  if (!gil_held) {
-    if (compat::is_finalizing()) return;
-    gil = PyGILState_Ensure();
+  if (!active_ || (!gil_held && compat::is_finalizing())) {
+    generation_.store(generation);
+    return;
   }
+  PyGILState_STATE gil{};
+  if (!gil_held) gil = PyGILState_Ensure();
+  // Under the GIL, with the mode it brings: status() never shows the new
+  // generation with the old mode.
+  generation_.store(generation);
   if (active_) {
+    set_payload(payload_override_set_ ? payload_override_ : config_payload);
     TraceMode target = mode_override_set_ ? mode_override_ : config_mode;
     if (target == mode()) {
       emitter::mode_change(trace_mode_name(target), reason, generation);
-      if (backend_ && target >= TraceMode::Monitoring) {
-        // Decisions may change: re-enable silenced locations.
-        ++disable_epoch_;
-        backend_->restart_events();
-      }
+      // Decisions may change: re-enable the locations we silenced.
+      if (target >= TraceMode::Monitoring) rearm(/*per_thread_only=*/false);
     } else {
       set_mode(target, reason);
     }
@@ -229,14 +287,11 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
 void Tracer::on_new_thread(ThreadState &state) {
   threads_seen_.fetch_add(1);
   emitter::thread_start(state.python_thread_id, state.thread_ident);
-  if (thread_states::live_count() > 1 && backend_ && mode() >= TraceMode::Monitoring) {
+  if (thread_states::live_count() > 1 && mode() >= TraceMode::Monitoring) {
     // Per-thread verdicts made while this thread did not exist no longer
-    // hold for every thread.
-    ++disable_epoch_;
-    try {
-      backend_->restart_events();
-    } catch (const std::exception &) {
-    }
+    // hold for every thread. Only our own locations: other tools keep what
+    // they disabled.
+    rearm(/*per_thread_only=*/true);
   }
 }
 
@@ -288,9 +343,16 @@ void Tracer::push_activation_frames(ThreadState &state) {
 
 void Tracer::activate(const ActivateOptions &options) {
   if (active_) return;
-#ifdef Py_GIL_DISABLED
-  throw ActivationError("free-threaded CPython is not supported yet");
-#endif
+  std::string unverified = cpython_refusal();
+  if (!unverified.empty()) {
+    // The program runs untraced; status() says why.
+    if (refused_.empty()) {
+      std::fprintf(stderr, "pinsight-python: %s; tracing is off and the program runs untraced\n",
+                   unverified.c_str());
+    }
+    refused_ = unverified;
+    return;
+  }
   if (!code_registry::init()) throw ActivationError("no code-object extra slot is available");
 
   // Configuration: explicit path, PInsight's variable, then the working directory.
@@ -319,26 +381,15 @@ void Tracer::activate(const ActivateOptions &options) {
     config = std::move(parsed.config);
   }
 
-  // Mode: the caller's, else PINSIGHT_TRACE_PYTHON, else the file's.
-  mode_override_set_ = false;
-  std::string mode_text = options.mode;
-  const char *mode_source = "activate(mode=...)";
-  if (mode_text.empty()) {
-    const char *env = std::getenv("PINSIGHT_TRACE_PYTHON");
-    if (env && *env) {
-      mode_text = env;
-      mode_source = "PINSIGHT_TRACE_PYTHON";
-    }
-  }
-  TraceMode initial = config->mode;
-  if (!mode_text.empty()) {
-    if (!parse_trace_mode(mode_text, &initial)) {
-      throw ConfigError(std::string(mode_source) + ": unknown trace mode '" + mode_text +
-                        "' (expected OFF, STANDBY, MONITORING or TRACING)");
-    }
-    mode_override_ = initial;
-    mode_override_set_ = true;
-  }
+  // Mode and payload: the caller's, else the environment's, else the file's.
+  TraceMode initial = overridden_setting(
+      options.mode, "activate(mode=...)", "PINSIGHT_TRACE_PYTHON", config->mode, parse_trace_mode,
+      "trace mode", "OFF, STANDBY, MONITORING or TRACING", &mode_override_set_);
+  mode_override_ = initial;
+  Payload payload = overridden_setting(options.payload, "activate(payload=...)",
+                                       "PINSIGHT_PYTHON_PAYLOAD", config->payload, parse_payload,
+                                       "payload", "full or compact", &payload_override_set_);
+  payload_override_ = payload;
 
   module_filter_given_ = options.module_filter_given;
   module_filter_ = options.module_filter;
@@ -385,6 +436,7 @@ void Tracer::activate(const ActivateOptions &options) {
   failed_ = false;
   installed_events_ = 0;
   mode_.store(initial);
+  set_payload(payload);
 
   std::string version = Py_GetVersion();
   identity_ = ProcessIdentity{options.mpi_rank, options.mpi_size, options.hostname, options.argv,
@@ -395,6 +447,24 @@ void Tracer::activate(const ActivateOptions &options) {
   reconcile_events();
   sync_alloc();
   control::start(config_path_);
+}
+
+std::string Tracer::cpython_refusal() {
+#ifdef Py_GIL_DISABLED
+  constexpr bool free_threaded = true;
+#else
+  constexpr bool free_threaded = false;
+#endif
+  // The headers this build was compiled with, then the interpreter running it.
+  std::string reason = compat::unverified_cpython(PY_VERSION_HEX, free_threaded);
+  if (!reason.empty()) return reason;
+  PyObject *running = PySys_GetObject("hexversion");  // borrowed
+  unsigned long hexversion = running ? PyLong_AsUnsignedLong(running) : PY_VERSION_HEX;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    hexversion = PY_VERSION_HEX;
+  }
+  return compat::unverified_cpython(hexversion, free_threaded);
 }
 
 void Tracer::deactivate() {
@@ -427,8 +497,10 @@ void Tracer::deactivate() {
 Status Tracer::status() const {
   Status s;
   s.active = active_;
+  s.refused = refused_;
   s.backend = backend_ ? backend_->name() : (active_ ? backend_name_ : "");
   s.mode = trace_mode_name(mode());
+  s.payload = emitter::compact_payload ? "compact" : "full";
   s.lttng_available = emitter::provider_loaded();
   s.lttng_error = lttng_error_;
   s.tool_id = backend_ ? backend_->tool_id() : -1;
@@ -465,6 +537,8 @@ void Tracer::after_fork_child() {
   // begins are in the parent's trace, so their ends (and the end of the
   // fork call itself) must not appear under the child's vpid.
   thread_states::forked_child();
+  // The child's events carry its own vpid: its names must be written anew.
+  emitter::advance_naming_epoch();
   if (active_) {
     emit_process_info();
     control::start(config_path_);
@@ -472,9 +546,11 @@ void Tracer::after_fork_child() {
 }
 
 void Tracer::emit_process_info() {
+  char procname[17] = {};  // what LTTng's procname context reads: the thread's comm
+  if (prctl(PR_GET_NAME, procname) != 0) procname[0] = '\0';
   emitter::process_info(static_cast<int>(getpid()), identity_.mpi_rank, identity_.mpi_size,
                         identity_.hostname, identity_.argv, identity_.python_version,
-                        backend_ ? backend_->name() : "none");
+                        backend_ ? backend_->name() : "none", procname);
 }
 
 }  // namespace pinsight

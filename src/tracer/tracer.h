@@ -43,6 +43,7 @@ struct ActivateOptions {
   std::string config_path;       // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
   std::string mode;              // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
   std::string backend = "auto";  // auto | sys.monitoring | setprofile
+  std::string payload;           // empty: PINSIGHT_PYTHON_PAYLOAD, else the config's payload
   unsigned long main_thread_ident = 0;
   int mpi_rank = -1;
   int mpi_size = -1;
@@ -60,8 +61,10 @@ struct ActivateOptions {
 
 struct Status {
   bool active = false;
+  std::string refused;  // why activate() refused to trace on this CPython; empty otherwise
   std::string backend;
   std::string mode;
+  std::string payload;
   bool lttng_available = false;
   std::string lttng_error;
   int tool_id = -1;
@@ -119,19 +122,35 @@ class Tracer {
   void decide(CodeInfo &code);
   void apply_decision(CodeInfo &code, const Config &config);  // read lock held
   void decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id);
-  bool never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
+  // 0 while the code may still be traced; else why its begins may be
+  // disabled (kDisabledShared, kDisabledPerThread).
+  uint8_t never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
   void forget_suspended(const void *frame);
   bool resume_suspended(const void *frame, uint8_t *flags);
   void suspend(const void *frame, CodeInfo &code, uint8_t flags);
   void close_stale_calls(ThreadState &state, const void *frame);
   void window_ended(CodeInfo &code);
   void reconcile_events();  // CPython's events follow mode_ and open records
+  // Re-enables our DISABLEd locations: those of per-thread verdicts only (a
+  // new thread), or all of them (mode change, reload).
+  void rearm(bool per_thread_only);
+  // Every DISABLE we return goes through here, so that rearm() finds it.
+  Verdict disable(CodeInfo &code, uint8_t why = kDisabledShared) {
+    code.disabled |= why;
+    return Verdict::Disable;
+  }
+  Verdict disable(PyObject *code);
   void push_activation_frames(ThreadState &state);
+  void set_payload(Payload payload);
+  // Non-empty: this CPython's internals were not verified (compat.h).
+  static std::string cpython_refusal();
 
   bool begins_disabled(const CodeInfo &code) const {
     return code.begins_disabled_epoch == disable_epoch_;
   }
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
+  void monitor_start(CodeInfo &code, ThreadState &state);         // MONITORING: counts only
+  ThreadLexgion &lexgion_of(CodeInfo &code, ThreadState &state);  // decided for this config
   // activate()'s module options, applied to every configuration before it is published.
   void apply_module_options(Config &config) const;
   template <bool MayDisable>
@@ -152,9 +171,11 @@ class Tracer {
   std::atomic<TraceMode> mode_{TraceMode::Off};
   TraceMode mode_override_ = TraceMode::Tracing;  // activate(mode=) / PINSIGHT_TRACE_PYTHON
   bool mode_override_set_ = false;
+  Payload payload_override_ = Payload::Full;  // activate(payload=) / PINSIGHT_PYTHON_PAYLOAD
+  bool payload_override_set_ = false;
   std::string backend_name_ = "auto";
   std::atomic<uint64_t> generation_{0};
-  bool active_ = false;
+  std::atomic<bool> active_{false};  // read by the control thread without the GIL
   bool failed_ = false;
   bool reconciling_ = false;
   uint64_t disable_epoch_ = 1;
@@ -171,6 +192,7 @@ class Tracer {
   uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
   std::unique_ptr<Backend> backend_;
   std::string lttng_error_;
+  std::string refused_;
   std::string config_path_;
   bool module_filter_given_ = false;
   std::vector<std::string> module_filter_;
@@ -206,11 +228,11 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
   if (mode != TraceMode::Tracing) {
     if (mode == TraceMode::Monitoring && transition == emitter::kStart) {
       CodeInfo *info = code_registry::get(code);
-      if (info) ++info->executions;
+      if (info) monitor_start(*info, *thread_states::current());
       return Verdict::Continue;
     }
     // Nothing can begin outside TRACING; PY_THROW cannot be disabled.
-    return transition == emitter::kThrow ? Verdict::Continue : Verdict::Disable;
+    return transition == emitter::kThrow ? Verdict::Continue : disable(code);
   }
   CodeInfo *info = code_registry::get(code);
   if (!info) {
@@ -220,6 +242,19 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
   ThreadState *state = thread_states::current();
   if (transition == emitter::kStart) return begin_start(*info, *state, frame);
   return begin_resume(*info, *state, frame, transition);
+}
+
+inline ThreadLexgion &Tracer::lexgion_of(CodeInfo &code, ThreadState &state) {
+  if (code.generation != generation_.load(std::memory_order_relaxed)) decide(code);
+  ThreadLexgion &lex = code.for_thread(state.python_thread_id);
+  if (lex.generation != code.generation) decide_thread(code, lex, state.python_thread_id);
+  return lex;
+}
+
+inline void Tracer::monitor_start(CodeInfo &code, ThreadState &state) {
+  ++code.executions;
+  ThreadLexgion &lex = lexgion_of(code, state);
+  lexgion_execution(TraceMode::Monitoring, lex.events, code.limits, lex.counters);
 }
 
 inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
@@ -233,10 +268,10 @@ inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const voi
 template <bool MayDisable>
 inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const void *frame) {
   ++code.executions;
-  if (code.generation != generation_.load(std::memory_order_relaxed)) decide(code);
-  ThreadLexgion &lex = code.for_thread(state.python_thread_id);
-  if (lex.generation != code.generation) decide_thread(code, lex, state.python_thread_id);
-  if (lex.events == 0 || !lexgion_begin(code.limits, lex.counters)) {
+  ThreadLexgion &lex = lexgion_of(code, state);
+  const LexgionStep step =
+      lexgion_execution(TraceMode::Tracing, lex.events, code.limits, lex.counters);
+  if (!step.traced) {
     if (shadow_all_.load(std::memory_order_relaxed)) {
       // Not traced, but allocation samples need to know the frame runs.
       state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, 0});
@@ -244,9 +279,10 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
       ++open_records_;
       return Verdict::Continue;
     }
-    if (MayDisable && never_traced_again(code, lex)) {
+    uint8_t why = MayDisable ? never_traced_again(code, lex) : 0;
+    if (why) {
       code.begins_disabled_epoch = disable_epoch_;
-      return Verdict::Disable;
+      return disable(code, why);
     }
     return Verdict::Continue;
   }
@@ -254,7 +290,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   if (lex.events & kEventPyStart) flags |= kBeginEmitted;
   if ((lex.events & kEventPyReturn) && (flags & kBeginEmitted)) flags |= kEmitEnd;
   if (lex.events & kEventCCall) flags |= kTraceCCalls;
-  if (lexgion_window_ended(code.limits, lex.counters)) flags |= kEndsWindow;
+  if (step.ends_window) flags |= kEndsWindow;
   state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags});
   ++code.open_records;
   ++open_records_;
@@ -272,7 +308,7 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
   if (suspended_.empty() || !resume_suspended(frame, &flags)) {
     // Not a traced generator: a resume follows its start's decision.
     if (transition == emitter::kResume && code.suspended_traced == 0 && begins_disabled(code)) {
-      return Verdict::Disable;
+      return disable(code, code.disabled);
     }
     return Verdict::Continue;
   }
@@ -320,24 +356,26 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
   CodeInfo *info = code_registry::find(code);
   if (!info) {
     return mode_.load(std::memory_order_relaxed) == TraceMode::Tracing ? Verdict::Continue
-                                                                       : Verdict::Disable;
+                                                                       : disable(code);
   }
-  if (info->open_records == 0 && info->suspended_traced == 0 &&
-      (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing || begins_disabled(*info))) {
-    return Verdict::Disable;
+  if (info->open_records == 0 && info->suspended_traced == 0) {
+    if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return disable(*info);
+    if (begins_disabled(*info)) return disable(*info, info->disabled);
   }
   return Verdict::Continue;
 }
 
 inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, PyObject *callable) {
-  if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return Verdict::Disable;
+  if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return disable(code);
   ThreadState *state = thread_states::current_ptr;
   if (!state || state->stack.empty()) return Verdict::Continue;
   FrameRecord *top = &state->stack.back();
   if (top->frame != frame) {
     // The caller is not traced: its executions were rate-limited or filtered.
     CodeInfo *info = code_registry::find(code);
-    if (info && info->open_records == 0 && begins_disabled(*info)) return Verdict::Disable;
+    if (info && info->open_records == 0 && begins_disabled(*info)) {
+      return disable(*info, info->disabled);
+    }
     return Verdict::Continue;
   }
   if (top->kind == RecordKind::CCall) {

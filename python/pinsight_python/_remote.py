@@ -1,0 +1,118 @@
+"""The target side of ``pinsight-python attach`` and ``detach``.
+
+``attach.py`` has gdb queue one pending call in the target (``Py_AddPendingCall``
+with ``PyRun_SimpleString``); the interpreter runs it on its main thread, between two
+bytecodes, with the GIL held, and the code it runs calls :func:`run` with the path of
+a request file. Nothing here may raise into the program: every outcome, failure
+included, goes to the result file next to the request.
+
+The request is claimed by renaming it: if ``attach`` gave up waiting (the main thread
+was stuck in a long C call), it renamed the request away first, and the late pending
+call does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from typing import Any, Dict, Iterator, Optional
+
+CLAIMED_SUFFIX = ".claimed"
+RESULT_SUFFIX = ".result"
+
+# The page of the previous injection's code: released by the next one (the code of
+# the current injection is still that of the running PyRun_SimpleString call).
+_previous_page = 0
+
+
+def _write_result(request_path: str, result: Dict[str, Any]) -> None:
+    final = request_path + RESULT_SUFFIX
+    temporary = final + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+        f.write(json.dumps(result))  # the C encoder: no Python frames in the trace
+    os.replace(temporary, final)
+
+
+def _release_previous_page(page: int) -> None:
+    global _previous_page
+    previous, _previous_page = _previous_page, page
+    if previous:
+        from . import _pinsight_python as core
+
+        core._release_attach_page(previous)
+
+
+@contextlib.contextmanager
+def _ust_register_timeout(milliseconds: Optional[int]) -> Iterator[None]:
+    """LTTng-UST, loaded by the first activation, waits LTTNG_UST_REGISTER_TIMEOUT
+    (default 3 s) for the session daemon before events flow: a busy daemon would
+    otherwise lose the first events, process_info among them. The program's own
+    setting wins; ours is gone from its environment once LTTng-UST has read it."""
+    name = "LTTNG_UST_REGISTER_TIMEOUT"
+    if not milliseconds or name in os.environ:
+        yield
+        return
+    os.environ[name] = str(int(milliseconds))
+    try:
+        yield
+    finally:
+        del os.environ[name]
+
+
+def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
+    import pinsight_python
+
+    from . import _pinsight_python as core
+
+    before = pinsight_python.status()
+    if request["action"] == "activate":
+        if before["active"]:
+            return {"ok": True, "was_active": True, "status": before}
+        with _ust_register_timeout(request.get("register_timeout_ms")):
+            pinsight_python.activate(
+                request.get("events") or ("function", "c_call"),
+                config=request.get("config"),
+                mode=request.get("mode"),
+                backend=request.get("backend") or "auto",
+            )
+    else:
+        pinsight_python.deactivate()
+        # Detached means gone: the control thread stops and SIGUSR1 goes back to
+        # the handler the program had (by default, it terminates the process).
+        core._stop_control_thread()
+    return {"ok": True, "was_active": bool(before["active"]), "status": pinsight_python.status()}
+
+
+def run(request_path: str, page: int = 0) -> None:
+    """Claim the request, perform it, write the result. Never raises."""
+    interrupted: Optional[BaseException] = None
+    try:
+        try:
+            os.rename(request_path, request_path + CLAIMED_SUFFIX)
+        except OSError:
+            return  # withdrawn by attach, or already done
+        try:
+            _release_previous_page(page)
+            with open(request_path + CLAIMED_SUFFIX, encoding="utf-8") as f:
+                request = json.load(f)
+            result = _perform(request)
+        except KeyboardInterrupt as e:  # the program's Ctrl-C: handed back below
+            interrupted = e
+            result = {"ok": False, "error": "interrupted (SIGINT) while activating"}
+        except Exception as e:
+            message = " ".join(str(e).split()) or type(e).__name__
+            result = {"ok": False, "error": f"{type(e).__name__}: {message}"}
+        result["pid"] = os.getpid()
+        result["python"] = sys.version.split()[0]
+        _write_result(request_path, result)
+    except Exception:
+        pass  # nowhere to report; the program must run on regardless
+    finally:
+        if interrupted is not None:
+            # The SIGINT was meant for the program, not for us: deliver it again,
+            # so that its handler (KeyboardInterrupt by default) runs where it would.
+            import _thread
+
+            _thread.interrupt_main()

@@ -1,0 +1,842 @@
+"""``pinsight-python attach`` and ``detach``: trace a Python process that is already running.
+
+How the code gets in (docs/activation.md, "Attaching to a running process"):
+
+1. Checks, before anything touches the target: the process exists and is a CPython
+   interpreter (3.8 to 3.13, not free-threaded), we may ptrace it (owner, capabilities,
+   Yama's ptrace_scope, no other tracer), and its own interpreter, started with its
+   environment, working directory and path options, imports pinsight_python.
+2. gdb (batch mode, no Python in gdb) attaches, calls ``mmap`` for one anonymous page,
+   writes a few lines of Python into it and calls
+   ``Py_AddPendingCall(PyRun_SimpleString, page)``, then detaches: the target was stopped
+   for the length of two calls that take no lock of the program (``mmap`` is a system
+   call; ``Py_AddPendingCall`` only takes the pending-call queue's own lock).
+3. The interpreter runs the pending call on its main thread at its next check between
+   two bytecodes, GIL held, never inside a C call: the code calls
+   ``pinsight_python._remote.run(request)``, which activates or deactivates as the
+   request file says and writes the outcome beside it.
+
+A main thread blocked in a long C call (``time.sleep(60)``, a blocking read) runs the
+pending call when that call returns: ``attach`` waits ``--timeout`` seconds for the
+result, then withdraws the request, and the late pending call does nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import _remote, _startup, lttng, settings, trace_cmd
+
+ATTACH_HELP = "trace a running Python process (no restart): activate tracing inside it"
+DETACH_HELP = "stop tracing inside a running Python process that attach activated"
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+DEFAULT_TIMEOUT = 30.0
+GDB_TIMEOUT = 60.0
+PROBE_TIMEOUT = 60.0
+SUPPORTED = ((3, 8), (3, 13))  # inclusive; 3.14+ has sys.remote_exec, unverified here
+CAP_SYS_PTRACE = 19
+# How long the target's LTTng-UST may wait for a busy session daemon (see _remote).
+REGISTER_TIMEOUT_MS = 10000
+# Blocking signals a user sends to stop a recording (Ctrl-C, kill, a closed terminal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PYTHON_NAME = re.compile(r"python\d*(\.\d+)?[a-z]*$")
+_LIBPYTHON = re.compile(r"/libpython(\d+)\.(\d+)[a-z]*\.so[.\d]*$")
+_MARKER = re.compile(r"^PINSIGHT-INJECT rc=(-?\d+) page=(\d+)$", re.M)
+
+_ATTACH_EPILOG = """\
+Without -o or --duration, tracing is switched on in the running process and attach
+returns: record it with your own LTTng session (docs/activation.md), and switch it off
+with `pinsight-python detach PID`. With -o DIR (or --duration), attach creates the
+session itself as `trace` does, records until --duration elapses, Ctrl-C, or every
+target has exited, then switches tracing off, destroys the session and prints a summary.
+
+Tracing starts when the target's main thread next runs Python code: at once for a busy
+program, when the call returns for one blocked in a C call (time.sleep, a read). The
+target's interpreter must be able to import pinsight_python (install it into the
+environment the program runs in). Needs gdb, and the right to ptrace the process.
+Exit status: 0, 1 when a target was refused or did not answer, 2 bad arguments.
+
+examples:
+  pinsight-python attach 4242 -o app-trace --duration 10
+  pinsight-python attach $(pgrep -f 'python rank.py') -o ranks-trace    # MPI ranks
+  pinsight-python attach 4242 && sleep 5 && pinsight-python detach 4242   # own session
+"""
+
+
+class AttachError(Exception):
+    """A target refused or an injection that failed: one line for the user."""
+
+
+def _error(prog: str, message: str) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------- parsers
+
+
+def _pids(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pids", metavar="PID", nargs="+", help="process id(s) of the targets")
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help="how long to wait for a target's main thread to run Python code "
+        "(default: %(default)g s)",
+    )
+
+
+def configure_attach(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _ATTACH_EPILOG
+    _pids(parser)
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="record in a new LTTng session writing to DIR (must not exist or be empty)",
+    )
+    parser.add_argument(
+        "--duration",
+        metavar="S",
+        type=float,
+        help="record for S seconds, then detach (default: until Ctrl-C or the targets exit); "
+        "implies a new session",
+    )
+    parser.add_argument("--config", metavar="FILE", help="PInsight trace configuration file")
+    parser.add_argument(
+        "--events", metavar="LIST", help="function, c_call or function,c_call (default: both)"
+    )
+    parser.add_argument(
+        "--mode",
+        metavar="MODE",
+        help="TRACING, MONITORING, STANDBY or OFF (default: the target's PINSIGHT_TRACE_PYTHON,"
+        " else the configuration's trace_mode, TRACING without one)",
+    )
+    parser.add_argument(
+        "--backend", metavar="NAME", help="auto, sys.monitoring or setprofile (default: auto)"
+    )
+    parser.add_argument(
+        "--no-summary", action="store_true", help="do not read the trace back for a summary"
+    )
+
+
+def configure_detach(parser: argparse.ArgumentParser) -> None:
+    _pids(parser)
+
+
+# ---------------------------------------------------------------------------- checks
+
+
+@dataclass
+class Target:
+    pid: int
+    executable: str = ""  # the path the target was started as (venvs depend on it)
+    environ: Dict[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    uid: int = -1
+    gid: int = -1
+    version: Tuple[int, int] = (0, 0)
+    package_dir: str = ""
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _status_fields(pid: int) -> Dict[str, str]:
+    text = _read(f"/proc/{pid}/status").decode(errors="replace")
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
+
+
+def _has_capability(bit: int) -> bool:
+    try:
+        return bool(int(_status_fields(os.getpid()).get("CapEff", "0"), 16) >> bit & 1)
+    except (OSError, ValueError):
+        return False
+
+
+def _is_descendant(pid: int) -> bool:
+    me = os.getpid()
+    while pid > 1:
+        try:
+            pid = int(_status_fields(pid).get("PPid", "0"))
+        except (OSError, ValueError):
+            return False
+        if pid == me:
+            return True
+    return False
+
+
+def yama_refusal(pid: int, scope_file: str = "/proc/sys/kernel/yama/ptrace_scope") -> str:
+    """Why Yama's ptrace_scope forbids us to attach to pid, or "" (ptrace(2), Yama)."""
+    try:
+        scope = int(_read(scope_file).strip() or b"0")
+    except (OSError, ValueError):
+        return ""  # no Yama
+    privileged = _has_capability(CAP_SYS_PTRACE)
+    if scope == 1 and not privileged and not _is_descendant(pid):
+        return (
+            "Yama's ptrace_scope is 1 (a process may ptrace only its descendants): run "
+            "attach as root, or with CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope=0"
+        )
+    if scope == 2 and not privileged:
+        return "Yama's ptrace_scope is 2 (only root may ptrace): run attach as root"
+    if scope >= 3:
+        return "Yama's ptrace_scope is 3: ptrace is disabled on this machine until reboot"
+    return ""
+
+
+def _exported(path: str, symbol: bytes) -> bool:
+    """Whether the ELF file names the symbol (a dynamic string table holds it)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return False
+            f.seek(0)
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(b"\0" + symbol + b"\0") >= 0
+    except (OSError, ValueError):
+        return False
+
+
+def _check_process(pid: int) -> Tuple[str, Dict[str, str]]:
+    """Existence, state, tracer, permission. Returns (/proc/PID/exe, status fields)."""
+    if pid == os.getpid():
+        raise AttachError(f"{pid} is this attach command itself")
+    try:
+        status = _status_fields(pid)
+    except FileNotFoundError:
+        raise AttachError(f"no process {pid} (it has exited, or never existed)") from None
+    except OSError as e:
+        raise AttachError(f"process {pid}: cannot read /proc/{pid}/status: {e.strerror}") from None
+    if status.get("State", "").startswith(("Z", "X")):
+        raise AttachError(f"process {pid} has exited (it is a zombie awaiting its parent)")
+    tracer = int(status.get("TracerPid", "0") or 0)
+    if tracer:
+        try:
+            name = _read(f"/proc/{tracer}/comm").decode(errors="replace").strip()
+        except OSError:
+            name = "?"
+        raise AttachError(
+            f"process {pid} is already traced by process {tracer} ({name}): a process has "
+            "one tracer; detach that debugger or tracer first"
+        )
+    uid = int(status.get("Uid", "-1").split()[0])
+    if uid != os.geteuid() and not _has_capability(CAP_SYS_PTRACE):
+        raise AttachError(
+            f"process {pid} belongs to user id {uid}, not to you ({os.geteuid()}): "
+            "ptrace is not permitted; run attach as that user or as root"
+        )
+    refusal = yama_refusal(pid)
+    if refusal:
+        raise AttachError(f"process {pid}: {refusal}")
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except PermissionError:
+        raise AttachError(
+            f"process {pid}: not permitted to inspect it (/proc/{pid}/exe): ptrace would be "
+            "refused too; run attach as the process's user or as root"
+        ) from None
+    except FileNotFoundError:
+        raise AttachError(f"process {pid} has exited, or is a kernel thread") from None
+    return exe, status
+
+
+def _libpython(pid: int) -> Optional[Tuple[str, Tuple[int, int]]]:
+    try:
+        maps = _read(f"/proc/{pid}/maps").decode(errors="replace")
+    except OSError:
+        return None
+    for line in maps.splitlines():
+        m = _LIBPYTHON.search(line)
+        if m:
+            return line.split(None, 5)[-1], (int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def _started_as(pid: int, exe: str, environ: Dict[str, str], cwd: str) -> str:
+    """The path the interpreter was started as: CPython finds a venv (pyvenv.cfg) from
+    argv[0] as found on PATH, not from the resolved /proc/PID/exe."""
+    try:
+        argv0 = _read(f"/proc/{pid}/cmdline").split(b"\0")[0].decode(errors="surrogateescape")
+    except OSError:
+        return exe
+    candidates: List[str] = []
+    if "/" in argv0:
+        candidates.append(os.path.join(cwd, argv0))
+    elif argv0:
+        candidates += [os.path.join(d or ".", argv0) for d in environ.get("PATH", "").split(":")]
+    for candidate in candidates:
+        try:
+            if os.path.samefile(candidate, exe):
+                return candidate
+        except OSError:
+            continue
+    return exe
+
+
+def _path_options(argv: Sequence[str]) -> Tuple[List[str], str]:
+    """The interpreter options that shape sys.path (-I -E -s -S -P) and the directory
+    CPython puts first on sys.path for a script."""
+    kind, value = _startup.python_target(argv)
+    options = []
+    for arg in argv[1:]:
+        if arg == "--" or not arg.startswith("-") or arg.startswith("--"):
+            break
+        letters = arg[1:]
+        cut = min((letters.index(c) for c in "cmWX" if c in letters), default=len(letters))
+        options += [f"-{c}" for c in letters[:cut] if c in "IEsSP"]
+        if cut < len(letters):
+            break
+    return options, (os.path.dirname(value) if kind == "script" else "")
+
+
+_PROBE = """\
+import json, sys, sysconfig
+if {script_dir!r} and not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)):
+    sys.path.insert(0, {script_dir!r})
+info = {{"version": list(sys.version_info[:2]),
+        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED"))}}
+try:
+    import pinsight_python._remote, pinsight_python._pinsight_python
+    info["package_dir"] = pinsight_python.__path__[0]
+except BaseException as e:
+    info["error"] = (type(e).__name__ + ": " + " ".join(str(e).split()))
+print(json.dumps(info))
+"""
+
+
+def inspect(pid: int) -> Target:
+    """Everything checked before the target is touched; AttachError says what is wrong."""
+    exe, status = _check_process(pid)
+    lib = _libpython(pid)
+    if lib is None and not _exported(exe, b"Py_AddPendingCall"):
+        raise AttachError(f"process {pid} ({exe}) is not a Python interpreter")
+    if not _PYTHON_NAME.search(os.path.basename(exe)):
+        where = f" through {lib[0]}" if lib else ""
+        raise AttachError(
+            f"process {pid} ({exe}) embeds Python{where}: attach supports processes of the "
+            "python interpreter only"
+        )
+    target = Target(pid)
+    target.uid = int(status.get("Uid", "-1").split()[0])
+    target.gid = int(status.get("Gid", "-1").split()[0])
+    try:
+        raw = _read(f"/proc/{pid}/environ")
+        target.cwd = os.readlink(f"/proc/{pid}/cwd")
+        argv = [a.decode(errors="surrogateescape") for a in _read(f"/proc/{pid}/cmdline")
+                .split(b"\0")[:-1]]
+    except OSError as e:
+        raise AttachError(f"process {pid}: cannot read its environment: {e.strerror}") from None
+    for entry in raw.split(b"\0"):
+        name, eq, value = entry.decode(errors="surrogateescape").partition("=")
+        if eq:
+            target.environ[name] = value
+    target.executable = _started_as(pid, exe, target.environ, target.cwd)
+    _probe(target, argv)
+    return target
+
+
+def check_version(pid: int, version: Tuple[int, int], free_threaded: bool) -> None:
+    name = f"CPython {version[0]}.{version[1]}"
+    if version > SUPPORTED[1]:
+        raise AttachError(
+            f"process {pid} runs {name}: attaching to 3.14 and later would use "
+            "sys.remote_exec, which pinsight-python cannot verify yet; not attached"
+        )
+    if version < SUPPORTED[0]:
+        raise AttachError(f"process {pid} runs {name}: pinsight-python needs 3.8+")
+    if free_threaded:
+        raise AttachError(f"process {pid} runs a free-threaded {name}: not supported")
+
+
+def _as_owner(target: Target) -> Optional[Callable[[], None]]:
+    """Root probing another user's process runs that user's interpreter (and its
+    site-packages' .pth files): as that user, never as root."""
+    if os.geteuid() != 0 or target.uid in (-1, 0):
+        return None
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(target.gid)
+        os.setuid(target.uid)
+
+    return drop
+
+
+def _probe(target: Target, argv: Sequence[str]) -> None:
+    """Run the target's own interpreter, as it was started, to see that it imports us."""
+    options, script_dir = _path_options(argv)
+    if script_dir and not os.path.isabs(script_dir):
+        script_dir = os.path.join(target.cwd, script_dir)
+    env = dict(target.environ)
+    env[settings.ENV_SWITCH] = "0"  # the probe must not trace itself
+    cmd = [target.executable, *options, "-c", _PROBE.format(script_dir=script_dir)]
+    try:
+        proc = subprocess.run(
+            cmd, env=env, cwd=target.cwd, capture_output=True, text=True,
+            timeout=PROBE_TIMEOUT, check=False, preexec_fn=_as_owner(target),
+        )
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        detail = getattr(e, "strerror", None) or (
+            proc.stderr.strip().splitlines()[-1:] if "proc" in locals() else ""
+        ) or type(e).__name__
+        raise AttachError(
+            f"process {target.pid}: cannot run its interpreter {target.executable} to check "
+            f"it: {detail}"
+        ) from None
+    target.version = (int(info["version"][0]), int(info["version"][1]))
+    check_version(target.pid, target.version, bool(info.get("free_threaded")))
+    if "error" in info:
+        raise AttachError(
+            f"process {target.pid}: its interpreter ({target.executable}, CPython "
+            f"{target.version[0]}.{target.version[1]}) cannot "
+            f"import pinsight_python ({info['error']}): install pinsight-python into the "
+            "environment the program runs in; nothing was injected"
+        )
+    target.package_dir = info["package_dir"]
+
+
+# ---------------------------------------------------------------------------- injection
+
+
+def _gdb() -> str:
+    path = shutil.which("gdb")
+    if path is None:
+        raise AttachError(
+            "gdb was not found on PATH: attach needs it (Debian: apt-get install gdb)"
+        )
+    return path
+
+
+def _injected_code(request: str) -> str:
+    # Expression statements only: nothing is bound in __main__, whose namespace this
+    # runs in. The page address is filled in by gdb (a fixed-width hex number).
+    return (
+        f"try:\n __import__('os').path.exists({request!r}) and __import__("
+        f"'pinsight_python._remote', fromlist=['run']).run({request!r}, 0x%016lx)\n"
+        "except Exception:\n pass\n"
+    )
+
+
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
+
+
+def gdb_script(code: str) -> str:
+    """gdb commands that copy `code` into a fresh page and queue it; the page's own
+    address is formatted into the code where it has ``%016lx``."""
+    size = len(code % 0) + 1
+    # Two levels of C string syntax (eval's format, then the string constant): the
+    # code holds no quote or backslash (checked by the caller), only newlines.
+    escaped = code.replace("\n", "\\\\n")
+    return f"""\
+set $page = (long) mmap((void *) 0, (unsigned long) 4096, 3, 34, -1, (long) 0)
+if $page != -1 && $page != 0
+  eval "set {{char[{size}]}} %lu = \\"{escaped}\\"", $page, $page
+  if *(char *) $page == {ord(code[0])}
+    set $rc = (int) Py_AddPendingCall((void *) PyRun_SimpleString, (void *) $page)
+    printf "PINSIGHT-INJECT rc=%d page=%lu\\n", $rc, $page
+  end
+end
+detach
+"""
+
+
+def inject(target: Target, request: str) -> None:
+    """Queue the pending call that runs _remote.run(request) in the target."""
+    if not _SAFE_PATH.fullmatch(request) or len(request) > 1000:
+        raise AttachError(f"the request path {request!r} must be plain (letters, digits, ./_+-)")
+    script = request + ".gdb"
+    with open(script, "w", encoding="ascii") as f:
+        f.write(gdb_script(_injected_code(request)))
+    cmd = [
+        _gdb(), "-nx", "-batch", "-q", "--readnever",
+        "-iex", "set debuginfod enabled off",
+        "-iex", "set auto-load off",
+        "-iex", "set auto-solib-add off",
+        "-iex", "set pagination off",
+        "-iex", "set confirm off",
+        "-p", str(target.pid),
+        # Only the symbols needed: reading every library's would cost seconds.
+        "-ex", "sharedlibrary libc",
+        "-ex", "sharedlibrary libpython",
+        # A failing command ends the script: nothing after it runs, gdb detaches.
+        "-x", script,
+    ]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=GDB_TIMEOUT, check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise AttachError(
+            f"process {target.pid}: gdb did not finish within {GDB_TIMEOUT:.0f} s"
+        ) from None
+    m = _MARKER.search(proc.stdout)
+    if m is None:
+        raise AttachError(f"process {target.pid}: gdb could not inject: {_gdb_reason(proc)}")
+    if int(m.group(1)) != 0:
+        raise AttachError(
+            f"process {target.pid}: Py_AddPendingCall refused the call (its queue is full); "
+            "try again"
+        )
+
+
+def _gdb_reason(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines()]
+    for key in ("ptrace:", "Could not attach", "No symbol", "Cannot access memory", "rror"):
+        for line in lines:
+            if key in line:
+                return line
+    return next((ln for ln in reversed(lines) if ln), f"gdb exit status {proc.returncode}")
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+class Channel:
+    """The directory where requests and results meet (the target may be another user's
+    process when we are root: it must be able to read and write there)."""
+
+    def __init__(self, target: Target) -> None:
+        self.dir = tempfile.mkdtemp(prefix=f"pinsight-attach-{target.pid}-")
+        if os.geteuid() == 0 and target.uid not in (-1, 0):
+            os.chown(self.dir, target.uid, target.gid)
+        self.count = 0
+
+    def new_request(self, request: Dict[str, Any]) -> str:
+        self.count += 1
+        path = os.path.join(self.dir, f"request-{self.count}")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(request, f)
+        os.chmod(path + ".tmp", 0o644)
+        os.replace(path + ".tmp", path)
+        return path
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return not _status_fields(pid).get("State", "").startswith(("Z", "X"))
+    except OSError:
+        return False
+
+
+def _wait_result(target: Target, request: str, timeout: float, prog: str) -> Dict[str, Any]:
+    result_path = request + _remote.RESULT_SUFFIX
+    deadline = time.monotonic() + timeout
+    told = False
+    while True:
+        if os.path.exists(result_path):
+            with open(result_path, encoding="utf-8") as f:
+                result: Dict[str, Any] = json.load(f)
+            return result
+        if not _alive(target.pid):
+            raise AttachError(f"process {target.pid} exited before it ran the request")
+        now = time.monotonic()
+        if now >= deadline:
+            try:
+                os.rename(request, request + ".withdrawn")
+            except FileNotFoundError:
+                deadline = now + 5.0  # claimed this very moment: the result is coming
+                continue
+            raise AttachError(
+                f"process {target.pid}: its main thread ran no Python code for {timeout:g} s "
+                "(it is blocked in a C call, e.g. time.sleep or a read); the request was "
+                "withdrawn and the process left as it was; try again, or with a longer --timeout"
+            )
+        if not told and now + timeout - deadline > 2.0:
+            told = True
+            print(
+                f"{prog}: waiting for process {target.pid}'s main thread to run Python code "
+                f"(up to {timeout:g} s)...",
+                file=sys.stderr,
+            )
+        time.sleep(0.05)
+
+
+def request_action(
+    target: Target, channel: Channel, request: Dict[str, Any], timeout: float, prog: str
+) -> Dict[str, Any]:
+    """Inject one request and wait for its result; AttachError on failure."""
+    path = channel.new_request(request)
+    inject(target, path)
+    result = _wait_result(target, path, timeout, prog)
+    if not result.get("ok"):
+        raise AttachError(f"process {target.pid}: {result.get('error', 'failed')}")
+    return result
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def _parse_pids(texts: Sequence[str]) -> List[int]:
+    pids: List[int] = []
+    for text in texts:
+        if not (text.isascii() and text.isdigit()) or int(text) <= 0:
+            raise settings.SettingsError(f"PID {text!r}: expected a process id (a positive number)")
+        if int(text) not in pids:
+            pids.append(int(text))
+    return pids
+
+
+def _inspect_all(pids: Sequence[int], prog: str) -> Optional[List[Target]]:
+    targets, failed = [], False
+    for pid in pids:
+        try:
+            targets.append(inspect(pid))
+        except AttachError as e:
+            _error(prog, str(e))
+            failed = True
+    return None if failed else targets
+
+
+def _for_each(targets: Sequence[Target], action: Any) -> Dict[int, Any]:
+    """Run action(target) for every target at once (one gdb each); AttachError or result."""
+    results: Dict[int, Any] = {}
+
+    def one(target: Target) -> None:
+        try:
+            results[target.pid] = action(target)
+        except AttachError as e:
+            results[target.pid] = e
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def _describe(result: Dict[str, Any]) -> str:
+    status = result.get("status", {})
+    return (
+        f"CPython {result.get('python', '?')}, backend {status.get('backend') or '-'}, "
+        f"mode {status.get('mode', '?')}"
+    )
+
+
+def _activation_request(args: argparse.Namespace) -> Dict[str, Any]:
+    events = settings.parse_events(args.events, "--events") if args.events is not None else None
+    mode = settings.parse_mode(args.mode, "--mode") if args.mode is not None else None
+    backend = (
+        settings.parse_backend(args.backend, "--backend") if args.backend is not None else None
+    )
+    config = (
+        settings.check_config_path(args.config, "--config") if args.config is not None else None
+    )
+    return {"action": "activate", "events": events, "mode": mode, "config": config,
+            "backend": backend, "register_timeout_ms": REGISTER_TIMEOUT_MS}
+
+
+def _output_dir(args: argparse.Namespace) -> Optional[Path]:
+    if args.output is None and args.duration is None:
+        return None
+    if args.duration is not None and args.duration <= 0:
+        raise settings.SettingsError(f"--duration {args.duration:g}: expected a positive number")
+    if args.output is None:
+        return trace_cmd._default_output()
+    output = Path(args.output).absolute()
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise settings.SettingsError(
+            f"-o {args.output}: exists and is not an empty directory: choose another"
+        )
+    return output
+
+
+def _checked_targets(
+    args: argparse.Namespace, prog: str, more: Callable[[], Any] = lambda: None
+) -> Tuple[Optional[List[Target]], int, Any]:
+    """Arguments (and `more()`'s, which may raise SettingsError), gdb, then every target:
+    (targets, 0, more's value), or (None, exit status, None) after the error lines."""
+    try:
+        pids = _parse_pids(args.pids)
+        if args.timeout <= 0:
+            raise settings.SettingsError(f"--timeout {args.timeout:g}: expected a positive number")
+        extra = more()
+        _gdb()
+    except settings.SettingsError as e:
+        _error(prog, str(e))
+        return None, EXIT_USAGE, None
+    except AttachError as e:
+        _error(prog, str(e))
+        return None, EXIT_FAILED, None
+    targets = _inspect_all(pids, prog)
+    return targets, (0 if targets is not None else EXIT_FAILED), extra
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    prog = "pinsight-python attach"
+    targets, status, plan = _checked_targets(
+        args, prog, lambda: (_activation_request(args), _output_dir(args))
+    )
+    if targets is None:
+        return status
+    request, output = plan
+    if output is None:
+        return _activate_in_place(targets, request, args.timeout, prog)
+    return _record(targets, request, output, args, prog)
+
+
+def _activate(
+    targets: Sequence[Target], request: Dict[str, Any], timeout: float, prog: str
+) -> Tuple[List[Tuple[Target, Channel, Dict[str, Any]]], bool]:
+    channels = {t.pid: Channel(t) for t in targets}
+    try:
+        results = _for_each(
+            targets, lambda t: request_action(t, channels[t.pid], request, timeout, prog)
+        )
+    except BaseException:
+        # Interrupted: a request not yet claimed is withdrawn with its directory.
+        for channel in channels.values():
+            channel.close()
+        raise
+    attached, failed = [], False
+    for target in targets:
+        outcome = results[target.pid]
+        if isinstance(outcome, AttachError):
+            _error(prog, str(outcome))
+            channels[target.pid].close()
+            failed = True
+            continue
+        already = " (tracing was already active: left as it was)" if outcome["was_active"] else ""
+        print(f"{prog}: process {target.pid}: tracing on ({_describe(outcome)}){already}",
+              file=sys.stderr)
+        attached.append((target, channels[target.pid], outcome))
+    return attached, failed
+
+
+def _deactivate(
+    attached: Sequence[Tuple[Target, Channel, Dict[str, Any]]], timeout: float, prog: str
+) -> bool:
+    """Switch tracing off where we switched it on. Returns False if any failed."""
+    todo = [(t, c) for t, c, outcome in attached if not outcome["was_active"] and _alive(t.pid)]
+    channels = {t.pid: c for t, c in todo}
+    results = _for_each(
+        [t for t, _ in todo],
+        lambda t: request_action(t, channels[t.pid], {"action": "deactivate"}, timeout, prog),
+    )
+    ok = True
+    for target, _ in todo:
+        if isinstance(results[target.pid], AttachError):
+            _error(prog, str(results[target.pid]))
+            ok = False
+    for _, channel, _ in attached:
+        channel.close()
+    return ok
+
+
+def _activate_in_place(
+    targets: Sequence[Target], request: Dict[str, Any], timeout: float, prog: str
+) -> int:
+    attached, failed = _activate(targets, request, timeout, prog)
+    for _, channel, _ in attached:
+        channel.close()
+    return EXIT_FAILED if failed else 0
+
+
+def _wait_recording(targets: Sequence[Target], duration: Optional[float]) -> str:
+    """Until the duration elapses, a stop signal arrives, or every target has exited.
+    The caller blocks STOP_SIGNALS: one that came earlier is taken here at once."""
+    deadline = None if duration is None else time.monotonic() + duration
+    while True:
+        if not any(_alive(t.pid) for t in targets):
+            return "every target has exited"
+        remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+        if remaining <= 0:
+            return f"{duration:g} s elapsed"
+        info = signal.sigtimedwait(STOP_SIGNALS, remaining)
+        if info is not None:
+            return f"{signal.Signals(info.si_signo).name} received"
+
+
+def _record(
+    targets: Sequence[Target],
+    request: Dict[str, Any],
+    output: Path,
+    args: argparse.Namespace,
+    prog: str,
+) -> int:
+    # Only the targets: other traced programs of the user stay out of this trace.
+    session = lttng.Session(output, track_vpids=[t.pid for t in targets])
+    try:
+        lttng.lttng_binary()
+        started_daemon = lttng.ensure_sessiond()
+        session.create()
+        session.start()
+    except (lttng.LttngError, OSError) as e:
+        _error(prog, f"cannot set up LTTng: {e}")
+        return EXIT_FAILED
+    if started_daemon:
+        print(f"{prog}: started an LTTng session daemon", file=sys.stderr)
+    attached: List[Tuple[Target, Channel, Dict[str, Any]]] = []
+    # Ctrl-C (or kill) while targets are being switched on must not leave one traced:
+    # the signal waits, blocked, until the recording, which then ends at once.
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        attached, failed = _activate(targets, request, args.timeout, prog)
+        if attached:
+            until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
+            print(f"{prog}: recording {until}...", file=sys.stderr)
+            why = _wait_recording([t for t, _, _ in attached], args.duration)
+            print(f"{prog}: {why}: detaching", file=sys.stderr)
+            failed = not _deactivate(attached, args.timeout, prog) or failed
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        try:
+            session.destroy()
+        except lttng.LttngError as e:
+            _error(prog, f"stopping the session {session.name}: {e}")
+    if not attached:
+        return EXIT_FAILED
+    print(f"{prog}: trace written to {output} (LTTng session {session.name}, now destroyed)",
+          file=sys.stderr)
+    if not args.no_summary:
+        for line in trace_cmd.summarize(output):
+            print(f"  {line}", file=sys.stderr)
+    return EXIT_FAILED if failed else 0
+
+
+def run_detach(args: argparse.Namespace) -> int:
+    prog = "pinsight-python detach"
+    targets, status, _ = _checked_targets(args, prog)
+    if targets is None:
+        return status
+    channels = {t.pid: Channel(t) for t in targets}
+    request = {"action": "deactivate"}
+    results = _for_each(
+        targets, lambda t: request_action(t, channels[t.pid], request, args.timeout, prog)
+    )
+    failed = False
+    for target in targets:
+        channels[target.pid].close()
+        outcome = results[target.pid]
+        if isinstance(outcome, AttachError):
+            _error(prog, str(outcome))
+            failed = True
+        else:
+            what = "tracing off" if outcome["was_active"] else "tracing was not active"
+            print(f"{prog}: process {target.pid}: {what}", file=sys.stderr)
+    return EXIT_FAILED if failed else 0

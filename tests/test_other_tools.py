@@ -1,0 +1,166 @@
+"""Other tools keep their state under our tracing: a sys.monitoring tool keeps the
+locations it DISABLEd when threads start, and coverage.py (from PyPI) measures
+exactly the same lines and branches with and without us."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+
+from .tracing import Tracer, check_balanced
+
+needs_sys_monitoring = pytest.mark.skipif(
+    sys.version_info < (3, 12), reason="sys.monitoring exists from CPython 3.12"
+)
+
+OTHER_TOOL = """
+import sys
+import threading
+
+mon = sys.monitoring
+OTHER = mon.PROFILER_ID  # a profiler or debugger of the user's
+mon.use_tool_id(OTHER, "test-tool")
+hits = []
+
+def on_start(code, offset):
+    if code.co_name == "work":
+        hits.append(threading.current_thread().name)
+        return mon.DISABLE
+    return None
+
+mon.register_callback(OTHER, mon.events.PY_START, on_start)
+mon.set_events(OTHER, mon.events.PY_START)
+
+def work():
+    return 1
+
+def run():
+    for _ in range(3):
+        work()
+
+def in_thread():
+    run()
+
+run()
+t = threading.Thread(target=in_thread, name="worker")
+t.start()
+t.join()
+run()
+print(hits)
+"""
+
+
+@needs_sys_monitoring
+def test_a_thread_start_keeps_another_tools_disabled_locations(
+    tracer: Tracer, tmp_path: Path
+) -> None:
+    # A per-thread cap makes our own tracer DISABLE `work` on the main thread,
+    # so the new thread needs our locations back: only ours may come back.
+    cfg = tmp_path / "cap.txt"
+    cfg.write_text("[Lexgion.default]\n    max_num_traces = 2\n")
+    run = tracer.run(OTHER_TOOL, activate=f"pinsight_python.activate(config={str(cfg)!r})")
+    untraced = subprocess.run(
+        [sys.executable, "-c", OTHER_TOOL], capture_output=True, text=True, check=True
+    )
+    assert untraced.stdout.strip() == "['MainThread']"
+    assert run.stdout == untraced.stdout
+    # Our per-thread counters still work: 2 executions of `work` on each thread.
+    per_thread: Dict[int, int] = {}
+    for e in run.trace.named("function_begin"):
+        if e.fields["qualname"] == "work":
+            tid = e.fields["python_thread_id"]
+            per_thread[tid] = per_thread.get(tid, 0) + 1
+    assert sorted(per_thread.values()) == [2, 2], per_thread
+    check_balanced(run.trace)
+
+
+# A threaded program with branches taken and not taken, run under `coverage run`.
+THREADED = """
+import threading
+
+def classify(n):
+    if n % 3 == 0:
+        return "three"
+    elif n % 2:
+        return "odd"
+    return "even"
+
+def worker(k, out):
+    for i in range(k):
+        out.append(classify(i))
+    if k > 100:
+        out.append("never")
+
+def main():
+    out = []
+    threads = [threading.Thread(target=worker, args=(k, out)) for k in range(1, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    worker(4, out)
+    print(sorted(out))
+
+main()
+"""
+
+
+def coverage_of(script: Path, env: Dict[str, str], tmp_path: Path, tag: str) -> Dict[str, Any]:
+    data = tmp_path / f".coverage-{tag}"
+    report = tmp_path / f"coverage-{tag}.json"
+    subprocess.run(
+        [sys.executable, "-m", "coverage", "json", f"--data-file={data}", "-o", str(report)],
+        check=True, capture_output=True, env=env, cwd=tmp_path,
+    )
+    files = json.loads(report.read_text())["files"]
+    (measured,) = [v for k, v in files.items() if Path(k).name == script.name]
+    return {
+        key: measured[key]
+        for key in ("executed_lines", "missing_lines", "excluded_lines",
+                    "executed_branches", "missing_branches")
+    }
+
+
+CORES = ["default"] + (["sysmon"] if sys.version_info >= (3, 12) else [])
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_coverage_measures_the_same_with_and_without_us(
+    tracer: Tracer, tmp_path: Path, core: str
+) -> None:
+    env = dict(os.environ)
+    env.pop("PINSIGHT_TRACE_PYTHON", None)
+    if core == "sysmon":
+        env["COVERAGE_CORE"] = "sysmon"
+    data = tmp_path / ".coverage-traced"
+    # The .pth shim activates tracing at start-up, before coverage starts.
+    run = tracer.run(
+        THREADED,
+        activate=None,
+        argv_prefix=["-m", "coverage", "run", "--branch", f"--data-file={data}"],
+        env={**({"COVERAGE_CORE": "sysmon"} if core == "sysmon" else {}),
+             "PINSIGHT_TRACE_PYTHON": "TRACING"},
+    )
+    script = tmp_path / f"prog{tracer.counter}.py"
+    plain = subprocess.run(
+        [sys.executable, "-m", "coverage", "run", "--branch",
+         f"--data-file={tmp_path / '.coverage-plain'}", str(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
+    )
+    assert run.stdout == plain.stdout
+    assert run.stderr == plain.stderr
+    traced = coverage_of(script, env, tmp_path, "traced")
+    untraced = coverage_of(script, env, tmp_path, "plain")
+    assert traced == untraced
+    assert traced["missing_lines"], "the program has a line never run: the test can tell"
+    # We really traced it, threads included.
+    workers = {e.fields["python_thread_id"] for e in run.trace.named("function_begin")
+               if e.fields["qualname"] == "worker"}
+    assert workers == set(range(6))
+    check_balanced(run.trace, allow_open=True)
