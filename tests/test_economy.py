@@ -166,10 +166,10 @@ def replayed_stacks(
 
 
 def test_payload_key_and_overrides(tmp_path: Path) -> None:
-    from pinsight_python import _pinsight_python as native
+    from pinsight_python import _pinsight_python_testing as testing
 
     def parse(text: str) -> Dict[str, Any]:
-        return native._parse_config_string(textwrap.dedent(text), "cfg.txt")
+        return testing._parse_config_string(textwrap.dedent(text), "cfg.txt")
 
     assert parse("[Python]\ntrace_mode = TRACING\n")["payload"] == "full"
     assert parse("[Python.default]\n    payload = Compact\n")["payload"] == "compact"

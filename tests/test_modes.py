@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from pinsight_python import _pinsight_python as native
+from pinsight_python import _pinsight_python_testing as testing
 
 from .tracing import Tracer, check_balanced, isolated_session, read_trace
 
@@ -190,7 +190,7 @@ def test_monitoring_then_tracing_honours_start_and_rate(tracer: Tracer, tmp_path
     tracing = textwrap.dedent(sections)
     for name, expected in (("late", list(range(15, 20))), ("sparse", [10, 14, 18])):
         assert pairs(run, name) == len(expected)
-        simulated = native._lexgion_simulate(tracing, name, n_calls=20, monitoring_calls=10)
+        simulated = testing._lexgion_simulate(tracing, name, n_calls=20, monitoring_calls=10)
         assert simulated == expected
     check_balanced(run.trace)
 

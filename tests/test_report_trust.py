@@ -82,6 +82,7 @@ main()
 """
 
 CHILD = """
+import fractions
 import pinsight_python
 pinsight_python.activate()
 
@@ -89,6 +90,7 @@ def child_work():
     return sorted(range(100), key=lambda v: -v)
 
 child_work()
+fractions.Fraction(1, 3)  # a library frame outside __main__, for the filters
 """
 
 MODULE = """
@@ -328,6 +330,7 @@ def test_filters_apply_to_flamegraph_and_export(
     assert code == 0, err
     assert out and all(line.startswith("rank 1;") for line in out.splitlines())
     assert "child_work" not in out and "sorted" not in out  # hidden, with its native calls
+    assert "Fraction.__new__" in out
     chrome = tmp_path / "t.json"
     assert cli.main(["export", str(program.trace.path), "-o", str(chrome), "--ignore-frozen",
                      "--pid", str(parent)]) == 0
