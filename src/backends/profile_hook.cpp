@@ -39,26 +39,17 @@ void hook_threads() {
   }
 }
 
-// The list head when a thread starter was called (GIL held): the states
-// created during the call are those in front of it.
-thread_local PyThreadState *head_before_start = nullptr;
-
-// The thread _thread just created gets our profile function before it runs
-// Python code (we hold the GIL). Its state is in front of the head seen when
-// the starter was called, but maybe not first: another OS thread (our control
-// thread's PyGILState_Ensure, native threads) can insert states at the head at
-// any time without the GIL. So every state created during the call is hooked;
-// the rest of the list is left alone: walking all of it on every thread start
-// crashed on 3.11 (test_threading's fork tests, 1 run in 4). States are only
-// unlinked with the GIL held, so the ones walked here stay valid.
+// The thread _thread just created: its state is the newest, at the head of the
+// interpreter's list, and it cannot run before we return (we hold the GIL).
+// Only that one is touched: walking the whole list on every thread start
+// crashed on 3.11 (test_threading's fork tests, 1 run in 4) on a state that
+// another thread was tearing down.
 void hook_new_thread() {
   PyInterpreterState *interp = compat::interpreter_of(PyThreadState_Get());
-  int budget = 64;  // the head seen before may be gone if the starter released the GIL
-  for (PyThreadState *t = PyInterpreterState_ThreadHead(interp);
-       t && t != head_before_start && budget-- > 0; t = PyThreadState_Next(t)) {
-    if (!compat::profile_function_of(t)) compat::set_profile(t, profile, nullptr);
+  PyThreadState *newest = PyInterpreterState_ThreadHead(interp);
+  if (newest && !compat::profile_function_of(newest)) {
+    compat::set_profile(newest, profile, nullptr);
   }
-  head_before_start = nullptr;
 }
 
 // The opcode and argument at byte offset `lasti` of `code`, or -1.
@@ -171,10 +162,6 @@ int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
         }
         break;
       case PyTrace_C_CALL:
-        if (arg == thread_starters[0] || arg == thread_starters[1]) {
-          head_before_start =
-              PyInterpreterState_ThreadHead(compat::interpreter_of(PyThreadState_Get()));
-        }
         if (wanted_groups & kCPyCalls) {
           if (PyCFunction_Check(arg) && PyCFunction_GET_SELF(arg)) {
             if (ThreadState *state = thread_states::current_ptr) note_throw(*state, arg);
