@@ -7,6 +7,7 @@
 #   .venv-fallback  CPython 3.11 (PyEval_SetProfile backend), editable
 # The editable builds carry the test hooks module (_pinsight_python_testing,
 # CMake option PINSIGHT_PYTHON_TESTING), which wheels do not.
+#   .venv-sanitize  the .venv interpreter, editable, built with ASan + UBSan (build/sanitize)
 #   .venv-py38      CPython 3.8, for the short smoke test of the oldest supported version
 set -euo pipefail
 
@@ -71,6 +72,13 @@ py_main=$(find_python 12 13)
 [[ -n $py_main ]] || die "no CPython >= 3.12 with venv found on PATH or in pyenv (\$PYENV_ROOT/versions)"
 dev_build=(--config-settings=cmake.define.PINSIGHT_PYTHON_TESTING=ON)
 make_venv .venv "$py_main" "${dev_build[@]}" -e ".[test]"
+
+# The AddressSanitizer + UndefinedBehaviorSanitizer build (its own build directory),
+# with what scripts/test.sh needs to rebuild it without build isolation.
+make_venv .venv-sanitize "$py_main" "${dev_build[@]}" \
+  --config-settings=cmake.define.PINSIGHT_PYTHON_SANITIZE=ON \
+  --config-settings=build-dir=build/sanitize \
+  -e ".[test]" "scikit-build-core>=0.10" cmake ninja
 
 py_fallback=$(find_python 11 11)
 [[ -n $py_fallback ]] || die "no CPython 3.11 with venv found on PATH or in pyenv (needed for .venv-fallback)"

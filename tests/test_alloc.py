@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,23 @@ def test_trace_alloc_preloads_the_interposer(tmp_path: Path) -> None:
                           check=False, timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
+
+
+def test_trace_alloc_leaves_a_preloaded_sanitizer_first(tmp_path: Path) -> None:
+    # Native code built with -fsanitize=address runs with libasan preloaded, which
+    # must stay first: --alloc then warns and samples Python's allocations only.
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert Path(libasan).is_file(), f"gcc has no libasan.so ({libasan})"
+    script = tmp_path / "prog.py"
+    script.write_text("import os, pinsight_python\n"
+                      "print(pinsight_python.status()['alloc_native'], os.environ['LD_PRELOAD'])\n")
+    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0"}
+    proc = subprocess.run([*CLI, "trace", "--alloc", "--no-summary", "-o", str(tmp_path / "t"),
+                           "--", sys.executable, str(script)], capture_output=True, text=True,
+                          check=False, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", libasan], proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if "warning:" in line]
+    assert len(warnings) == 1 and "libasan.so" in warnings[0] and "not sampled" in warnings[0], (
+        proc.stderr)

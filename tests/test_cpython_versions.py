@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pinsight_python import _pinsight_python as core
+from pinsight_python import _pinsight_python_testing as testing
 
 from .tracing import Tracer
 
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_verified_versions(version, free_threaded: bool, refused: bool) -> None:
     major, minor, micro = version
     hexversion = (major << 24) | (minor << 16) | (micro << 8) | 0xF0
-    reason = core._unverified_cpython(hexversion, free_threaded)
+    reason = testing._unverified_cpython(hexversion, free_threaded)
     assert bool(reason) is refused
     if refused:
         shown = f"{major}.{minor}.{micro}{'t' if free_threaded else ''}"
@@ -40,7 +40,7 @@ def test_verified_versions(version, free_threaded: bool, refused: bool) -> None:
 
 
 def test_this_interpreter_is_verified() -> None:
-    assert core._unverified_cpython(sys.hexversion, False) == ""
+    assert testing._unverified_cpython(sys.hexversion, False) == ""
 
 
 def test_activate_refuses_on_an_unverified_cpython(tracer: Tracer) -> None:

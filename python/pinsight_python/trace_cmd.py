@@ -290,10 +290,28 @@ def _plan(args: argparse.Namespace) -> _Plan:
         output = _default_output()
     env = dict(os.environ)
     if preload is not None:
-        env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
+        runtime = sanitizer_runtime(env.get("LD_PRELOAD", ""))
+        if runtime is not None:
+            # ASan and its kin must be first in the library list and own malloc: preloading
+            # ours in front would stop the program, behind it would never be called.
+            warnings.append(f"--alloc: LD_PRELOAD loads the sanitizer runtime {runtime}, which "
+                            "owns malloc: native allocations are not sampled, Python's are")
+        else:
+            env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
     chosen.export(env)
     env[_settings.ENV_CONFIG_REPORTED] = "1"
     return _Plan(command, output, env, url, config, warnings)
+
+
+def sanitizer_runtime(ld_preload: str) -> Optional[str]:
+    """The sanitizer runtime (libasan.so, libclang_rt.tsan-x86_64.so, ...) LD_PRELOAD loads."""
+    for entry in ld_preload.replace(":", " ").split():
+        name = Path(entry).name
+        if name.startswith(("libasan.", "libtsan.", "libmsan.", "libhwasan.", "liblsan.")) or (
+            name.startswith("libclang_rt.") and "san" in name.split(".")[1]
+        ):
+            return entry
+    return None
 
 
 def alloc_preload_library() -> Path:

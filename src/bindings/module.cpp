@@ -183,13 +183,6 @@ PYBIND11_MODULE(_pinsight_python, m) {
     bool ok = pinsight::emitter::load_provider(&error);
     return py::make_tuple(ok, error);
   });
-  m.def(
-      "_unverified_cpython",
-      [](unsigned long hexversion, bool free_threaded) {
-        return pinsight::compat::unverified_cpython(hexversion, free_threaded);
-      },
-      py::arg("hexversion"), py::arg("free_threaded"),
-      "Why activate() refuses on that CPython (sys.hexversion encoding); '' when verified.");
   m.def("_after_fork_child", [] { Tracer::instance().after_fork_child(); });
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS pinsight::control::stop();

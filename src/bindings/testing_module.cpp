@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "backends/compat.h"
 #include "bindings/config_probes.h"
 #include "bindings/testing_api.h"
 
@@ -51,6 +52,14 @@ PYBIND11_MODULE(_pinsight_python_testing, m) {
   m.def(
       "_debug_current_frame", [] { return api().current_frame(); },
       "The calling thread's current frame, as an address comparable with _debug_stack's.");
+
+  m.def(
+      "_unverified_cpython",
+      [](unsigned long hexversion, bool free_threaded) {
+        return pinsight::compat::unverified_cpython(hexversion, free_threaded);
+      },
+      py::arg("hexversion"), py::arg("free_threaded"),
+      "Why activate() refuses on that CPython (sys.hexversion encoding); '' when verified.");
 
   pinsight::register_config_probes(m);
 }
