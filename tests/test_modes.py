@@ -8,8 +8,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import List
 
 from pinsight_python import _pinsight_python_testing as testing
 
@@ -413,8 +415,6 @@ def test_many_sigusr1_against_busy_threads(tmp_path: Path) -> None:
         counts = []
         threads = [threading.Thread(target=run) for _ in range(4)]
         for t in threads: t.start()
-        # Signals start once the threads run: a reload racing a thread start
-        # is a separate, known gap of the setprofile backend (README).
         print("ready", flush=True)
         for t in threads: t.join()
         print(sum(counts), pinsight_python.status()["reloads"], flush=True)
@@ -473,3 +473,62 @@ def test_garbage_configs_never_crash(tracer: Tracer, tmp_path: Path) -> None:
     assert mode == "TRACING"
     assert int(errors) >= 5
     assert pairs(run, "hot") == len(garbage)
+
+
+def test_threads_started_during_reloads_are_traced(tmp_path: Path) -> None:
+    # Each reload takes the GIL on the control thread. On 3.8-3.11 a thread is
+    # hooked when its starter's call returns: a Python thread state the control
+    # thread made at that moment must not take the new thread's place.
+    cfg = tmp_path / "cfg.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACING\n")
+    script = tmp_path / "starts.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, threading
+        import pinsight_python
+        pinsight_python.activate(config={str(cfg)!r})
+        def work():
+            return sum(range(10))
+        print("ready", flush=True)
+        sys.stdin.readline()  # the signals are flowing
+        for _ in range(300):
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+        print(pinsight_python.status()["reloads"], flush=True)
+        sys.stdin.readline()  # the signals have stopped: at exit SIGUSR1 is the program's again
+        """)
+    )
+    out = tmp_path / "trace"
+    with isolated_session(out) as run_as:
+        proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=run_as,  # noqa: PLW1509 (sets the group id only)
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGUSR1)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        reloads: List[str] = []
+        reader = threading.Thread(target=lambda: reloads.append(proc.stdout.readline()))
+        reader.start()
+        deadline = time.monotonic() + 120
+        while reader.is_alive() and time.monotonic() < deadline:
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(0.0005)
+        reader.join()
+        _, stderr = proc.communicate("done\n", timeout=60)
+    assert proc.returncode == 0, stderr
+    assert reloads and int(reloads[0]) >= 10, ("too few reloads overlapped the thread starts",
+                                              reloads)
+    trace = read_trace(out)
+    assert trace.discarded == 0
+    assert trace.functions()["work"] == 300
+    assert trace.functions("function_end")["work"] == 300
+    check_balanced(trace)

@@ -248,6 +248,20 @@ inline PyInterpreterState *interpreter_of(PyThreadState *tstate) {
 
 inline Py_tracefunc profile_function_of(PyThreadState *tstate) { return tstate->c_profilefunc; }
 
+// Whether a state read from the head of the interpreter's thread list, without
+// the list's lock, is fully made. CPython 3.11 links a new state in first and
+// fills it in after (under a lock we cannot take), while a thread without the
+// GIL (one entering Python through PyGILState_Ensure) may be making it; 3.8 to
+// 3.10 fill it in before linking it.
+inline bool thread_state_complete(PyThreadState *tstate) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+  return __atomic_load_n(&tstate->_initialized, __ATOMIC_ACQUIRE) != 0;
+#else
+  (void)tstate;
+  return true;
+#endif
+}
+
 }  // namespace pinsight::compat
 
 #if PY_VERSION_HEX >= 0x030D0000

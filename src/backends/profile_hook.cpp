@@ -43,11 +43,13 @@ void hook_threads() {
 // interpreter's list, and it cannot run before we return (we hold the GIL).
 // Only that one is touched: walking the whole list on every thread start
 // crashed on 3.11 (test_threading's fork tests, 1 run in 4) on a state that
-// another thread was tearing down.
+// another thread was tearing down. Our control thread keeps one state for its
+// life (control.cpp), so only a native thread entering Python at this very
+// moment can put its state in front; a half-made one is left alone.
 void hook_new_thread() {
   PyInterpreterState *interp = compat::interpreter_of(PyThreadState_Get());
   PyThreadState *newest = PyInterpreterState_ThreadHead(interp);
-  if (newest && !compat::profile_function_of(newest)) {
+  if (newest && compat::thread_state_complete(newest) && !compat::profile_function_of(newest)) {
     compat::set_profile(newest, profile, nullptr);
   }
 }

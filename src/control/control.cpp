@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,17 @@ std::thread worker;
 std::mutex path_mutex;
 std::string config_path;
 struct sigaction previous_action;
+
+// The control thread's Python thread state, kept for the thread's whole life.
+// A state made per reload (PyGILState_Ensure) would be inserted at the head of
+// the interpreter's thread list at any moment, where the setprofile backend
+// finds the state of a thread being started (profile_hook.cpp): that thread
+// would stay untraced. Made while the activating thread holds the GIL, so no
+// thread start can be under way then. Set on the control thread only.
+thread_local PyThreadState *python_state = nullptr;
+std::mutex state_mutex;
+std::condition_variable state_made;
+bool state_ready = false;
 
 // Async-signal-safe: wakes the control thread, then lets a handler installed
 // before ours (libpinsight.so installs one) see the signal too.
@@ -133,8 +145,28 @@ void end_if_program_gone() {
   std::exit(0);
 }
 
-void run() {
+void make_python_state(PyInterpreterState *interpreter) {
+  // PyThreadState_New needs no GIL; it binds the state to this thread.
+  python_state = PyThreadState_New(interpreter);
+  std::lock_guard<std::mutex> lock(state_mutex);
+  state_ready = true;
+  state_made.notify_all();
+}
+
+void delete_python_state() {
+  PyThreadState *state = python_state;
+  python_state = nullptr;
+  // After finalization began the interpreter frees it; taking the GIL then
+  // would end this thread.
+  if (!state || compat::is_finalizing()) return;
+  PyEval_RestoreThread(state);
+  PyThreadState_Clear(state);
+  PyThreadState_DeleteCurrent();
+}
+
+void run(PyInterpreterState *interpreter) {
   control_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  make_python_state(interpreter);
   int exit_checks = 0;
   time_t epoch_second = 0;
   // Any thread may take SIGUSR1; the handler only posts the semaphore, and
@@ -173,6 +205,7 @@ void run() {
     reload_now(&error);
   }
   config_store::forget_thread();
+  delete_python_state();
 }
 
 }  // namespace
@@ -201,8 +234,14 @@ void start(const std::string &path) {
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
-  worker = std::thread(run);
+  state_ready = false;
+  worker = std::thread(run, compat::interpreter_of(PyThreadState_Get()));
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  {
+    // Waits with the GIL held on purpose (see python_state).
+    std::unique_lock<std::mutex> lock(state_mutex);
+    state_made.wait(lock, [] { return state_ready; });
+  }
   // Named by its creator, before anything can fork: pinsight_python's fork hook
   // tells this thread (and LTTng-UST's "<name>-ust" listeners) from the program's.
   pthread_setname_np(worker.native_handle(), "pinsight-ctl");
@@ -225,6 +264,23 @@ void stop() {
   if (sigaction(SIGUSR1, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
       current.sa_sigaction == on_sigusr1) {
     sigaction(SIGUSR1, &previous_action, nullptr);
+  }
+}
+
+ScopedGil::ScopedGil() {
+  if (python_state) {
+    own_state_ = python_state;
+    PyEval_RestoreThread(own_state_);
+  } else {
+    gilstate_ = PyGILState_Ensure();
+  }
+}
+
+ScopedGil::~ScopedGil() {
+  if (own_state_) {
+    PyEval_SaveThread();
+  } else {
+    PyGILState_Release(gilstate_);
   }
 }
 

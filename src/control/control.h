@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/compat.h"
 #include "control/config_store.h"
 
 namespace pinsight {
@@ -24,6 +25,21 @@ void program_thread_exiting();
 void stop();
 // Reloads now, on the calling thread (GIL not held). For tests and the API.
 bool reload_now(std::string *error);
+
+// Holds the GIL for its scope, on a thread that did not hold it: the control
+// thread with the Python thread state it keeps (control.cpp says why), any
+// other thread through PyGILState_Ensure.
+class ScopedGil {
+ public:
+  ScopedGil();
+  ~ScopedGil();
+  ScopedGil(const ScopedGil &) = delete;
+  ScopedGil &operator=(const ScopedGil &) = delete;
+
+ private:
+  PyThreadState *own_state_ = nullptr;
+  PyGILState_STATE gilstate_{};
+};
 }  // namespace control
 
 }  // namespace pinsight

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "alloc/sampler.h"
 #include "control/control.h"
@@ -264,8 +265,8 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
     generation_.store(generation);
     return;
   }
-  PyGILState_STATE gil{};
-  if (!gil_held) gil = PyGILState_Ensure();
+  std::optional<control::ScopedGil> gil;
+  if (!gil_held) gil.emplace();
   // Under the GIL, with the mode it brings: status() never shows the new
   // generation with the old mode.
   generation_.store(generation);
@@ -281,7 +282,6 @@ void Tracer::publish_config(std::unique_ptr<Config> config, const char *reason, 
     }
     sync_alloc();  // a reload may turn sampling on or off, or change its interval
   }
-  if (!gil_held) PyGILState_Release(gil);
 }
 
 void Tracer::on_new_thread(ThreadState &state) {
