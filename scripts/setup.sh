@@ -74,11 +74,10 @@ dev_build=(--config-settings=cmake.define.PINSIGHT_PYTHON_TESTING=ON)
 make_venv .venv "$py_main" "${dev_build[@]}" -e ".[test]"
 
 # The AddressSanitizer + UndefinedBehaviorSanitizer build (its own build directory),
-# with what scripts/test.sh needs to rebuild it without build isolation.
-make_venv .venv-sanitize "$py_main" "${dev_build[@]}" \
-  --config-settings=cmake.define.PINSIGHT_PYTHON_SANITIZE=ON \
-  --config-settings=build-dir=build/sanitize \
-  -e ".[test]" "scikit-build-core>=0.10" cmake ninja
+# built without build isolation as scripts/test.sh rebuilds it, so that its rebuild
+# only compiles what changed.
+make_venv .venv-sanitize "$py_main" "scikit-build-core>=0.10" "pybind11>=3" cmake ninja
+bash scripts/build-sanitized.sh -e ".[test]"
 
 py_fallback=$(find_python 11 11)
 [[ -n $py_fallback ]] || die "no CPython 3.11 with venv found on PATH or in pyenv (needed for .venv-fallback)"

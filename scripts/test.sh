@@ -39,10 +39,7 @@ sanitized_tests=(tests/test_core.py tests/test_config_parse.py tests/test_modes.
   tests/test_economy.py tests/test_other_tools.py tests/test_neighbours.py tests/test_imports.py
   tests/test_children.py tests/test_backends.py tests/test_cpython_versions.py)
 sanitized() {
-  .venv-sanitize/bin/python -m pip install -q --no-deps --no-build-isolation \
-    --config-settings=cmake.define.PINSIGHT_PYTHON_SANITIZE=ON \
-    --config-settings=cmake.define.PINSIGHT_PYTHON_TESTING=ON \
-    --config-settings=build-dir=build/sanitize -e . || return 1
+  bash scripts/build-sanitized.sh --no-deps -e . || return 1
   local runtimes
   runtimes="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"
   LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
