@@ -173,6 +173,20 @@ def test_native_mallocs_attributed_to_the_python_caller(tracer: Tracer) -> None:
     assert busy and {s.fields["python_thread_id"] for s in busy} == {1}
 
 
+def test_the_tracers_own_thread_allocates_nothing_sampled(tracer: Tracer) -> None:
+    # With a sample every 64 bytes on average, any allocation of the control
+    # thread (its Python thread state, its parses) would show up as a sample
+    # without a Python frame: they are the tracer's, not the program's.
+    config = tracer.tmp_path / "alloc.txt"
+    config.write_text("[Python]\n    events = alloc\n    alloc_sample_interval = 64\n")
+    run = tracer.run("import time\nkept = [bytearray(100) for _ in range(1000)]\n"
+                     "time.sleep(0.2)\n",
+                     activate=f"pinsight_python.activate(config={str(config)!r})")
+    threads = collections.Counter(s.fields["python_thread_id"]
+                                  for s in run.trace.named("alloc_sample"))
+    assert set(threads) == {0} and threads[0] > 1000, threads
+
+
 def test_trace_alloc_preloads_the_interposer(tmp_path: Path) -> None:
     script = tmp_path / "prog.py"
     script.write_text("import pinsight_python\nprint(pinsight_python.status()['alloc_native'])\n")

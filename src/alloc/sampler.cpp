@@ -26,6 +26,7 @@ struct ThreadSampler {
   int64_t countdown;  // bytes left before the next sample
   uint64_t rng;       // xorshift64*; 0 until seeded
   uint32_t guard;     // > 0: inside a hook (or the sampler): pass through
+  bool tracer_owned;  // the tracer's own thread: its allocations are not the program's
 };
 __thread ThreadSampler tls __attribute__((tls_model("initial-exec")));
 
@@ -160,7 +161,7 @@ void take_sample(void *address, size_t size, int source) {
 
 // Guard held.
 inline void on_alloc(void *address, size_t size, int source) {
-  if (!address || !sampling.load(std::memory_order_relaxed)) return;
+  if (!address || tls.tracer_owned || !sampling.load(std::memory_order_relaxed)) return;
   tls.countdown -= static_cast<int64_t>(size);
   if (tls.countdown > 0) return;
   if (tls.rng == 0) {
@@ -298,6 +299,8 @@ void finish() {
 }
 
 bool active() { return sampling.load(std::memory_order_relaxed); }
+
+void ignore_calling_thread() { tls.tracer_owned = true; }
 
 bool native_hooked() { return native; }
 

@@ -26,6 +26,9 @@ void stop();
 // still alive now count as never freed, not as freed by interpreter teardown.
 void finish();
 bool active();
+// The calling thread is the tracer's (the control thread): what it allocates
+// is not sampled; frees of sampled blocks are still seen.
+void ignore_calling_thread();
 // The preload library registered its malloc/free hooks.
 bool native_hooked();
 // Samples taken (all threads) since the process started.

@@ -18,6 +18,7 @@
 #include <new>
 #include <thread>
 
+#include "alloc/sampler.h"
 #include "backends/compat.h"
 #include "tracer/tracer.h"
 
@@ -166,6 +167,7 @@ void delete_python_state() {
 
 void run(PyInterpreterState *interpreter) {
   control_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  alloc::ignore_calling_thread();  // its thread state, parses and reloads are ours
   make_python_state(interpreter);
   int exit_checks = 0;
   time_t epoch_second = 0;
