@@ -532,3 +532,29 @@ def test_threads_started_during_reloads_are_traced(tmp_path: Path) -> None:
     assert trace.functions()["work"] == 300
     assert trace.functions("function_end")["work"] == 300
     check_balanced(trace)
+
+
+def test_sigusr1_without_a_configuration_file_says_so_once(tmp_path: Path) -> None:
+    script = tmp_path / "noconfig.py"
+    script.write_text(
+        "import sys, pinsight_python\n"
+        "pinsight_python.activate()\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "print(pinsight_python.status()['reloads'], pinsight_python.status()['config_path'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_CONFIG_FILE"}
+    proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=env)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    for _ in range(2):
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(0.3)  # the control thread wakes at once; leave it time to answer
+    stdout, stderr = proc.communicate("\n", timeout=60)
+    assert proc.returncode == 0, stderr
+    assert stdout.split() == ["0"], stdout
+    told = [line for line in stderr.splitlines() if "SIGUSR1" in line]
+    assert told == ["pinsight-python: SIGUSR1: tracing was activated without a configuration "
+                    "file, so there is nothing to reload (said once)"], stderr

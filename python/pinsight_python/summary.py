@@ -40,7 +40,9 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
         f"discarded events: {discarded:,}"
         + ("  (LTTng's buffers overflowed: the trace has gaps)" if discarded else ""),
         f"processes: {len(trace.processes)}, threads: {threads}, "
-        f"time span: {format_ns(trace.duration_ns)}",
+        f"time span: {format_ns(trace.duration_ns)}"
+        # Threads run at once: their self times add up past the span.
+        + (" (self times below are summed over threads)" if threads > 1 else ""),
     ]
     # Per function over every thread: calls (starts) and self time.
     calls: Dict[int, int] = defaultdict(int)

@@ -165,7 +165,13 @@ void delete_python_state() {
   PyThreadState_DeleteCurrent();
 }
 
+std::string current_path() {
+  std::lock_guard<std::mutex> lock(path_mutex);
+  return config_path;
+}
+
 void run(PyInterpreterState *interpreter) {
+  bool told_nothing_to_reload = false;
   control_tid = static_cast<pid_t>(syscall(SYS_gettid));
   alloc::ignore_calling_thread();  // its thread state, parses and reloads are ours
   make_python_state(interpreter);
@@ -204,7 +210,13 @@ void run(PyInterpreterState *interpreter) {
       continue;
     }
     std::string error;
-    reload_now(&error);
+    if (!reload_now(&error) && !told_nothing_to_reload && current_path().empty()) {
+      // Said once: a job script's `kill -USR1` must not pass unnoticed.
+      told_nothing_to_reload = true;
+      std::fprintf(stderr,
+                   "pinsight-python: SIGUSR1: tracing was activated without a configuration "
+                   "file, so there is nothing to reload (said once)\n");
+    }
   }
   config_store::forget_thread();
   delete_python_state();
@@ -287,11 +299,7 @@ ScopedGil::~ScopedGil() {
 }
 
 bool reload_now(std::string *error) {
-  std::string path;
-  {
-    std::lock_guard<std::mutex> lock(path_mutex);
-    path = config_path;
-  }
+  std::string path = current_path();
   Tracer &tracer = Tracer::instance();
   if (path.empty()) {
     // Nothing to re-read: the built-in default stays in force.
