@@ -153,6 +153,13 @@ def test_native_mallocs_attributed_to_the_python_caller(tracer: Tracer) -> None:
         env={"LD_PRELOAD": str(alloc_preload_library())},
     )
     assert run.stdout.split() == ["True", "True"]
+    # One function, one line: samples inside its native calls (lib.grab's mallocs,
+    # held.append's) name its definition line, as those outside them do.
+    grab_lines = {s.fields["lineno"] for s in run.trace.named("alloc_sample")
+                  if s.fields["qualname"] == "native_grab"}
+    begin_lines = {e.fields["lineno"] for e in run.trace.named("function_begin")
+                   if e.fields["qualname"] == "native_grab"}
+    assert grab_lines == begin_lines and len(begin_lines) == 1, (grab_lines, begin_lines)
     functions = report(run)
     grab = functions["native_grab"]
     assert within(grab["native_bytes"], 10_000_000), grab

@@ -148,8 +148,9 @@ void take_sample(void *address, size_t size, int source) {
       const CodeInfo &code = *top.code;
       qualname = code.qualname.c_str();
       filename = code.filename.c_str();
-      // A native call: the line of the call site in its Python caller.
-      lineno = top.kind == RecordKind::CCall ? top.line : code.lineno;
+      // Always the definition line, inside a native call too: with qualname
+      // and filename it names the function, and readers group by it.
+      lineno = code.lineno;
       code_id = reinterpret_cast<unsigned long>(code.code);
     }
   }
