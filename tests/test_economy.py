@@ -323,8 +323,15 @@ def run_late(tmp_path: Path, session: lttng.Session, burst: int, snapshot: bool)
     gid = random.randrange(200_000, 2**31 - 1)  # the session records this group only
     session.track_vgid = gid
 
+    # A snapshot wraps only the buffers of the CPUs the program ran on: on one
+    # CPU all its events share one buffer, which the slow phase overwrites many
+    # times (unpinned, a busy machine could leave the start on a CPU it left).
+    cpu = min(os.sched_getaffinity(0))
+
     def in_group() -> None:
         os.setgid(gid)
+        if snapshot:
+            os.sched_setaffinity(0, {cpu})
 
     script = tmp_path / "loop.py"
     script.write_text(textwrap.dedent(LOOP))
