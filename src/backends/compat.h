@@ -102,6 +102,32 @@ inline int code_set_extra(PyObject *code, Py_ssize_t index, void *extra) {
 #endif
 }
 
+// A code object's extra array (Include/internal/pycore_code.h, the same from
+// 3.6 to 3.13). CPython sizes it for every index requested so far, and when
+// the code object dies calls each registered free function on its slot, NULL
+// included.
+struct CodeExtraHead {
+  Py_ssize_t ce_size;
+  void *ce_extras[1];
+};
+
+// Sets our slot. An array our set creates is trimmed to end at our slot: code
+// objects only we annotate then never call another co_extra user's free
+// function (with NULL: a ctypes callback it has since let die crashes there,
+// as CPython's test_code does). A later set of a higher slot regrows it, as
+// CPython does for any array too short.
+inline int code_set_own_extra(PyObject *code, Py_ssize_t index, void *extra) {
+  auto *pycode = reinterpret_cast<PyCodeObject *>(code);
+  const bool created = pycode->co_extra == nullptr;
+  int result = code_set_extra(code, index, extra);
+#if PINSIGHT_CPYTHON_VERIFIED
+  if (result == 0 && created) static_cast<CodeExtraHead *>(pycode->co_extra)->ce_size = index + 1;
+#else
+  (void)created;  // never guessed: activate() refuses on this CPython
+#endif
+  return result;
+}
+
 // co_qualname exists from 3.11; older versions only have co_name.
 inline PyObject *code_qualname(PyCodeObject *code) {
 #if PY_VERSION_HEX >= 0x030B0000

@@ -201,7 +201,8 @@ PYBIND11_MODULE(_pinsight_python, m) {
   });
 
   // For the test module only (testing_api.h): no Python-callable hook here.
-  static const pinsight::TestingApi testing_api = {pinsight::TestingApi::kVersion, &visit_stack,
-                                                   &current_frame};
+  static const pinsight::TestingApi testing_api = {
+      pinsight::TestingApi::kVersion, &visit_stack, &current_frame,
+      [] { return pinsight::generator_table().size(); }};
   m.attr("_C_API") = py::capsule(&testing_api, pinsight::kTestingApiCapsule);
 }

@@ -4,6 +4,7 @@
 // test module would see none of the state the traced program builds.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pinsight {
@@ -19,13 +20,15 @@ struct StackEntryView {
 };
 
 struct TestingApi {
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
   uint32_t version;
   // Calls visit(entry, context) for each record of the calling thread's shadow
   // stack, outermost first (GIL held).
   void (*visit_stack)(void (*visit)(const StackEntryView &entry, void *context), void *context);
   // The calling thread's current Python frame, as an address (GIL held).
   uintptr_t (*current_frame)();
+  // Traced generator instances the tracer follows (GeneratorTable; GIL held).
+  size_t (*generator_entries)();
 };
 
 }  // namespace pinsight

@@ -54,6 +54,10 @@ PYBIND11_MODULE(_pinsight_python_testing, m) {
       "The calling thread's current frame, as an address comparable with _debug_stack's.");
 
   m.def(
+      "_debug_generator_entries", [] { return api().generator_entries(); },
+      "How many traced generator instances the tracer follows (suspended or running).");
+
+  m.def(
       "_unverified_cpython",
       [](unsigned long hexversion, bool free_threaded) {
         return pinsight::compat::unverified_cpython(hexversion, free_threaded);

@@ -13,10 +13,17 @@ namespace {
 CodeInfo *live_head = nullptr;
 size_t live = 0;
 uint64_t created = 0;
+void (*forget_hook)(CodeInfo &) = nullptr;
 
-// Called by CPython (GIL held) when a code object carrying a CodeInfo dies.
+// Called by CPython (GIL held) when a code object with an extra array dies:
+// for every registered index, ours included when another co_extra user (a
+// PEP 523 frame evaluator, a JIT's cache) set only its own slot.
 void free_code_info(void *extra) {
+  if (!extra) return;
   auto *info = static_cast<CodeInfo *>(extra);
+  // A live frame keeps its code alive, so records naming this one are stale:
+  // the tracer drops them before the memory goes.
+  if ((info->open_records || info->suspended_traced) && forget_hook) forget_hook(*info);
   if (info->prev) info->prev->next = info->next;
   if (info->next) info->next->prev = info->prev;
   if (live_head == info) live_head = info->next;
@@ -44,6 +51,8 @@ bool is_import_loader(const std::string &qualname, const std::string &filename) 
 }
 }  // namespace
 
+void set_forget_hook(void (*hook)(CodeInfo &)) { forget_hook = hook; }
+
 bool init() {
   if (extra_index >= 0) return true;
   extra_index = compat::request_code_extra_index(free_code_info);
@@ -65,7 +74,7 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   info->module = module_name(globals);
   info->import_loader = is_import_loader(info->qualname, info->filename);
   CodeInfo *result = nullptr;
-  if (compat::code_set_extra(code, extra_index, info.get()) == 0) {
+  if (compat::code_set_own_extra(code, extra_index, info.get()) == 0) {
     result = info.release();
     result->next = live_head;
     if (live_head) live_head->prev = result;

@@ -29,6 +29,14 @@ enum DisabledBits : uint8_t {
   kDisabledPerThread = 1u << 1,  // holds for the only live thread: re-armed for a new thread too
 };
 
+// Who may hold a CodeInfo*, and why it cannot outlive its code object:
+// - shadow-stack records (ThreadState::stack): only of running frames, and a
+//   running frame keeps its code alive; a record left stale is neutralized by
+//   the forget hook before the CodeInfo is freed (thread_states::forget_code);
+// - GeneratorTable entries: each holds a weak reference to its generator, and
+//   a generator keeps its code alive; the entry goes when the generator dies;
+// - the live list below: unlinked by free_code_info.
+// Nothing else keeps one past the callback that looked it up.
 struct CodeInfo {
   PyObject *code = nullptr;  // borrowed: this CodeInfo dies with the code object
   std::string qualname;
@@ -82,6 +90,8 @@ namespace code_registry {
 
 extern Py_ssize_t extra_index;  // -1 until init()
 bool init();
+// Called (GIL held) before a CodeInfo that some record still names is freed.
+void set_forget_hook(void (*hook)(CodeInfo &));
 // Slow path; null on failure (no exception set). `globals` (borrowed) are
 // those the code runs with; null means the running frame's.
 CodeInfo *create(PyObject *code, PyObject *globals = nullptr);

@@ -79,6 +79,18 @@ void clear_all_stacks() {
   std::lock_guard<std::mutex> lock(registry_mutex);
   for (ThreadState *state : registry()) state->stack.clear();
 }
+
+void forget_code(const CodeInfo &code, CodeInfo &replacement) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (ThreadState *state : registry()) {
+    for (FrameRecord &record : state->stack) {
+      if (record.code != &code) continue;
+      record.code = &replacement;
+      record.flags = 0;
+      if (record.kind == RecordKind::Function) ++replacement.open_records;
+    }
+  }
+}
 }  // namespace pinsight::thread_states
 
 namespace pinsight::thread_states {

@@ -12,12 +12,13 @@
 namespace pinsight {
 
 enum RecordFlags : uint8_t {
-  kBeginEmitted = 1u << 0,   // function_begin / c_call_begin went out
-  kEmitEnd = 1u << 1,        // the end event is wanted (pysysmon_*_return)
-  kTraceCCalls = 1u << 2,    // native calls made by this frame are traced
-  kEndsWindow = 1u << 3,     // last traced execution: window_end_action on its end
-  kTraced = 1u << 4,         // rate control chose this execution
-  kImportEmitted = 1u << 5,  // importlib's _find_and_load: import_begin went out
+  kBeginEmitted = 1u << 0,    // function_begin / c_call_begin went out
+  kEmitEnd = 1u << 1,         // the end event is wanted (pysysmon_*_return)
+  kTraceCCalls = 1u << 2,     // native calls made by this frame are traced
+  kEndsWindow = 1u << 3,      // last traced execution: window_end_action on its end
+  kTraced = 1u << 4,          // rate control chose this execution
+  kImportEmitted = 1u << 5,   // importlib's _find_and_load: import_begin went out
+  kGeneratorEntry = 1u << 6,  // resumed from a GeneratorTable entry, finished at its end
 };
 
 enum class RecordKind : uint8_t { Function, CCall };
@@ -54,6 +55,10 @@ void set_main_thread(unsigned long main_ident);
 ThreadState *create_current();  // slow path
 // Empties every thread's shadow stack (deactivate; GIL held).
 void clear_all_stacks();
+// Records of any thread naming `code` (stale: their frames are gone) now name
+// `replacement` and emit nothing; in place, so that no record moves under a
+// callback of this thread. GIL held.
+void forget_code(const CodeInfo &code, CodeInfo &replacement);
 // In a forked child (GIL held): only the forking thread survives; its
 // inherited records stay (their ends are recognised) but emit nothing.
 void forked_child();

@@ -118,28 +118,29 @@ void Tracer::rearm(bool per_thread_only) {
 }
 
 // ---------------------------------------------------------------------------
-// Generators: a traced frame suspended at a yield keeps its decision until it
-// resumes, on whatever thread.
+// Records that outlive their code (none should: see CodeInfo).
 
-void Tracer::forget_suspended(const void *frame) {
-  auto it = suspended_.find(frame);
-  if (it == suspended_.end()) return;
-  // A new activation at this address: the old generator died unseen.
-  --it->second.first->suspended_traced;
-  suspended_.erase(it);
+CodeInfo Tracer::forgotten_code_ = [] {
+  CodeInfo info;
+  info.qualname = "<forgotten>";
+  info.filename = "<none>";
+  return info;
+}();
+
+void Tracer::forget_code(CodeInfo &code) {
+  thread_states::forget_code(code, forgotten_code_);
+  instance_.generators_.forget_code(code);
 }
 
-bool Tracer::resume_suspended(const void *frame, uint8_t *flags) {
-  auto it = suspended_.find(frame);
-  if (it == suspended_.end()) return false;
-  *flags = it->second.second;
-  suspended_.erase(it);
-  return true;
-}
-
-void Tracer::suspend(const void *frame, CodeInfo &code, uint8_t flags) {
-  suspended_[frame] = {&code, flags};
-  ++code.suspended_traced;
+bool Tracer::drop_forgotten(ThreadState &state) {
+  bool dropped = false;
+  while (!state.stack.empty() && state.stack.back().code == &forgotten_code_) {
+    if (state.stack.back().kind == RecordKind::Function) --forgotten_code_.open_records;
+    state.stack.pop_back();
+    --open_records_;
+    dropped = true;
+  }
+  return dropped;
 }
 
 void Tracer::close_stale_calls(ThreadState &state, const void *frame) {
@@ -354,6 +355,11 @@ void Tracer::activate(const ActivateOptions &options) {
     return;
   }
   if (!code_registry::init()) throw ActivationError("no code-object extra slot is available");
+  code_registry::set_forget_hook(&Tracer::forget_code);
+  std::string generators_error;
+  if (!GeneratorTable::init(&generators_error)) {
+    throw ActivationError("cannot follow generators on this CPython: " + generators_error);
+  }
 
   // Configuration: explicit path, PInsight's variable, then the working directory.
   std::string path = options.config_path;
@@ -485,7 +491,8 @@ void Tracer::deactivate() {
   // Frames still running keep their begins without ends; forget them so a
   // later activation starts clean.
   thread_states::clear_all_stacks();
-  suspended_.clear();
+  generators_.clear();
+  forgotten_code_.open_records = 0;
   open_records_ = 0;
   for (CodeInfo *info = code_registry::first(); info; info = info->next) {
     info->open_records = 0;

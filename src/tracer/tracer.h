@@ -20,6 +20,7 @@
 #include "emit/emitter.h"
 #include "tracer/callable_names.h"
 #include "tracer/code_info.h"
+#include "tracer/generators.h"
 #include "tracer/thread_state.h"
 
 namespace pinsight {
@@ -125,10 +126,12 @@ class Tracer {
   // 0 while the code may still be traced; else why its begins may be
   // disabled (kDisabledShared, kDisabledPerThread).
   uint8_t never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
-  void forget_suspended(const void *frame);
-  bool resume_suspended(const void *frame, uint8_t *flags);
-  void suspend(const void *frame, CodeInfo &code, uint8_t flags);
   void close_stale_calls(ThreadState &state, const void *frame);
+  // Records whose code died (thread_states::forget_code) leave the top of
+  // `state`'s stack; true if any did.
+  bool drop_forgotten(ThreadState &state);
+  // code_registry's forget hook: `code` dies while records still name it.
+  static void forget_code(CodeInfo &code);
   void window_ended(CodeInfo &code);
   void reconcile_events();  // CPython's events follow mode_ and open records
   // Re-enables our DISABLEd locations: those of per-thread verdicts only (a
@@ -207,9 +210,12 @@ class Tracer {
   } identity_;
   void emit_process_info();
 
-  // Records on all shadow stacks, and traced generator frames at a yield.
+  // Records on all shadow stacks.
   uint64_t open_records_ = 0;
-  std::unordered_map<const void *, std::pair<CodeInfo *, uint8_t>> suspended_;
+  // Traced generator instances between their first yield and their end.
+  GeneratorTable &generators_ = generator_table();
+  // What stale records name once their code died (forget_code).
+  static CodeInfo forgotten_code_;
 
   uint64_t events_emitted_ = 0;
   uint64_t code_objects_seen_ = 0;
@@ -258,7 +264,6 @@ inline void Tracer::monitor_start(CodeInfo &code, ThreadState &state) {
 }
 
 inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
-  if (!suspended_.empty()) forget_suspended(frame);
   if (code.import_loader && imports_possible_.load(std::memory_order_relaxed)) {
     return begin_import(code, state, frame);
   }
@@ -305,14 +310,17 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
 inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const void *frame,
                                     int transition) {
   uint8_t flags = 0;
-  if (suspended_.empty() || !resume_suspended(frame, &flags)) {
-    // Not a traced generator: a resume follows its start's decision.
-    if (transition == emitter::kResume && code.suspended_traced == 0 && begins_disabled(code)) {
+  if (generators_.empty() || !generators_.resume(frame, &flags)) {
+    // Not a traced instance: a resume follows its start's decision. The
+    // location may go quiet only while no traced instance of this code is
+    // suspended or running (a running one yields and resumes here later).
+    if (transition == emitter::kResume && code.suspended_traced == 0 && code.open_records == 0 &&
+        begins_disabled(code)) {
       return disable(code, code.disabled);
     }
     return Verdict::Continue;
   }
-  --code.suspended_traced;
+  flags |= kGeneratorEntry;
   state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags});
   ++code.open_records;
   ++open_records_;
@@ -341,15 +349,20 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       }
       if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (transition == emitter::kYield) {
-        suspend(frame, info, record.flags);
-      } else if (record.flags & kEndsWindow) {
-        window_ended(info);
+        generators_.suspend(frame, info, record.flags & static_cast<uint8_t>(~kGeneratorEntry));
+      } else {
+        if (record.flags & kGeneratorEntry) generators_.finish(frame);
+        if (record.flags & kEndsWindow) window_ended(info);
       }
       if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
         reconcile_events();  // drained: STANDBY/OFF can now switch everything off
       }
       return Verdict::Continue;
     }
+  }
+  if (state && !state->stack.empty() && state->stack.back().code == &forgotten_code_ &&
+      drop_forgotten(*state)) {
+    return on_end(code, frame, transition);
   }
   // No record: this location may go quiet if no frame of its code can need it.
   if (transition == emitter::kUnwind) return Verdict::Continue;  // cannot be disabled

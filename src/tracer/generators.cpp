@@ -1,0 +1,181 @@
+#include "tracer/generators.h"
+
+#include <iterator>
+#include <string>
+
+#include "backends/py_util.h"
+
+namespace pinsight {
+namespace {
+
+GeneratorTable &table = *new GeneratorTable();  // never destroyed: callbacks may come late
+
+PyObject *dead_callback = nullptr;  // the weak references' callback, made once
+
+#if PY_VERSION_HEX >= 0x030B0000
+// Bytes from a generator object to the interpreter frame it embeds (the frame
+// key). Private layout, so measured at activation on one object of each kind
+// rather than read from a header, and only used when all kinds agree.
+Py_ssize_t frame_offset = -1;
+
+bool is_generator_kind(PyObject *object) {
+  return Py_IS_TYPE(object, &PyGen_Type) || Py_IS_TYPE(object, &PyCoro_Type) ||
+         Py_IS_TYPE(object, &PyAsyncGen_Type);
+}
+
+bool measure_frame_offset(std::string *error) {
+  PyObject *globals = PyDict_New();
+  if (!globals) return false;
+  PyObject *done = PyRun_String(
+      "def gen():\n    yield\n"
+      "async def coro():\n    pass\n"
+      "async def agen():\n    yield\n"
+      "objects = [(gen(), 'gi_frame'), (coro(), 'cr_frame'), (agen(), 'ag_frame')]\n",
+      Py_file_input, globals, globals);
+  Py_XDECREF(done);
+  PyObject *objects = done ? PyDict_GetItemString(globals, "objects") : nullptr;  // borrowed
+  Py_ssize_t offset = -1;
+  bool agree = objects && PyList_Check(objects);
+  for (Py_ssize_t i = 0; agree && i < PyList_GET_SIZE(objects); ++i) {
+    PyObject *pair = PyList_GET_ITEM(objects, i);
+    PyObject *object = PyTuple_GET_ITEM(pair, 0);
+    PyObject *frame = PyObject_GetAttr(object, PyTuple_GET_ITEM(pair, 1));
+    if (!frame || !PyFrame_Check(frame) || !is_generator_kind(object)) {
+      Py_XDECREF(frame);
+      agree = false;
+      break;
+    }
+    const char *key =
+        static_cast<const char *>(compat::frame_key(reinterpret_cast<PyFrameObject *>(frame)));
+    Py_ssize_t here = key - reinterpret_cast<const char *>(object);
+    Py_DECREF(frame);
+    agree = here > 0 && here < Py_TYPE(object)->tp_basicsize && (offset < 0 || here == offset);
+    offset = here;
+    if (PyCoro_CheckExact(object)) {  // a coroutine never awaited warns: close it
+      PyObject *closed = PyObject_CallMethod(object, "close", nullptr);
+      Py_XDECREF(closed);
+    }
+  }
+  if (PyErr_Occurred()) {
+    *error = py::fetch_error();
+    agree = false;
+  } else if (!agree) {
+    *error = "generators, coroutines and async generators do not embed their frames alike";
+  }
+  Py_DECREF(globals);
+  if (agree) frame_offset = offset;
+  return agree;
+}
+#endif
+
+// The generator, coroutine or async generator running at `frame` (borrowed),
+// or null. Only asked for frames of generator code, at their yield.
+PyObject *generator_at(const void *frame) {
+#if !PINSIGHT_CPYTHON_VERIFIED
+  (void)frame;
+  return nullptr;
+#elif PY_VERSION_HEX >= 0x030B0000
+  if (frame_offset < 0) return nullptr;
+  auto *object = reinterpret_cast<PyObject *>(const_cast<char *>(static_cast<const char *>(frame)) -
+                                              frame_offset);
+  return is_generator_kind(object) ? object : nullptr;
+#else
+  return reinterpret_cast<PyFrameObject *>(const_cast<void *>(frame))->f_gen;
+#endif
+}
+
+PyObject *on_generator_dead(PyObject *, PyObject *weakref) {
+  table.generator_died(weakref);
+  Py_RETURN_NONE;
+}
+PyMethodDef dead_callback_def = {"_pinsight_generator_dead", on_generator_dead, METH_O, nullptr};
+
+}  // namespace
+
+GeneratorTable &generator_table() { return table; }
+
+bool GeneratorTable::init(std::string *error) {
+  if (!dead_callback) {
+    dead_callback = PyCFunction_New(&dead_callback_def, nullptr);
+    if (!dead_callback) {
+      *error = py::fetch_error();
+      return false;
+    }
+  }
+#if PY_VERSION_HEX >= 0x030B0000
+  if (frame_offset < 0 && !measure_frame_offset(error)) return false;
+#endif
+  return true;
+}
+
+bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags) {
+  auto it = by_frame_.find(frame);
+  if (it != by_frame_.end()) {
+    it->second.flags = flags;
+    if (it->second.running) {
+      it->second.running = false;
+      ++code.suspended_traced;
+    }
+    return true;
+  }
+  PyObject *generator = generator_at(frame);
+  if (!generator) return false;
+  // Python code may run here before 3.12 (a collection started by the
+  // allocation): no iterator is held across it.
+  PyObject *weakref = PyWeakref_NewRef(generator, dead_callback);
+  if (!weakref) {
+    PyErr_Clear();
+    return false;
+  }
+  by_frame_[frame] = Entry{&code, weakref, flags, false};
+  by_weakref_[weakref] = frame;
+  ++code.suspended_traced;
+  return true;
+}
+
+bool GeneratorTable::resume(const void *frame, uint8_t *flags) {
+  auto it = by_frame_.find(frame);
+  if (it == by_frame_.end() || it->second.running) return false;
+  it->second.running = true;
+  --it->second.code->suspended_traced;
+  *flags = it->second.flags;
+  return true;
+}
+
+void GeneratorTable::finish(const void *frame) {
+  auto it = by_frame_.find(frame);
+  if (it != by_frame_.end()) erase(it);
+}
+
+void GeneratorTable::erase(std::unordered_map<const void *, Entry>::iterator it) {
+  Entry entry = it->second;
+  by_frame_.erase(it);
+  by_weakref_.erase(entry.weakref);
+  if (!entry.running) --entry.code->suspended_traced;
+  Py_DECREF(entry.weakref);  // a weak reference's own death calls no callback
+}
+
+void GeneratorTable::forget_code(const CodeInfo &code) {
+  for (auto it = by_frame_.begin(); it != by_frame_.end();) {
+    auto next = std::next(it);
+    if (it->second.code == &code) erase(it);
+    it = next;
+  }
+}
+
+void GeneratorTable::clear() {
+  while (!by_frame_.empty()) erase(by_frame_.begin());
+}
+
+void GeneratorTable::generator_died(PyObject *weakref) {
+  // The generator is being deallocated (its frame, and so its code, still
+  // alive); nothing of it will run again under this identity. If its
+  // finalizer runs a handler (a finally around the yield), that last segment
+  // finds no entry and goes untraced, balanced.
+  auto found = by_weakref_.find(weakref);
+  if (found == by_weakref_.end()) return;
+  auto it = by_frame_.find(found->second);
+  if (it != by_frame_.end()) erase(it);
+}
+
+}  // namespace pinsight

@@ -1,0 +1,62 @@
+// Traced generator, coroutine and async-generator instances between their
+// first yield and their end, keyed by frame. A frame's address is reused as
+// soon as its generator dies, and a generator can die suspended without any
+// event (collected, or closed where no handler runs): each entry therefore
+// holds a weak reference to its generator, whose callback removes the entry
+// when the generator dies. So no entry outlives its instance, none is taken
+// for another instance at the same address, and none outlives the CodeInfo it
+// names (the generator keeps its code alive). All of it runs with the GIL.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "backends/compat.h"
+#include "tracer/code_info.h"
+
+namespace pinsight {
+
+class GeneratorTable {
+ public:
+  struct Entry {
+    CodeInfo *code;
+    PyObject *weakref;  // owned; its callback erases the entry
+    uint8_t flags;      // the record flags the instance resumes with
+    bool running;       // resumed: its record is on a shadow stack
+  };
+
+  // Finds where this CPython keeps a generator's frame (activate, GIL held).
+  static bool init(std::string *error);
+
+  bool empty() const { return by_frame_.empty(); }
+  size_t size() const { return by_frame_.size(); }
+
+  // A traced instance yields at `frame`: its later resumptions keep its
+  // decision. False when its generator cannot be named (no entry then: its
+  // later segments go untraced, and the trace stays balanced).
+  bool suspend(const void *frame, CodeInfo &code, uint8_t flags);
+  // The traced instance at `frame` resumes: its flags, or false when the
+  // frame is not a traced instance.
+  bool resume(const void *frame, uint8_t *flags);
+  // The running instance at `frame` ended (returned or unwound).
+  void finish(const void *frame);
+  // Forgets every entry (deactivate, internal failure).
+  void clear();
+  // Entries naming `code`, which is dying: none should exist (a generator
+  // keeps its code alive), but none may outlive it.
+  void forget_code(const CodeInfo &code);
+  // The weak references' callback: the generator behind `weakref` is dying.
+  void generator_died(PyObject *weakref);
+
+ private:
+  void erase(std::unordered_map<const void *, Entry>::iterator it);
+
+  std::unordered_map<const void *, Entry> by_frame_;
+  std::unordered_map<PyObject *, const void *> by_weakref_;
+};
+
+// The Tracer's table (the weak references' callback finds it here).
+GeneratorTable &generator_table();
+
+}  // namespace pinsight
