@@ -126,10 +126,14 @@ def run_suites(
     environ: Dict[str, str],
     ignore: FrozenSet[str],
     preexec_fn: Optional[Callable[[], None]] = None,
+    suites: Tuple[str, ...] = SUITES,
+    jobs: int = JOBS,
 ) -> SuiteRun:
     out.mkdir(parents=True)
     junit = out / "junit.xml"
-    command = [sys.executable, "-m", "test", f"-j{JOBS}", f"--timeout={FILE_TIMEOUT}"]
+    command = [sys.executable, "-m", "test", f"--timeout={FILE_TIMEOUT}"]
+    if jobs > 1:
+        command.append(f"-j{jobs}")
     command += ["--junit-xml", str(junit)]
     if ignore:
         ignore_file = out / "ignore.txt"
@@ -138,7 +142,7 @@ def run_suites(
     env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
     env.update(environ)
     proc = subprocess.Popen(
-        [*command, *SUITES],
+        [*command, *suites],
         cwd=out,
         env=env,
         stdout=subprocess.PIPE,
@@ -198,3 +202,65 @@ def test_cpython_suites_fail_traced_exactly_as_untraced(tmp_path: Path) -> None:
     assert any("/test/" in e.fields["filename"] for e in begun), len(trace.events)
     processes: List[int] = sorted({e.ctx["vpid"] for e in trace.events})
     assert len(processes) > 1, processes
+
+
+# Several suites in ONE process (no workers): code objects, frames and
+# generators of one suite die while the next runs, so per-code state that
+# outlived its code object is read at a reused address. Two crashes were found
+# this way: generators' records read after their code died (test_generators,
+# test_asyncgen), and the free function CPython calls for every co_extra slot
+# (test_code). The sanitizer stage of scripts/test.sh runs this test under
+# AddressSanitizer and UndefinedBehaviorSanitizer (the traced interpreter
+# inherits the preloaded runtimes), which turns any use-after-free into a crash.
+ONE_PROCESS_SUITES = (
+    "test_generators",
+    "test_asyncgen",
+    "test_coroutines",
+    "test_exceptions",
+    "test_contextlib",
+    "test_contextlib_async",
+    "test_code",
+    "test_with",
+    "test_scope",
+    "test_class",
+    "test_raise",
+    "test_functools",
+    "test_types",
+    "test_funcattrs",
+    "test_dataclasses",
+    "test_frame",
+    "test_weakref",
+    "test_gc",
+    "test_context",
+    "test_itertools",
+    "test_sys_settrace",
+)
+# Fails untraced too in some builds (it fills memory on purpose).
+ONE_PROCESS_IGNORE = frozenset({"test_memory_error_in_PyErr_PrintEx"})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * RUN_TIMEOUT + 120)
+def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
+    if importlib.util.find_spec("test.libregrtest") is None:
+        pytest.fail(f"{sys.executable} lacks CPython's test package (pyenv's builds ship it)")
+    known = TWO_TOOL_FAILURES.get((sys.version_info[:2], DEFAULT_BACKEND), frozenset())
+    ignore = known | ONE_PROCESS_IGNORE
+    untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=ONE_PROCESS_SUITES, jobs=1)
+    assert untraced.tests_run > 1000, _summary(untraced)
+    with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
+        session,
+        run_as,
+    ):
+        traced = run_suites(
+            tmp_path / "traced", SHIM, ignore, run_as, suites=ONE_PROCESS_SUITES, jobs=1
+        )
+        session.record_snapshot()
+    report = f"untraced:\n{_summary(untraced)}\ntraced:\n{_summary(traced)}"
+    # A crash of the one process fails every suite after it: compare the verdicts.
+    assert traced.returncode == untraced.returncode, report
+    assert traced.failed_files == untraced.failed_files, report
+    assert sorted(traced.failed_tests) == sorted(untraced.failed_tests), report
+    assert traced.tests_run == untraced.tests_run, report
+    begun = read_trace(tmp_path / "trace").named("function_begin")
+    assert any("/test/" in e.fields["filename"] for e in begun), len(begun)

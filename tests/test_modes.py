@@ -294,6 +294,33 @@ def test_bad_config_on_reload_keeps_previous(tracer: Tracer, tmp_path: Path) -> 
     assert f"{cfg}:2:" in run.stderr
 
 
+def test_reload_errors_say_did_you_mean_as_start_up_does(tracer: Tracer, tmp_path: Path) -> None:
+    cfg = tmp_path / "live.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACNG\n")
+    start_up = tracer.run(
+        f"""
+        try:
+            pinsight_python.activate(config={str(cfg)!r})
+        except ValueError as error:
+            print(error)
+        """,
+        activate=None,
+    )
+    assert "did you mean 'TRACING'?" in start_up.stdout
+    code = f"""
+        with open({str(cfg)!r}, "w") as f:
+            f.write("[Python.default]\\n    payload = compakt\\n")
+        try:
+            pinsight_python.reload()
+        except ValueError:
+            print("rejected")
+        """
+    cfg.write_text("[Python.default]\n    trace_mode = TRACING\n")
+    run = tracer.run(code, activate=f"pinsight_python.activate(config={str(cfg)!r})")
+    assert run.stdout.split() == ["rejected"]
+    assert "did you mean 'compact'?" in run.stderr
+
+
 def test_module_filter_and_exclude(tracer: Tracer, tmp_path: Path) -> None:
     (tmp_path / "helpers_a.py").write_text("def a():\n    return 1\n")
     (tmp_path / "helpers_b.py").write_text("def b():\n    return 2\n")

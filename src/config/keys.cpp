@@ -73,11 +73,15 @@ void Parser::module_list(std::string_view key, std::string_view value) {
   }
 }
 
+// The enumerated values, for "did you mean" (the same on start-up and reload).
+constexpr std::string_view kModeNames[] = {"OFF", "STANDBY", "MONITORING", "TRACING"};
+constexpr std::string_view kPayloadNames[] = {"full", "compact"};
+
 void Parser::python_domain_key(std::string_view key, std::string_view value) {
   if (key == "trace_mode") {
     if (!parse_trace_mode(value, &mode_)) {
       error("unknown trace_mode " + quote(value) +
-            " (expected OFF, STANDBY, MONITORING or TRACING)");
+            " (expected OFF, STANDBY, MONITORING or TRACING)" + did_you_mean(value, kModeNames));
     }
   } else if (key == "Python.thread") {
     bool wildcard;
@@ -89,7 +93,8 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
     events_list(value, &domain_events_);
   } else if (key == "payload") {
     if (!parse_payload(value, &payload_)) {
-      error("unknown payload " + quote(value) + " (expected full or compact)");
+      error("unknown payload " + quote(value) + " (expected full or compact)" +
+            did_you_mean(value, kPayloadNames));
     }
   } else if (key == "alloc_sample_interval") {
     if (!parse_byte_size(value, &alloc_sample_interval_)) {
@@ -221,7 +226,7 @@ bool Parser::window_end_action(std::string_view key, std::string_view value, Win
   value = trim(value);
   const auto bad_mode = [&](std::string_view mode) {
     error(what + ": unknown mode " + quote(mode) +
-          " (expected OFF, STANDBY, MONITORING or TRACING)");
+          " (expected OFF, STANDBY, MONITORING or TRACING)" + did_you_mean(mode, kModeNames));
     return false;
   };
   WindowEndAction action;
