@@ -125,7 +125,7 @@ void note_throw(ThreadState &state, PyObject *callable) {
     PyObject *frame = py::attribute_or_null(gen, coro ? "cr_frame" : "gi_frame");
     if (frame && PyFrame_Check(frame)) {
       state.pending_throws.emplace_back(
-          callable, compat::frame_key(reinterpret_cast<PyFrameObject *>(frame)));
+          self, compat::frame_key(reinterpret_cast<PyFrameObject *>(frame)));
     }
     Py_XDECREF(frame);
     PyObject *next = py::attribute_or_null(gen, coro ? "cr_await" : "gi_yieldfrom");
@@ -136,10 +136,15 @@ void note_throw(ThreadState &state, PyObject *callable) {
   PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
+// Keyed by the generator thrown into (the method's self), not by the method
+// object: on 3.12+ CPython's profile hook passes a new bound method for each
+// event of one call.
 void forget_throw(ThreadState &state, PyObject *callable) {
+  if (!PyCFunction_Check(callable)) return;
+  const void *generator = reinterpret_cast<PyCFunctionObject *>(callable)->m_self;
   auto &pending = state.pending_throws;
   for (size_t i = pending.size(); i-- > 0;) {
-    if (pending[i].first == callable) pending.erase(pending.begin() + static_cast<long>(i));
+    if (pending[i].first == generator) pending.erase(pending.begin() + static_cast<long>(i));
   }
 }
 

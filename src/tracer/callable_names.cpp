@@ -334,7 +334,7 @@ bool lookup_method_def(PyObject *callable, PyObject *bound_self, NativeCallable 
       }
     }
     out->name = name;
-    out->identity = callable;
+    out->identity = end_identity(callable);
     return true;
   }
   PyObject *owner;
@@ -358,7 +358,7 @@ bool lookup_method_def(PyObject *callable, PyObject *bound_self, NativeCallable 
     }
   }
   out->name = name;
-  out->identity = callable;
+  out->identity = end_identity(callable);
   return true;
 }
 
@@ -436,11 +436,11 @@ bool classify(PyObject *callable, NativeCallable *out) {
     if (PyFunction_Check(func)) return false;
     if (PyCFunction_Check(func)) {
       lookup_method_def(func, PyMethod_GET_SELF(callable), out);
-      out->identity = func;
+      out->identity = end_identity(func);
       return true;
     }
     if (!classify(func, out)) return false;
-    out->identity = func;
+    out->identity = end_identity(func);
     return true;
   }
   if (PyInstanceMethod_Check(callable)) {

@@ -18,8 +18,17 @@ namespace pinsight::callables {
 
 struct NativeCallable {
   const char *name;      // interned, valid for the life of the process
-  const void *identity;  // what C_RETURN/C_RAISE will pass for this call
+  const void *identity;  // end_identity() of what C_RETURN/C_RAISE will pass for this call
 };
+
+// What a call's end is matched on. A builtin function or method by its
+// PyMethodDef, not by the object: CPython's profile hook on 3.12+ passes a
+// new bound method object for each event of a call through a method
+// descriptor (`g.throw(...)`), so the objects of a call's start and end differ.
+inline const void *end_identity(PyObject *callable) {
+  if (PyCFunction_Check(callable)) return reinterpret_cast<PyCFunctionObject *>(callable)->m_ml;
+  return callable;
+}
 
 bool native_slow(PyObject *callable, NativeCallable *out);
 

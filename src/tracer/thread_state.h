@@ -41,7 +41,8 @@ struct ThreadState {
   unsigned long thread_ident = 0;
   std::vector<FrameRecord> stack;
   // setprofile backend: generator frames a running gen.throw()/close() call
-  // (the callable) will resume with an exception.
+  // will resume with an exception, by the generator thrown into (identities
+  // only: the pair outlives neither the call nor the generator).
   std::vector<std::pair<const void *, const void *>> pending_throws;
 };
 

@@ -424,7 +424,7 @@ inline void Tracer::on_c_end(const void *frame, PyObject *callable, bool raised)
     FrameRecord record = state->stack.back();
     state->stack.pop_back();
     --open_records_;
-    bool matched = record.callable == callable;
+    bool matched = record.callable == callables::end_identity(callable);
     if (record.flags & kEmitEnd) {
       ++events_emitted_;
       emitter::c_call(false, record, state->python_thread_id,
