@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _subinterpreter
+from . import _run, _subinterpreter
 from . import settings as _settings
 
 _core: Any
@@ -90,12 +90,25 @@ def _install_process_hooks() -> None:
     _hooks_installed = True
     # LTTng-UST hears of forks inside fork() itself (pthread_atfork, set up by
     # the core); the child needs its own control thread and silent inherited frames.
-    os.register_at_fork(before=_filter_fork_warning, after_in_child=_core._after_fork_child)
+    os.register_at_fork(before=_filter_fork_warning, after_in_child=_after_fork_in_child)
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
     # Sampled blocks alive when the program ends are "never freed": the frees
     # of interpreter teardown are not the program's.
     atexit.register(_core._alloc_finish)
+
+
+def _after_fork_in_child() -> None:
+    # Under `pinsight-python trace`, the child is recorded once the run tracks its pid.
+    _run.join_run(_core.recording)
+    _core._after_fork_child()
+
+
+def _join_run() -> None:
+    """Under `pinsight-python trace`: have this process recorded by the run's session."""
+    if os.environ.get(_run.ENV_SOCKET):
+        _core.lttng_available()  # loads LTTng-UST: the process registers with the daemon
+        _run.join_run(_core.recording)
 
 
 def _threads_not_ours() -> int:
@@ -206,6 +219,8 @@ def activate(
         raise ActivationError(_subinterpreter.REASON)
     mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:
+        if not _core.status()["active"]:
+            _join_run()
         _install_process_hooks()
         _core.activate(
             function_events="function" in chosen,

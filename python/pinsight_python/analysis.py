@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 __all__ = [
     "ORIGINS",
@@ -48,6 +48,11 @@ class TraceNotFoundError(Exception):
 
 class TraceReadError(Exception):
     """babeltrace2 could not read the trace; the message carries its causes."""
+
+
+# Beside a trace made by ``pinsight-python trace``: processes that recorded no
+# events (the same name as trace_cmd.UNRECORDED_FILE, which imports this module late).
+UNRECORDED_FILE = "pinsight-python-unrecorded.txt"
 
 
 def find_trace_dirs(path: str | os.PathLike[str]) -> List[Path]:
@@ -187,14 +192,28 @@ class TraceData:
     """The aggregates of one trace, as returned by ``_pinsight_reader``."""
 
     def __init__(self, path: Path, trace_dirs: List[Path], raw: Dict[str, Any],
-                 wall_seconds: float, filters: Optional[ReadFilter] = None) -> None:
-        self.path = path
+                 wall_seconds: float, filters: Optional[ReadFilter] = None,
+                 paths: Optional[List[Path]] = None) -> None:
+        self.path = path  # the first directory given
+        self.paths = paths or [path]  # every directory given, read as one trace
         self.trace_dirs = trace_dirs
         self.raw = raw
         self.wall_seconds = wall_seconds
         self.filters = filters or ReadFilter()
         self.symbols = [Symbol(bool(n), q, f, int(ln), m, o)
                         for n, q, f, ln, m, o in raw["symbols"]]
+
+    def unrecorded_processes(self) -> List[str]:
+        """"PID ARGV" of the processes of a ``trace`` run that recorded no events
+        (written beside the trace by ``pinsight-python trace``)."""
+        lines: List[str] = []
+        for path in self.paths:
+            try:
+                text = (path / UNRECORDED_FILE).read_text()
+            except OSError:
+                continue
+            lines.extend(ln for ln in text.splitlines() if ln.strip())
+        return lines
 
     @property
     def processes(self) -> List[Dict[str, Any]]:
@@ -253,7 +272,7 @@ class ProgressDisplay:
 
 
 def read_trace(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     call_trees: bool = True,
     chrome_path: Optional[str | os.PathLike[str]] = None,
@@ -263,7 +282,8 @@ def read_trace(
     filters: Optional[ReadFilter] = None,
     progress_label: str = "reading trace",
 ) -> TraceData:
-    """Read the whole trace under ``path`` once.
+    """Read the whole trace under ``path`` once: one directory, or several read as
+    one trace, as a directory holding them all is (e.g. the traces of several nodes).
 
     ``call_trees`` keeps per-thread call paths (flame graphs need them);
     ``chrome_path`` also writes Chrome trace-event JSON there, streaming;
@@ -275,8 +295,17 @@ def read_trace(
     """
     from . import _pinsight_reader  # compiled; imported late so `--help` never needs it
 
-    root = Path(path)
-    trace_dirs = find_trace_dirs(root)
+    given = [Path(path)] if isinstance(path, (str, os.PathLike)) else [Path(p) for p in path]
+    if not given:
+        raise TraceNotFoundError(Path("."), "no trace directory given")
+    root = given[0]
+    trace_dirs: List[Path] = []
+    seen = set()
+    for directory in given:
+        for found in find_trace_dirs(directory):
+            if os.path.realpath(found) not in seen:  # the same trace named twice
+                seen.add(os.path.realpath(found))
+                trace_dirs.append(found)
     selected = filters or ReadFilter()
     reader = _pinsight_reader.Analysis(
         [str(d) for d in trace_dirs],
@@ -320,7 +349,7 @@ def read_trace(
         raise error
     if not outcome.get("completed"):
         raise KeyboardInterrupt
-    return TraceData(root, trace_dirs, reader.result(), wall, selected)
+    return TraceData(root, trace_dirs, reader.result(), wall, selected, paths=given)
 
 
 def _progress_tuple(value: Tuple[int, int, int, int]) -> Tuple[int, int, int, int]:

@@ -61,8 +61,10 @@ def _add_trace_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "trace_dir",
         metavar="TRACE_DIR",
+        nargs="+",
         help="an LTTng trace: the session's output directory (or any directory under it "
-        "holding CTF 'metadata' files)",
+        "holding CTF 'metadata' files); several are read as one trace, as a directory "
+        "holding them all is (e.g. the traces of several nodes or runs)",
     )
     parser.add_argument(
         "--progress",
@@ -253,7 +255,7 @@ def run_export(args: argparse.Namespace) -> int:
     trace = export_chrome(args.trace_dir, args.output, progress=args.progress,
                           filters=_filters(args))
     if args.output != "-":
-        print(f"wrote {args.output}: {trace.events:,} events from {args.trace_dir}",
+        print(f"wrote {args.output}: {trace.events:,} events from {', '.join(args.trace_dir)}",
               file=sys.stderr)
     return EXIT_OK
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from .analysis import ReadFilter, TraceData, read_trace
 
@@ -22,7 +22,7 @@ FORMATS = ("chrome",)
 
 
 def export_chrome(
-    trace_path: str | os.PathLike[str],
+    trace_path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str],
     progress: str = "auto",
     filters: Optional[ReadFilter] = None,

@@ -112,6 +112,52 @@ def unique_session_name(prefix: str = "pinsight-python") -> str:
     return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+def track_vpids(session: str, pids: Sequence[int]) -> None:
+    """Let these processes record into the session (``lttng track --vpid``)."""
+    _run(
+        [
+            "track",
+            "--userspace",
+            f"--session={session}",
+            "--vpid=" + ",".join(map(str, pids)),
+        ]
+    )
+
+
+def destroy_session(name: str) -> None:
+    """Stop (waiting for the buffered events) and destroy a session by name."""
+    _run(["stop", name], check=False)
+    _run(["destroy", "--no-wait", name], check=False)
+
+
+_RUN_SESSION = re.compile(r"^\s*\d+\) (pinsight-python-(\d+)-[0-9a-f]{8}) ", re.M)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def sweep_abandoned_runs() -> List[str]:
+    """Destroy the sessions made here (unique_session_name: the owner's pid is in the
+    name) whose owner process is gone: a ``trace`` run killed together with its keeper
+    (a whole cgroup at once). A session whose owner still runs is never touched.
+    Returns the names destroyed."""
+    listing = _run(["list"], check=False)
+    swept = []
+    for name, pid in _RUN_SESSION.findall(listing.stdout):
+        if _alive(int(pid)):
+            continue
+        destroy_session(name)
+        swept.append(name)
+    return swept
+
+
 # ---------------------------------------------------------------------------- relay daemon
 
 _HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
@@ -419,8 +465,9 @@ class Session:
     host, pass it as ``relayd_output`` and :meth:`trace_dir` finds the trace there.
 
     ``track_vgid``: record only processes of that group id (``lttng track
-    --vgid``); ``track_vpids``: only those processes (``--vpid``); without
-    either, every traced process of the user is recorded.
+    --vgid``); ``track_vpids``: only those processes (``--vpid``); ``track_nobody``:
+    none until :func:`track_vpids` lets them in; without any, every traced process
+    of the user is recorded.
 
     ``snapshot``: a flight recorder. The channel overwrites its oldest
     sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
@@ -443,6 +490,7 @@ class Session:
         relayd_output: Optional[Path] = None,
         track_vgid: Optional[int] = None,
         track_vpids: Sequence[int] = (),
+        track_nobody: bool = False,
         snapshot: bool = False,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
@@ -464,6 +512,7 @@ class Session:
         self.channel = "pinsight"
         self.track_vgid = track_vgid
         self.track_vpids = list(track_vpids)
+        self.track_nobody = track_nobody
         self.snapshot = snapshot
         if snapshot and (self.network or output is None):
             raise ValueError("a snapshot session writes to a local output directory")
@@ -548,6 +597,9 @@ class Session:
                         f"--vgid={self.track_vgid}",
                     ]
                 )
+            if self.track_nobody:
+                # Processes are let in one by one (track_vpids): pinsight-python trace.
+                _run(["untrack", "--userspace", f"--session={self.name}", "--vpid", "--all"])
             if self.track_vpids:
                 _run(
                     [

@@ -298,6 +298,11 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "frames whose begin or end was lost show up as unbalanced; record with "
             "larger or more sub-buffers"
         )
+    for line in trace.unrecorded_processes():
+        warnings.append(
+            f"process {line} of the run recorded no events (it could not join the "
+            "session in time: its functions are missing from this report)"
+        )
     if raw["discarded_packets"]:
         warnings.append(
             f"LTTng discarded {raw['discarded_packets']:,} packets: timings near them "
@@ -317,7 +322,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
     first = raw["first_ns"]
     return {
         "schema": SCHEMA,
-        "trace": str(trace.path),
+        "trace": ", ".join(str(p) for p in trace.paths),
         "trace_dirs": [str(d) for d in trace.trace_dirs],
         "events": raw["events"],
         "other_events": raw["other_events"],

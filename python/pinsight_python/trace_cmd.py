@@ -22,16 +22,18 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set
 
-from . import _startup, lttng
+from . import _run, _startup, lttng
 from . import settings as _settings
 
 TRACE_HELP = "run a command with Python tracing in a new LTTng session"
@@ -51,6 +53,8 @@ TOP_FUNCTIONS = 5
 # In the command's environment: marks the processes of this run, also those
 # re-parented away from the command's tree (daemons, orphans).
 ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
+# Beside the trace: the run's processes that recorded no events (report warns).
+UNRECORDED_FILE = "pinsight-python-unrecorded.txt"  # analysis.UNRECORDED_FILE
 
 _TRACE_EPILOG = """\
 The command runs with PINSIGHT_PYTHON=1 (and PINSIGHT_TRACE_PYTHON, PINSIGHT_PYTHON_EVENTS,
@@ -62,13 +66,20 @@ here, once.
 
 Signals: SIGUSR1 sent to trace reloads the configuration in every traced process of the
 command (kill -USR1 PID, PID being trace's); SIGUSR2 is forwarded the same way, to the
-processes that handle it. SIGTERM, SIGINT, SIGHUP and SIGQUIT are relayed to the command
-(Ctrl-C in the terminal reaches it directly). The session is destroyed and the trace
-kept whatever ends the command.
+processes that handle it. SIGTERM, SIGINT, SIGHUP and SIGQUIT are relayed to every
+process of the command (mpirun and its ranks included); what is left of it when the
+command ends is ended too (the same signal, SIGKILL 2 s later), and trace exits 128+N.
+Ctrl-C in the terminal reaches the command directly. A shell that starts trace in the
+background of a script (cmd &) makes it ignore SIGINT and SIGQUIT: send SIGTERM there.
+The session is destroyed and the trace kept whatever ends the command; if trace itself
+is killed (SIGKILL), its keeper process ends the command and destroys the session.
 
-Exit status: the command's (128+N if signal N killed it), 127 command not found,
-126 not executable, 2 bad arguments, settings or configuration, 1 LTTng could not be
-set up.
+Isolation: the session records only the processes of this command (each registers as
+it starts tracing), never another run's or another program's of the same user.
+
+Exit status: the command's (128+N if signal N killed it or was relayed to it by trace),
+127 command not found, 126 not executable, 2 bad arguments, settings or configuration,
+1 LTTng could not be set up.
 
 With --relayd, the session streams the trace to an LTTng relay daemon (lttng-relayd,
 ports 5342/5343 by default) instead of writing it here; the relay daemon writes it under
@@ -411,6 +422,7 @@ class _Supervisor:
         self.ignored = ignored  # what we were started with SIG_IGN for
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.stop_signal: Optional[int] = None  # relayed before the command existed
+        self.stopped_by: Optional[int] = None  # a stop signal relayed to the command
 
     def forward(self, signo: int) -> None:
         """SIGUSR1/SIGUSR2: to every process of the run that handles it."""
@@ -449,10 +461,13 @@ class _Supervisor:
             return
         if from_terminal:
             return
-        try:
-            os.kill(self.proc.pid, signo)
-        except ProcessLookupError:
-            pass
+        # The whole run, not only the command: mpirun's ranks, a shell's children.
+        self.stopped_by = self.stopped_by or signo
+        for pid in command_tree(self.proc.pid, self.marker):
+            try:
+                os.kill(pid, signo)
+            except ProcessLookupError:
+                pass
 
     def dispatch(self, info: signal.struct_siginfo) -> None:
         signo = info.si_signo
@@ -546,19 +561,29 @@ def _run_trace(
     for line in plan.warnings:
         _note(f"warning: {line}")
 
-    session = lttng.Session(plan.output, set_url=plan.relayd_url)
+    # The session records no process but those of this run (_run.py: they ask the
+    # run's keeper to track them as they start).
+    session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True)
+    marker = f"{ENV_RUN}={session.name}"
     plan.env[ENV_RUN] = session.name
+    keeper: Optional[_RunKeeper] = None
     try:
         lttng.lttng_binary()  # the clearest message when LTTng is not installed at all
         started_daemon = lttng.ensure_sessiond()
+        swept = lttng.sweep_abandoned_runs()
         session.create()
         session.start()
+        keeper = _RunKeeper(session.name, marker)
     except (lttng.LttngError, OSError) as e:  # OSError: a helper the daemon check runs
         _error(str(e) if isinstance(e, lttng.LttngError) else f"cannot set up LTTng: {e}")
         _destroy(session)
         return EXIT_FAILED
+    assert keeper is not None
     if started_daemon:
         _note("started an LTTng session daemon")
+    for name in swept:
+        _note(f"destroyed the session {name} of a run whose trace process is gone")
+    plan.env[_run.ENV_SOCKET] = str(keeper.socket)
 
     # From here until the session is destroyed, the signals we answer are blocked
     # and taken with sigtimedwait (which tells who sent them): none can end us.
@@ -566,7 +591,7 @@ def _run_trace(
         signal.SIG_BLOCK, {*RELAYED_SIGNALS, *FORWARDED_SIGNALS, signal.SIGCHLD}
     )
     ignored = [signo for signo, handler in handlers.items() if handler == signal.SIG_IGN]
-    supervisor = _Supervisor(plan, f"{ENV_RUN}={session.name}".encode(), old_mask, ignored)
+    supervisor = _Supervisor(plan, marker.encode(), old_mask, ignored)
     for signo in noted:
         supervisor.relay(signo, False) if signo in RELAYED_SIGNALS else supervisor.forward(signo)
     status: int
@@ -584,26 +609,43 @@ def _run_trace(
                 status = 128 + supervisor.stop_signal
             else:
                 status = _exit_status(supervisor.wait())
+                if supervisor.stopped_by is not None:
+                    # What the signal did not end yet (ranks mpirun left behind,
+                    # re-parented children) goes too; trace says how it was stopped.
+                    _run.end_processes(marker.encode(), supervisor.stopped_by)
+                    status = 128 + supervisor.stopped_by
     finally:
         # Stopping waits until LTTng has written every buffered event; after a
         # failure above, the session still must not outlive us.
+        keeper.stop()
         _destroy(session)
+    unrecorded = keeper.finish(plan.output)
     # What came after the command's end has no one to go to.
     supervisor.drain(answer=False)
     signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     for signo, handler in handlers.items():
         signal.signal(signo, handler)
 
+    # How the command ended, when it did not succeed: with the trace's whereabouts.
+    ended = ""
+    if supervisor.stopped_by is not None:
+        ended = f"; the command was ended by {signal.Signals(supervisor.stopped_by).name}"
+    elif 0 < status < 128:
+        ended = f"; the command exited with status {status}"
     if plan.output is None:
         # The trace is on the relay host; where its daemon writes is not known here.
         _note(
             f"trace streamed to the relay daemon at {plan.relayd_url} "
             f"(LTTng session {session.name}, now destroyed); on the relay host it is in "
             f"RELAYD_OUTPUT/{socket.gethostname()}/{session.name}-YYYYmmdd-HHMMSS, "
-            "RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces)"
+            f"RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces){ended}"
         )
         return status
-    _note(f"trace written to {plan.output} (LTTng session {session.name}, now destroyed)")
+    _note(f"trace written to {plan.output} (LTTng session {session.name}, now destroyed)"
+          + ended)
+    if unrecorded:
+        _note(f"{len(unrecorded)} process(es) of the command recorded no events "
+              f"(listed in {plan.output / UNRECORDED_FILE}): " + "; ".join(unrecorded[:5]))
     if not args.no_summary:
         try:
             for line in summarize(plan.output):
@@ -611,6 +653,56 @@ def _run_trace(
         except KeyboardInterrupt:
             _note("summary interrupted (the trace is complete)")
     return status
+
+
+_KEEPER_MAIN = "import sys; from pinsight_python._run import main; sys.exit(main(sys.argv[1:]))"
+
+
+class _RunKeeper:
+    """The run's keeper process (_run.py): tracks the run's processes into the
+    session, and ends the run and its session if trace dies without doing so."""
+
+    def __init__(self, session: str, marker: str, timeout: float = 10.0) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="pinsight-python-run-"))
+        self.socket = self.dir / _run.SOCKET_NAME
+        # Untraced, and not a process of the run.
+        env = {k: v for k, v in os.environ.items()
+               if k not in (ENV_RUN, _run.ENV_SOCKET) and not k.startswith("PINSIGHT_")}
+        env.pop("PYTHONSTARTUP", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _KEEPER_MAIN, session, str(self.dir), str(os.getpid()),
+             marker],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # signals to trace's process group are not its
+        )
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready or self.proc.stdout.readline() != b"ready\n":
+            self.stop()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise lttng.LttngError(f"the run's keeper did not start within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def finish(self, output: Optional[Path]) -> List[str]:
+        """The processes that recorded no events ("PID ARGV"), also written beside the
+        trace for report; removes the run's directory."""
+        unrecorded = _run.read_unrecorded(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if unrecorded and output is not None and output.is_dir():
+            (output / UNRECORDED_FILE).write_text("".join(f"{ln}\n" for ln in unrecorded))
+        return unrecorded
 
 
 def _destroy(session: lttng.Session) -> None:

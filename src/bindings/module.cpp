@@ -183,6 +183,9 @@ PYBIND11_MODULE(_pinsight_python, m) {
     bool ok = pinsight::emitter::load_provider(&error);
     return py::make_tuple(ok, error);
   });
+  // Whether an LTTng session records our events in this process now (a process
+  // joining a `pinsight-python trace` run waits for it).
+  m.def("recording", [] { return pinsight::emitter::recording(); });
   m.def("_after_fork_child", [] { Tracer::instance().after_fork_child(); });
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS pinsight::control::stop();
