@@ -9,6 +9,7 @@
 # CMake option PINSIGHT_PYTHON_TESTING), which wheels do not.
 #   .venv-sanitize  the .venv interpreter, editable, built with ASan + UBSan (build/sanitize)
 #   .venv-py38      CPython 3.8, for the short smoke test of the oldest supported version
+# and a site install for every user in $PINSIGHT_PYTHON_SITE (default /opt/pinsight-python).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +22,7 @@ debian_packages=(
   babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
   pkg-config g++ make procps clang-format gdb
   openmpi-bin libopenmpi-dev
+  python3-venv python3-dev
 )
 
 missing=()
@@ -86,5 +88,19 @@ make_venv .venv-fallback "$py_fallback" "${dev_build[@]}" -e ".[test]"
 py_oldest=$(find_python 8 8)
 [[ -n $py_oldest ]] || die "no CPython 3.8 with venv found on PATH or in pyenv (needed for .venv-py38)"
 make_venv .venv-py38 "$py_oldest" ".[smoke]"
+
+# A site install every user can run, as an HPC site makes one for everyone: Debian's
+# CPython (readable by all, unlike an interpreter in root's home), the package as a
+# wheel (no test hooks) in $PINSIGHT_PYTHON_SITE, readable by all. Its own build
+# directory: the editable builds' options stay as they are.
+site=${PINSIGHT_PYTHON_SITE:-/opt/pinsight-python}
+echo "setup: $site (site install, $(/usr/bin/python3 -V 2>&1), for every user)"
+if [[ ! -x $site/bin/python ]] || ! "$site/bin/python" -c pass 2>/dev/null; then
+  rm -rf "$site"
+  /usr/bin/python3 -m venv "$site"
+fi
+"$site/bin/python" -m pip install -q --upgrade pip
+"$site/bin/python" -m pip install -q --config-settings=build-dir=build/site .
+chmod -R a+rX "$site"
 
 echo "setup: done. Run the tests with: bash scripts/test.sh"

@@ -71,20 +71,17 @@ def _run(args: Sequence[str], check: bool = True) -> subprocess.CompletedProcess
     return proc
 
 
-def sessiond_running() -> bool:
-    # /proc directly: one process less per check, and no dependency on procps.
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == "lttng-sessiond":
-                return True
-        except OSError:  # the process ended while we looked
-            continue
-    return False
+def _client_reaches_sessiond() -> bool:
+    # The daemon this user's lttng client talks to: root's (or, in the tracing group,
+    # the system's), else the user's own ($LTTNG_HOME/.lttng). A daemon of another
+    # user running on the machine does not count.
+    return _run(["list"], check=False).returncode == 0
 
 
 def ensure_sessiond(timeout: float = 10.0) -> bool:
-    """Start a session daemon if none runs. Returns True if one was started."""
-    if sessiond_running():
+    """Start a session daemon for this user if the lttng client reaches none. Returns
+    True if one was started."""
+    if _client_reaches_sessiond():
         return False
     binary = shutil.which("lttng-sessiond")
     if binary is None:

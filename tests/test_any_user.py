@@ -1,0 +1,88 @@
+"""An install made by root serves every user: `trace` and `report` as an unprivileged one.
+
+scripts/setup.sh makes the site install ($PINSIGHT_PYTHON_SITE, default
+/opt/pinsight-python) from Debian's CPython, readable by all; the editable
+environments live in root's home and serve root only.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
+SITE = Path(os.environ.get("PINSIGHT_PYTHON_SITE", "/opt/pinsight-python"))
+USER = "pinsight-user"
+
+
+def ensure_user() -> None:
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        useradd = shutil.which("useradd", path=SBIN_PATH) or "useradd"
+        subprocess.run([useradd, "--create-home", "--shell", "/bin/bash", USER], check=True)
+
+
+def as_user(*command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    home = pwd.getpwnam(USER).pw_dir
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"}
+    runuser = shutil.which("runuser", path=SBIN_PATH) or "runuser"
+    return subprocess.run([runuser, "-u", USER, "--", *command], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_trace_and_report_as_an_unprivileged_user() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create the unprivileged user (CI runs as root)")
+    assert (SITE / "bin" / "pinsight-python").exists(), (
+        f"no site install in {SITE}: run bash scripts/setup.sh"
+    )
+    ensure_user()
+    # Not under pytest's tmp_path: root's, which others cannot enter.
+    work = Path(tempfile.mkdtemp(prefix="pinsight-any-user-"))
+    os.chmod(work, 0o777)
+    (work / "prog.py").write_text(textwrap.dedent("""
+        def user_work():
+            return 1
+        for _ in range(10):
+            user_work()
+        print("done")
+    """))
+    try:
+        run = as_user(str(SITE / "bin" / "pinsight-python"), "trace", "-o", str(work / "out"),
+                      "--", str(SITE / "bin" / "python"), str(work / "prog.py"), cwd=work)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == "done\n"
+        report = as_user(str(SITE / "bin" / "pinsight-python"), "report", "--json", "--top", "0",
+                         str(work / "out"), cwd=work)
+        assert report.returncode == 0, report.stderr
+        assert '"user_work"' in report.stdout
+        owner = pwd.getpwuid((work / "out").stat().st_uid).pw_name
+        assert owner == USER
+    finally:
+        # The session daemon trace started for this user, who had none.
+        subprocess.run(["pkill", "-u", USER, "lttng-sessiond"], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_wheel_and_editable_builds_are_kept_apart() -> None:
+    """The site install (a wheel, `pip install .`) was built in this checkout after the
+    editable one: each keeps its own build directory and CMake options."""
+    root = Path(__file__).resolve().parent.parent
+    package = next((SITE / "lib").glob("python3*/site-packages/pinsight_python"), None)
+    assert package is not None, f"no site install in {SITE}: run bash scripts/setup.sh"
+    assert not list(package.glob("_pinsight_python_testing*")), "a wheel has no test hooks"
+    editable = list((root / "build").glob("editable-*/CMakeCache.txt"))
+    assert editable, "the editable builds are in build/editable-WHEEL_TAG"
+    for cache in editable:
+        assert "PINSIGHT_PYTHON_TESTING:BOOL=ON" in cache.read_text(), cache
+    site_cache = root / "build" / "site" / "CMakeCache.txt"
+    if site_cache.exists():  # this checkout made the site install
+        assert "PINSIGHT_PYTHON_TESTING:BOOL=ON" not in site_cache.read_text()
