@@ -43,7 +43,7 @@ sanitized() {
   bash scripts/build-sanitized.sh --no-deps -e . || return 1
   local runtimes
   runtimes="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"
-  LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+  PINSIGHT_PYTHON_SANITIZER_STAGE=1 LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     .venv-sanitize/bin/python -m pytest -p no:cacheprovider "${sanitized_tests[@]}"
 }

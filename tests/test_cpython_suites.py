@@ -94,7 +94,10 @@ TWO_TOOL_FAILURES: Dict[Tuple[Tuple[int, int], str], FrozenSet[str]] = {
         + ["test.test_sys_setprofile.TestEdgeCases.test_method_with_c_function"]
     ),
     ((3, 11), "setprofile"): frozenset(
-        f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN
+        [f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN]
+        # Fails with any profile function in place (sys.setprofile(lambda *a: None) too):
+        # the profile call makes the frame object the test wants the trace call to make.
+        + ["test.test_frame.TestIncompleteFrameAreInvisible.test_sneaky_frame_object"]
     ),
 }
 
@@ -235,6 +238,9 @@ ONE_PROCESS_SUITES = (
     "test_itertools",
     "test_sys_settrace",
 )
+# Under the sanitizers (scripts/test.sh sets the variable), the suites that crashed
+# before: the others ran clean there, and the sanitized interpreter is slow.
+SANITIZER_STAGE_SUITES = ONE_PROCESS_SUITES[:7]
 # Fails untraced too in some builds (it fills memory on purpose).
 ONE_PROCESS_IGNORE = frozenset({"test_memory_error_in_PyErr_PrintEx"})
 
@@ -246,15 +252,15 @@ def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
         pytest.fail(f"{sys.executable} lacks CPython's test package (pyenv's builds ship it)")
     known = TWO_TOOL_FAILURES.get((sys.version_info[:2], DEFAULT_BACKEND), frozenset())
     ignore = known | ONE_PROCESS_IGNORE
-    untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=ONE_PROCESS_SUITES, jobs=1)
-    assert untraced.tests_run > 1000, _summary(untraced)
+    sanitized = bool(os.environ.get("PINSIGHT_PYTHON_SANITIZER_STAGE"))
+    suites = SANITIZER_STAGE_SUITES if sanitized else ONE_PROCESS_SUITES
+    untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1)
+    assert untraced.tests_run > (500 if sanitized else 1000), _summary(untraced)
     with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
         session,
         run_as,
     ):
-        traced = run_suites(
-            tmp_path / "traced", SHIM, ignore, run_as, suites=ONE_PROCESS_SUITES, jobs=1
-        )
+        traced = run_suites(tmp_path / "traced", SHIM, ignore, run_as, suites=suites, jobs=1)
         session.record_snapshot()
     report = f"untraced:\n{_summary(untraced)}\ntraced:\n{_summary(traced)}"
     # A crash of the one process fails every suite after it: compare the verdicts.
