@@ -98,6 +98,44 @@ def _install_process_hooks() -> None:
     atexit.register(_core._alloc_finish)
 
 
+# multiprocessing's helper processes, as their `-c` code starts, and what to call them.
+_MULTIPROCESSING_ROLES = (
+    ("from multiprocessing.spawn import", "spawn worker"),
+    ("from multiprocessing.forkserver import", "forkserver"),
+    ("from multiprocessing.resource_tracker import", "resource tracker"),
+)
+
+
+def _arguments_of(pid: int) -> List[str]:
+    """A process's command line without its interpreter ([] when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+    except OSError:
+        return []
+    return [w.decode(errors="replace") for w in words[1:] if w]
+
+
+def _command_line() -> str:
+    """process_info's argv, as the user typed it, less the interpreter: `-m pytest -x`
+    (sys.argv, while the .pth shim runs, has '-m' in place of the module's name);
+    multiprocessing's helpers as their parent's: `spawn worker of sim.py --steps 10`."""
+    words = list(getattr(sys, "orig_argv", [])[1:]) or _arguments_of(os.getpid())
+    if not words:
+        return " ".join(sys.argv)
+    if "-c" in words:
+        code = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
+        for start, role in _MULTIPROCESSING_ROLES:
+            if code.startswith(start):
+                parent = _arguments_of(os.getppid())
+                if parent:
+                    first = parent[0] if parent[0].startswith("-") else os.path.basename(parent[0])
+                    first = f"python {first}" if first.startswith("-") else first
+                    return " ".join([f"{role} of {first}", *parent[1:]])
+                return role
+    return " ".join(words)
+
+
 def _after_fork_in_child() -> None:
     # Under `pinsight-python trace`, the child is recorded once the run tracks its pid.
     _run.join_run(_core.recording)
@@ -232,7 +270,7 @@ def activate(
             mpi_rank=mpi_rank,
             mpi_size=mpi_size,
             hostname=os.uname().nodename,  # gethostname()
-            argv=" ".join(sys.argv),
+            argv=_command_line(),
             module_filter=module_filter,
             module_exclude=module_exclude,
             report_config=not config_reported,

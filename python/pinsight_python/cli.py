@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional, Sequence, TextIO, Tuple
 
 from . import attach, trace_cmd
 from ._startup import add_version_argument
-from .analysis import PROGRESS_MODES, ReadFilter, TraceNotFoundError, TraceReadError
+from .analysis import PROGRESS_MODES, ReadFilter, TraceData, TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 
@@ -166,6 +166,18 @@ def configure_report(parser: argparse.ArgumentParser) -> None:
     _add_filter_arguments(parser)
 
 
+def _warn_discards(trace: TraceData) -> None:
+    """Every view says it, on stderr, whatever it writes: the figures are short."""
+    raw = trace.raw
+    if raw["discarded_events"] or raw["discarded_packets"]:
+        lost = (f"{raw['discarded_events']:,} events" if raw["discarded_events"]
+                else f"{raw['discarded_packets']:,} packets")
+        print(f"pinsight-python: warning: LTTng discarded {lost} of this trace (its buffers "
+              "overflowed): functions are cut short and timings too low near them; record "
+              "again with more buffer (pinsight-python trace --num-subbuf 32, or "
+              "lttng enable-channel --num-subbuf/--subbuf-size)", file=sys.stderr)
+
+
 def run_report(args: argparse.Namespace) -> int:
     from .analysis import read_trace
     from .report import build_report, render_text
@@ -173,6 +185,7 @@ def run_report(args: argparse.Namespace) -> int:
     _check_output(args.output)
     trace = read_trace(args.trace_dir, call_trees=False, progress=args.progress,
                        filters=_filters(args))
+    _warn_discards(trace)
     report = build_report(trace, top=args.top)
     out = _open_output(args.output)
     try:
@@ -217,6 +230,7 @@ def run_flamegraph(args: argparse.Namespace) -> int:
 
     trace = read_trace(args.trace_dir, call_trees=True, progress=args.progress,
                        filters=_filters(args))
+    _warn_discards(trace)
     if args.alloc and args.folded:
         trace = alloc_weighted(trace)
     svg = None if args.folded else render_svg(trace, title=args.title, width=args.width,
@@ -254,9 +268,10 @@ def run_export(args: argparse.Namespace) -> int:
     _check_output(args.output)
     trace = export_chrome(args.trace_dir, args.output, progress=args.progress,
                           filters=_filters(args))
+    _warn_discards(trace)
     if args.output != "-":
-        print(f"wrote {args.output}: {trace.events:,} events from {', '.join(args.trace_dir)}",
-              file=sys.stderr)
+        print(f"wrote {args.output}: {trace.raw['chrome_events']:,} trace events from "
+              f"{trace.events:,} events read in {', '.join(args.trace_dir)}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -35,10 +35,17 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
     kinds = ", ".join(f"{name} {n:,}" for name, n in sorted(raw["event_counts"].items()) if n)
     threads = sum(len(p["threads"]) for p in trace.processes)
     discarded = raw["discarded_events"]
-    lines = [
+    lines = []
+    if discarded:
+        # First: every figure below is short of these events.
+        lines.append(
+            f"WARNING: LTTng discarded {discarded:,} events: its buffers overflowed and the "
+            "trace has gaps (functions cut short, timings too low); run again with more "
+            "buffer: pinsight-python trace --num-subbuf 32 (or --subbuf-size 8M)"
+        )
+    lines += [
         f"events: {raw['events']:,}" + (f" ({kinds})" if kinds else ""),
-        f"discarded events: {discarded:,}"
-        + ("  (LTTng's buffers overflowed: the trace has gaps)" if discarded else ""),
+        f"discarded events: {discarded:,}",
         f"processes: {len(trace.processes)}, threads: {threads}, "
         f"time span: {format_ns(trace.duration_ns)}"
         # Threads run at once: their self times add up past the span.

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import select
 import shutil
 import signal
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import _run, _startup, lttng
 from . import settings as _settings
@@ -137,7 +138,20 @@ def configure_trace(parser: argparse.ArgumentParser) -> None:
         "code: preloads pinsight-python's malloc interposer (LD_PRELOAD)",
     )
     parser.add_argument(
-        "--no-summary", action="store_true", help="do not read the trace back for a summary"
+        "--no-summary", action="store_true",
+        help="do not read the trace back for a summary (reading costs about 1 s per "
+        "million events on 2 cores; the trace is complete without it)",
+    )
+    parser.add_argument(
+        "--subbuf-size", metavar="SIZE", default=lttng.SUBBUF_SIZE,
+        help="size of each sub-buffer of the channel, per CPU: a power of two with k, M or G "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--num-subbuf", metavar="N", type=str, default=None,
+        help="sub-buffers per CPU, a power of two >= 2: raise it (or --subbuf-size) if LTTng "
+        f"discards events (default: {lttng.default_num_subbuf()} on this machine of "
+        f"{os.cpu_count() or 1} CPUs: {lttng.NUM_SUBBUF} from 8 CPUs on, twice as many below)",
     )
     _settings.add_arguments(parser)
     parser.add_argument(
@@ -179,7 +193,11 @@ class _Plan:
         relayd_url: Optional[str],
         config: Optional[str],
         warnings: List[str],
+        subbuf_size: str = lttng.SUBBUF_SIZE,
+        num_subbuf: int = lttng.NUM_SUBBUF,
     ) -> None:
+        self.subbuf_size = subbuf_size
+        self.num_subbuf = num_subbuf
         self.command = command
         self.output = output
         self.env = env
@@ -285,6 +303,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
             errors.append(str(e))
         except _Refused as e:
             errors.extend(e.messages)
+    subbuf_size, num_subbuf = _channel_size(args, errors)
     preload: Optional[Path] = None
     if args.alloc:
         chosen.events = list(chosen.events or _settings.EVENT_NAMES)
@@ -311,7 +330,31 @@ def _plan(args: argparse.Namespace) -> _Plan:
             env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
     chosen.export(env)
     env[_settings.ENV_CONFIG_REPORTED] = "1"
-    return _Plan(command, output, env, url, config, warnings)
+    return _Plan(command, output, env, url, config, warnings, subbuf_size, num_subbuf)
+
+
+_SIZE = re.compile(r"(\d+)([kKmMgG]?)")
+
+
+def _channel_size(args: argparse.Namespace, errors: List[str]) -> Tuple[str, int]:
+    """--subbuf-size and --num-subbuf, checked as LTTng wants them."""
+    size = str(args.subbuf_size)
+    m = _SIZE.fullmatch(size)
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    nbytes = int(m.group(1)) * scale[m.group(2).lower()] if m else 0
+    if nbytes < 4096 or nbytes & (nbytes - 1):
+        errors.append(f"--subbuf-size {size!r}: expected a power of two of at least 4k, "
+                      "such as 512k, 4M or 8M")
+    count = lttng.default_num_subbuf()
+    if args.num_subbuf is not None:
+        try:
+            count = int(args.num_subbuf)
+        except ValueError:
+            count = 0
+        if count < 2 or count & (count - 1):
+            errors.append(f"--num-subbuf {args.num_subbuf!r}: expected a power of two of at "
+                          "least 2, such as 8, 16 or 32")
+    return size, count
 
 
 def sanitizer_runtime(ld_preload: str) -> Optional[str]:
@@ -563,7 +606,8 @@ def _run_trace(
 
     # The session records no process but those of this run (_run.py: they ask the
     # run's keeper to track them as they start).
-    session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True)
+    session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True,
+                            subbuf_size=plan.subbuf_size, num_subbuf=plan.num_subbuf)
     marker = f"{ENV_RUN}={session.name}"
     plan.env[ENV_RUN] = session.name
     keeper: Optional[_RunKeeper] = None
@@ -647,6 +691,12 @@ def _run_trace(
         _note(f"{len(unrecorded)} process(es) of the command recorded no events "
               f"(listed in {plan.output / UNRECORDED_FILE}): " + "; ".join(unrecorded[:5]))
     if not args.no_summary:
+        size = _trace_bytes(plan.output)
+        if size >= SUMMARY_NOTE_BYTES:
+            # Reading the trace back costs time of its own: say how much, and the way out.
+            _note(f"reading the {size / 1e6:,.0f} MB trace back for the summary (about "
+                  f"{size / SUMMARY_BYTES_PER_SECOND:,.0f} s; Ctrl-C skips it, the trace is "
+                  "complete; --no-summary next time)")
         try:
             for line in summarize(plan.output):
                 print(f"  {line}", file=sys.stderr)
@@ -703,6 +753,23 @@ class _RunKeeper:
         if unrecorded and output is not None and output.is_dir():
             (output / UNRECORDED_FILE).write_text("".join(f"{ln}\n" for ln in unrecorded))
         return unrecorded
+
+
+# The summary reads the trace at babeltrace2's decoding speed: measured on 2 cores,
+# about 60 MB of full-payload trace a second (bench/bench_reader.py).
+SUMMARY_BYTES_PER_SECOND = 60e6
+SUMMARY_NOTE_BYTES = 300e6  # about 5 s: below it, not worth a line
+
+
+def _trace_bytes(directory: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, name))
+            except OSError:
+                pass
+    return total
 
 
 def _destroy(session: lttng.Session) -> None:

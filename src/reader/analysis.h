@@ -48,6 +48,8 @@ class Analysis {
   bool completed() const { return completed_; }
   const CallStackAnalyzer &analyzer() const { return *analyzer_; }
   uint64_t foreign_events() const { return foreign_events_; }
+  // Events the Chrome JSON holds (0 without chrome_path).
+  uint64_t chrome_events() const { return chrome_ ? chrome_->events_written() : 0; }
   size_t decode_threads() const { return decode_threads_used_; }
   // CPU time of the decoding threads (summed) and of the analysis thread.
   double decode_cpu_seconds() const { return decode_cpu_seconds_; }

@@ -48,6 +48,7 @@ ChromeTraceWriter::~ChromeTraceWriter() {
 void ChromeTraceWriter::begin_event() {
   if (!first_event_) buffer_ += ",\n";
   first_event_ = false;
+  ++events_written_;
 }
 
 void ChromeTraceWriter::flush() {

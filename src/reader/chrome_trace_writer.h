@@ -43,6 +43,8 @@ class ChromeTraceWriter {
   // Writes the closing part with `other_data` (a JSON object) and closes the
   // file. Throws ReaderError when the data could not be written.
   void finish(const std::string &other_data);
+  // Trace events written so far (metadata records included).
+  uint64_t events_written() const { return events_written_; }
 
  private:
   void begin_event();
@@ -58,6 +60,7 @@ class ChromeTraceWriter {
   std::vector<std::string> fragments_;  // per symbol: "name", "cat" and args, escaped once
   uint64_t origin_ns_ = 0;
   bool first_event_ = true;
+  uint64_t events_written_ = 0;
   bool write_failed_ = false;
 };
 

@@ -75,6 +75,7 @@ py::dict result_dict(const Analysis &analysis) {
   py::dict d;
   d["events"] = a.events();
   d["other_events"] = analysis.foreign_events();
+  d["chrome_events"] = analysis.chrome_events();
   d["first_ns"] = a.first_ns();
   d["last_ns"] = a.last_ns();
   d["discarded_events"] = a.discarded_events();
