@@ -19,24 +19,26 @@
 
 #include <lttng/tracepoint.h>
 
+#include "format/wire.h" /* the enumerations' values, shared with the reader */
+
 /* How a frame was entered (function_begin) or left (function_end). */
 LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, frame_transition,
     LTTNG_UST_TP_ENUM_VALUES(
-        lttng_ust_field_enum_value("start", 0)  /* PY_START: a new call */
-        lttng_ust_field_enum_value("resume", 1) /* PY_RESUME: generator/coroutine resumed */
-        lttng_ust_field_enum_value("throw", 2)  /* PY_THROW: resumed by throw()/close() */
-        lttng_ust_field_enum_value("return", 3) /* PY_RETURN */
-        lttng_ust_field_enum_value("yield", 4)  /* PY_YIELD: suspended, a resume follows */
-        lttng_ust_field_enum_value("unwind", 5) /* PY_UNWIND: left by an exception */
+        lttng_ust_field_enum_value("start", PINSIGHT_FRAME_START)  /* PY_START: a new call */
+        lttng_ust_field_enum_value("resume", PINSIGHT_FRAME_RESUME) /* PY_RESUME: generator/coroutine resumed */
+        lttng_ust_field_enum_value("throw", PINSIGHT_FRAME_THROW)  /* PY_THROW: resumed by throw()/close() */
+        lttng_ust_field_enum_value("return", PINSIGHT_FRAME_RETURN) /* PY_RETURN */
+        lttng_ust_field_enum_value("yield", PINSIGHT_FRAME_YIELD)  /* PY_YIELD: suspended, a resume follows */
+        lttng_ust_field_enum_value("unwind", PINSIGHT_FRAME_UNWIND) /* PY_UNWIND: left by an exception */
     )
 )
 
 /* How a native call ended (c_call_end); "call" on every c_call_begin. */
 LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, c_call_transition,
     LTTNG_UST_TP_ENUM_VALUES(
-        lttng_ust_field_enum_value("call", 0)
-        lttng_ust_field_enum_value("return", 1)
-        lttng_ust_field_enum_value("raise", 2)
+        lttng_ust_field_enum_value("call", PINSIGHT_C_CALL)
+        lttng_ust_field_enum_value("return", PINSIGHT_C_RETURN)
+        lttng_ust_field_enum_value("raise", PINSIGHT_C_RAISE)
     )
 )
 
@@ -306,9 +308,9 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, mode_change,
 /* How an import ended: import_begin carries "load". */
 LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, import_transition,
     LTTNG_UST_TP_ENUM_VALUES(
-        lttng_ust_field_enum_value("load", 0)
-        lttng_ust_field_enum_value("return", 1)
-        lttng_ust_field_enum_value("raise", 2)  /* the import raised */
+        lttng_ust_field_enum_value("load", PINSIGHT_IMPORT_LOAD)
+        lttng_ust_field_enum_value("return", PINSIGHT_IMPORT_RETURN)
+        lttng_ust_field_enum_value("raise", PINSIGHT_IMPORT_RAISE)  /* the import raised */
     )
 )
 
@@ -352,10 +354,10 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, import_class,
 /* Which allocator a sampled block came from. */
 LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, alloc_source,
     LTTNG_UST_TP_ENUM_VALUES(
-        lttng_ust_field_enum_value("python_raw", 0)     /* PyMem_RawMalloc and friends */
-        lttng_ust_field_enum_value("python_mem", 1)     /* PyMem_Malloc */
-        lttng_ust_field_enum_value("python_object", 2)  /* PyObject_Malloc (objects) */
-        lttng_ust_field_enum_value("native", 3)         /* malloc from native code (preload) */
+        lttng_ust_field_enum_value("python_raw", PINSIGHT_ALLOC_PYTHON_RAW)     /* PyMem_RawMalloc and friends */
+        lttng_ust_field_enum_value("python_mem", PINSIGHT_ALLOC_PYTHON_MEM)     /* PyMem_Malloc */
+        lttng_ust_field_enum_value("python_object", PINSIGHT_ALLOC_PYTHON_OBJECT)  /* PyObject_Malloc (objects) */
+        lttng_ust_field_enum_value("native", PINSIGHT_ALLOC_NATIVE)         /* malloc from native code (preload) */
     )
 )
 

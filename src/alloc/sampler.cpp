@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "alloc/preload_api.h"
-#include "backends/compat.h"
+#include "common/compat.h"
 #include "emit/emitter.h"
 #include "tracer/thread_state.h"
 
@@ -18,7 +18,10 @@ namespace pinsight::alloc {
 namespace {
 
 // alloc_source of the provider.
-enum Source : int { kPythonRaw = 0, kPythonMem = 1, kPythonObject = 2, kNative = 3 };
+using wire::kNative;
+using wire::kPythonMem;
+using wire::kPythonObject;
+using wire::kPythonRaw;
 
 // Per thread, plain data in static TLS: valid from the thread's first
 // instruction to its last, whatever runs (malloc in thread start-up and exit).
@@ -110,8 +113,7 @@ void forget(void *address) {
     filter_remove(slot_of(address));
   }
   live.fetch_sub(1, std::memory_order_relaxed);
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, free_sample,
-                       reinterpret_cast<unsigned long>(address));
+  emitter::free_sample(address);
 }
 
 // Guard held. `size` crossed the countdown: take the sample.
@@ -154,10 +156,8 @@ void take_sample(void *address, size_t size, int source) {
       code_id = reinterpret_cast<unsigned long>(code.code);
     }
   }
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, alloc_sample,
-                       reinterpret_cast<unsigned long>(address), static_cast<unsigned long>(size),
-                       static_cast<unsigned long>(weight), qualname, filename, lineno, code_id,
-                       python_thread_id, source);
+  emitter::alloc_sample(address, size, weight, qualname, filename, lineno, code_id,
+                        python_thread_id, source);
 }
 
 // Guard held.

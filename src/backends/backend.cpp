@@ -1,8 +1,8 @@
 #include "backends/backend.h"
 
-#include "backends/compat.h"
 #include "backends/monitoring.h"
 #include "backends/profile_hook.h"
+#include "common/compat.h"
 
 namespace pinsight {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/compat.h"
+#include "common/compat.h"
 
 namespace pinsight {
 

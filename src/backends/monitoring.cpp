@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "backends/py_util.h"
+#include "common/py_util.h"
 #include "tracer/tracer.h"
 
 namespace pinsight {
@@ -80,12 +80,12 @@ struct EventRow {
 };
 
 EventRow event_table[] = {
-    {"PY_START", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_start", on_begin<emitter::kStart>)},
-    {"PY_RESUME", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_resume", on_begin<emitter::kResume>)},
-    {"PY_THROW", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_throw", on_begin<emitter::kThrow>)},
-    {"PY_RETURN", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_return", on_end<emitter::kReturn>)},
-    {"PY_YIELD", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_yield", on_end<emitter::kYield>)},
-    {"PY_UNWIND", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_unwind", on_end<emitter::kUnwind>)},
+    {"PY_START", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_start", on_begin<wire::kStart>)},
+    {"PY_RESUME", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_resume", on_begin<wire::kResume>)},
+    {"PY_THROW", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_throw", on_begin<wire::kThrow>)},
+    {"PY_RETURN", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_return", on_end<wire::kReturn>)},
+    {"PY_YIELD", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_yield", on_end<wire::kYield>)},
+    {"PY_UNWIND", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_unwind", on_end<wire::kUnwind>)},
     {"CALL", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_call", on_call)},
     {"C_RETURN", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_return", on_c_end<false>)},
     {"C_RAISE", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_raise", on_c_end<true>)},

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "backends/monitoring.h"
-#include "backends/py_util.h"
+#include "common/py_util.h"
 #include "tracer/tracer.h"
 
 namespace pinsight {
@@ -83,27 +83,26 @@ bool take_pending_throw(ThreadState &state, const void *frame) {
 // tells which (see frame_not_started and Opcodes).
 inline int begin_transition(PyFrameObject *frame, PyCodeObject *code, const void *key) {
   if (!compat::is_generator_code(code) || compat::frame_not_started(frame)) {
-    return emitter::kStart;
+    return wire::kStart;
   }
   int oparg = 0;
   int op = opcode_at(code, compat::frame_lasti(frame), &oparg);
-  if (op == opcodes.resume && (oparg & 3) == 0) return emitter::kStart;
-  if (op == opcodes.yield_value) return emitter::kThrow;
+  if (op == opcodes.resume && (oparg & 3) == 0) return wire::kStart;
+  if (op == opcodes.yield_value) return wire::kThrow;
   ThreadState *state = thread_states::current_ptr;
   if (state && !state->pending_throws.empty() && take_pending_throw(*state, key)) {
-    return emitter::kThrow;
+    return wire::kThrow;
   }
-  return emitter::kResume;
+  return wire::kResume;
 }
 
 // PyTrace_RETURN fires for a return, a yield (value) and an unwind (null).
 inline int end_transition(PyFrameObject *frame, PyCodeObject *code, PyObject *arg) {
-  if (!arg) return emitter::kUnwind;
-  if (!compat::is_generator_code(code)) return emitter::kReturn;
+  if (!arg) return wire::kUnwind;
+  if (!compat::is_generator_code(code)) return wire::kReturn;
   int oparg = 0;
   int op = opcode_at(code, compat::frame_lasti(frame), &oparg);
-  return op == opcodes.return_value || op == opcodes.return_const ? emitter::kReturn
-                                                                  : emitter::kYield;
+  return op == opcodes.return_value || op == opcodes.return_const ? wire::kReturn : wire::kYield;
 }
 
 // gen.throw()/close() resumes the generator, and each generator it

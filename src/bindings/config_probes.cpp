@@ -8,7 +8,7 @@
 
 #include "bindings/config_dict.h"
 #include "config/config.h"
-#include "tracer/lexgion.h"
+#include "config/lexgion.h"
 
 namespace py = pybind11;
 

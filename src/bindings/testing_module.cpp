@@ -6,9 +6,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "backends/compat.h"
 #include "bindings/config_probes.h"
 #include "bindings/testing_api.h"
+#include "common/compat.h"
 
 namespace py = pybind11;
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/module_names.h"
 #include "config/config_impl.h"
-#include "config/module_names.h"
 #include "config/text.h"
 
 namespace pinsight {

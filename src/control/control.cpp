@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "alloc/sampler.h"
-#include "backends/compat.h"
+#include "common/compat.h"
 #include "tracer/tracer.h"
 
 namespace pinsight {

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/compat.h"
-#include "control/config_store.h"
+#include "common/compat.h"
+#include "config/config_store.h"
 
 namespace pinsight {
 

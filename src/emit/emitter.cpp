@@ -87,7 +87,7 @@ void advance_naming_epoch() {
   naming_epoch.store(next == 0 ? 1 : next, std::memory_order_relaxed);
 }
 
-void name_code(CodeInfo &code, uint32_t epoch) {
+void name_code(NamedCode &code, uint32_t epoch) {
   code.named_epoch = epoch;
   lttng_ust_tracepoint(python_pinsight_lttng_ust, code_info,
                        reinterpret_cast<unsigned long>(code.code), code.qualname.c_str(),

@@ -4,24 +4,15 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "emit/named_code.h"
+#include "format/wire.h"
 #include "python_pinsight_lttng_ust.h"
-#include "tracer/code_info.h"
-#include "tracer/thread_state.h"
 
 namespace pinsight::emitter {
-
-enum FrameTransition : int {
-  kStart = 0,
-  kResume = 1,
-  kThrow = 2,
-  kReturn = 3,
-  kYield = 4,
-  kUnwind = 5
-};
-enum CCallTransition : int { kCall = 0, kCReturn = 1, kCRaise = 2 };
 
 // dlopen's the provider next to this module, once. False with a reason when
 // LTTng-UST is unavailable.
@@ -43,7 +34,7 @@ extern std::atomic<uint32_t> naming_epoch;
 void advance_naming_epoch();
 
 // Slow paths: write the names, remember the epoch.
-void name_code(CodeInfo &code, uint32_t epoch);
+void name_code(NamedCode &code, uint32_t epoch);
 void name_callable(const char *name, uint32_t epoch);
 
 // Callables named in an epoch, by interned name (names never die). A
@@ -55,7 +46,7 @@ struct NamedCallable {
 constexpr unsigned kNamedCallableBits = 10;
 extern NamedCallable named_callables[1u << kNamedCallableBits];
 
-inline void ensure_named(CodeInfo &code, uint32_t epoch) {
+inline void ensure_named(NamedCode &code, uint32_t epoch) {
   if (code.named_epoch != epoch) name_code(code, epoch);
 }
 
@@ -65,7 +56,7 @@ inline void ensure_named(const char *callee, uint32_t epoch) {
   if (slot.name != callee || slot.epoch != epoch) name_callable(callee, epoch);
 }
 
-inline void function(bool begin, CodeInfo &code, int python_thread_id, int transition) {
+inline void function(bool begin, NamedCode &code, int python_thread_id, int transition) {
   auto code_id = reinterpret_cast<unsigned long>(code.code);
   if (compact_payload) {
     ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
@@ -87,32 +78,57 @@ inline void function(bool begin, CodeInfo &code, int python_thread_id, int trans
   }
 }
 
-inline void c_call(bool begin, const FrameRecord &record, int python_thread_id, int transition) {
-  CodeInfo &caller = *record.code;
+// A native call by `caller` at line `line` of `callee` (an interned name, its id).
+inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
+                   int python_thread_id, int transition) {
   auto code_id = reinterpret_cast<unsigned long>(caller.code);
   if (compact_payload) {
     uint32_t epoch = naming_epoch.load(std::memory_order_relaxed);
     ensure_named(caller, epoch);
-    ensure_named(record.callee_name, epoch);
-    auto callable_id = reinterpret_cast<unsigned long>(record.callee_name);
+    ensure_named(callee, epoch);
+    auto callable_id = reinterpret_cast<unsigned long>(callee);
     if (begin) {
       lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_c_call_begin, code_id, callable_id,
-                           record.line, python_thread_id, transition);
+                           line, python_thread_id, transition);
     } else {
       lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_c_call_end, code_id, callable_id,
-                           record.line, python_thread_id, transition);
+                           line, python_thread_id, transition);
     }
     return;
   }
   if (begin) {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, caller.qualname.c_str(),
-                         record.callee_name, caller.filename.c_str(), record.line, code_id,
-                         python_thread_id, transition);
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, caller.qualname.c_str(), callee,
+                         caller.filename.c_str(), line, code_id, python_thread_id, transition);
   } else {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, caller.qualname.c_str(),
-                         record.callee_name, caller.filename.c_str(), record.line, code_id,
-                         python_thread_id, transition);
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, caller.qualname.c_str(), callee,
+                         caller.filename.c_str(), line, code_id, python_thread_id, transition);
   }
+}
+
+// A module load (importlib's _find_and_load): import_begin, then import_end.
+inline void import(bool begin, const char *module, int python_thread_id, int transition) {
+  if (begin) {
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, import_begin, module, python_thread_id,
+                         transition);
+  } else {
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, import_end, module, python_thread_id,
+                         transition);
+  }
+}
+
+// A sampled allocation (`weight`: the bytes it stands for), and the free of one.
+inline void alloc_sample(const void *address, size_t size, uint64_t weight, const char *qualname,
+                         const char *filename, int lineno, unsigned long code_id,
+                         int python_thread_id, int source) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, alloc_sample,
+                       reinterpret_cast<unsigned long>(address), static_cast<unsigned long>(size),
+                       static_cast<unsigned long>(weight), qualname, filename, lineno, code_id,
+                       python_thread_id, source);
+}
+
+inline void free_sample(const void *address) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, free_sample,
+                       reinterpret_cast<unsigned long>(address));
 }
 
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,

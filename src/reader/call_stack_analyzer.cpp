@@ -130,7 +130,7 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
       break;
     case EventKind::CCallEnd:
       close(t, native_symbol(e, batch), e.ts_ns,
-            e.transition == kRaise ? FrameExit::Raise : FrameExit::Return);
+            e.transition == kCRaise ? FrameExit::Raise : FrameExit::Return);
       break;
     case EventKind::ImportBegin:
       on_import_begin(t, e, batch);

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "format/wire.h"
+
 namespace pinsight_reader {
 
 enum class EventKind : uint8_t {
@@ -31,20 +33,24 @@ enum class EventKind : uint8_t {
   FreeSample,   // code_id: address
 };
 
-// import_transition of import_end; alloc_source of alloc_sample.
-enum ImportTransition : uint8_t { kImportLoad = 0, kImportReturn = 1, kImportRaise = 2 };
-enum AllocSource : uint8_t { kPythonRaw = 0, kPythonMem = 1, kPythonObject = 2, kNative = 3 };
-
-// Values of the frame_transition and c_call_transition enums of the provider.
-enum FrameTransition : uint8_t {
-  kStart = 0,
-  kResume = 1,
-  kThrow = 2,
-  kReturn = 3,
-  kYield = 4,
-  kUnwind = 5,
-};
-enum CCallTransition : uint8_t { kCall = 0, kCReturn = 1, kRaise = 2 };
+// The provider's enumerations (import_transition, alloc_source, frame_transition,
+// c_call_transition), as the emitter writes them.
+using pinsight::wire::kCall;
+using pinsight::wire::kCRaise;
+using pinsight::wire::kCReturn;
+using pinsight::wire::kImportLoad;
+using pinsight::wire::kImportRaise;
+using pinsight::wire::kImportReturn;
+using pinsight::wire::kNative;
+using pinsight::wire::kPythonMem;
+using pinsight::wire::kPythonObject;
+using pinsight::wire::kPythonRaw;
+using pinsight::wire::kResume;
+using pinsight::wire::kReturn;
+using pinsight::wire::kStart;
+using pinsight::wire::kThrow;
+using pinsight::wire::kUnwind;
+using pinsight::wire::kYield;
 
 // An offset into EventBatch::arena; kNoString when absent.
 using StringRef = uint32_t;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "../config/module_names.h"
+#include "common/module_names.h"
 
 namespace pinsight_reader {
 namespace {

@@ -12,7 +12,7 @@
 // later made at its address is named afresh.
 #pragma once
 
-#include "backends/compat.h"
+#include "common/compat.h"
 
 namespace pinsight::callables {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "backends/py_util.h"
+#include "common/py_util.h"
 #include "tracer/legacy_qualname.h"
 
 namespace pinsight::code_registry {

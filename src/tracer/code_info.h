@@ -9,9 +9,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/compat.h"
+#include "common/compat.h"
 #include "config/config.h"
-#include "tracer/lexgion.h"
+#include "config/lexgion.h"
+#include "emit/named_code.h"
 
 namespace pinsight {
 
@@ -37,12 +38,9 @@ enum DisabledBits : uint8_t {
 //   a generator keeps its code alive; the entry goes when the generator dies;
 // - the live list below: unlinked by free_code_info.
 // Nothing else keeps one past the callback that looked it up.
-struct CodeInfo {
-  PyObject *code = nullptr;  // borrowed: this CodeInfo dies with the code object
-  std::string qualname;
-  std::string filename;
+// NamedCode's `code` is borrowed: this CodeInfo dies with the code object.
+struct CodeInfo : NamedCode {
   std::string module;  // __name__ of the globals the code first ran with
-  int lineno = 0;
   // importlib._bootstrap._find_and_load: its frames are module loads.
   bool import_loader = false;
 
@@ -64,9 +62,6 @@ struct CodeInfo {
   // Some location of this code returned DISABLE (kDisabled*): the locations
   // Tracer::rearm re-enables, for our tool only.
   uint8_t disabled = 0;
-
-  // Naming epoch in which code_info last went out (compact payload; 0: never).
-  uint32_t named_epoch = 0;
 
   uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
   uint64_t traced = 0;      // starts whose function_begin was emitted

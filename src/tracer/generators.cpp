@@ -3,7 +3,7 @@
 #include <iterator>
 #include <string>
 
-#include "backends/py_util.h"
+#include "common/py_util.h"
 
 namespace pinsight {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "backends/compat.h"
+#include "common/compat.h"
 #include "tracer/code_info.h"
 
 namespace pinsight {

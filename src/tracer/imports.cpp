@@ -71,8 +71,7 @@ Verdict Tracer::begin_import(CodeInfo &code, ThreadState &state, const void *fra
     // Before the loader's own function_begin: the import frame encloses
     // _find_and_load and all the loading, right under the importing code.
     ++events_emitted_;
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, import_begin, module, state.python_thread_id,
-                         0);
+    emitter::import(true, module, state.python_thread_id, wire::kImportLoad);
   }
   size_t depth = state.stack.size();
   // The loader's own function events follow its decision; its begins are
@@ -92,8 +91,8 @@ Verdict Tracer::begin_import(CodeInfo &code, ThreadState &state, const void *fra
 
 void Tracer::end_import(const FrameRecord &record, const ThreadState &state, int transition) {
   ++events_emitted_;
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, import_end, record.callee_name,
-                       state.python_thread_id, transition == emitter::kUnwind ? 2 : 1);
+  emitter::import(false, record.callee_name, state.python_thread_id,
+                  transition == wire::kUnwind ? wire::kImportRaise : wire::kImportReturn);
 }
 
 }  // namespace pinsight

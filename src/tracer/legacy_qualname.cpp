@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "backends/py_util.h"
+#include "common/py_util.h"
 #include "tracer/code_info.h"
 
 namespace pinsight::legacy_qualname {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "backends/compat.h"
+#include "common/compat.h"
 
 namespace pinsight::legacy_qualname {
 

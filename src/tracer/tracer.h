@@ -232,13 +232,13 @@ class Tracer {
 inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transition) {
   TraceMode mode = mode_.load(std::memory_order_relaxed);
   if (mode != TraceMode::Tracing) {
-    if (mode == TraceMode::Monitoring && transition == emitter::kStart) {
+    if (mode == TraceMode::Monitoring && transition == wire::kStart) {
       CodeInfo *info = code_registry::get(code);
       if (info) monitor_start(*info, *thread_states::current());
       return Verdict::Continue;
     }
     // Nothing can begin outside TRACING; PY_THROW cannot be disabled.
-    return transition == emitter::kThrow ? Verdict::Continue : disable(code);
+    return transition == wire::kThrow ? Verdict::Continue : disable(code);
   }
   CodeInfo *info = code_registry::get(code);
   if (!info) {
@@ -246,7 +246,7 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
     return Verdict::Continue;
   }
   ThreadState *state = thread_states::current();
-  if (transition == emitter::kStart) return begin_start(*info, *state, frame);
+  if (transition == wire::kStart) return begin_start(*info, *state, frame);
   return begin_resume(*info, *state, frame, transition);
 }
 
@@ -302,7 +302,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   if (flags & kBeginEmitted) {
     ++code.traced;
     ++events_emitted_;
-    emitter::function(true, code, state.python_thread_id, emitter::kStart);
+    emitter::function(true, code, state.python_thread_id, wire::kStart);
   }
   return Verdict::Continue;
 }
@@ -314,7 +314,7 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
     // Not a traced instance: a resume follows its start's decision. The
     // location may go quiet only while no traced instance of this code is
     // suspended or running (a running one yields and resumes here later).
-    if (transition == emitter::kResume && code.suspended_traced == 0 && code.open_records == 0 &&
+    if (transition == wire::kResume && code.suspended_traced == 0 && code.open_records == 0 &&
         begins_disabled(code)) {
       return disable(code, code.disabled);
     }
@@ -348,7 +348,7 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
         emitter::function(false, info, state->python_thread_id, transition);
       }
       if (record.flags & kImportEmitted) end_import(record, *state, transition);
-      if (transition == emitter::kYield) {
+      if (transition == wire::kYield) {
         generators_.suspend(frame, info, record.flags & static_cast<uint8_t>(~kGeneratorEntry));
       } else {
         if (record.flags & kGeneratorEntry) generators_.finish(frame);
@@ -365,7 +365,7 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
     return on_end(code, frame, transition);
   }
   // No record: this location may go quiet if no frame of its code can need it.
-  if (transition == emitter::kUnwind) return Verdict::Continue;  // cannot be disabled
+  if (transition == wire::kUnwind) return Verdict::Continue;  // cannot be disabled
   CodeInfo *info = code_registry::find(code);
   if (!info) {
     return mode_.load(std::memory_order_relaxed) == TraceMode::Tracing ? Verdict::Continue
@@ -409,7 +409,9 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, Py
   ++open_records_;
   if (flags & kBeginEmitted) {
     ++events_emitted_;
-    emitter::c_call(true, state->stack.back(), state->python_thread_id, emitter::kCall);
+    const FrameRecord &call = state->stack.back();
+    emitter::c_call(true, *call.code, call.callee_name, call.line, state->python_thread_id,
+                    wire::kCall);
   }
   return Verdict::Continue;
 }
@@ -427,8 +429,8 @@ inline void Tracer::on_c_end(const void *frame, PyObject *callable, bool raised)
     bool matched = record.callable == callables::end_identity(callable);
     if (record.flags & kEmitEnd) {
       ++events_emitted_;
-      emitter::c_call(false, record, state->python_thread_id,
-                      matched && raised ? emitter::kCRaise : emitter::kCReturn);
+      emitter::c_call(false, *record.code, record.callee_name, record.line, state->python_thread_id,
+                      matched && raised ? wire::kCRaise : wire::kCReturn);
     }
     if (matched) break;
   }

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "backends/compat.h"
+#include "common/compat.h"
 
 namespace pinsight::py {
 

@@ -1,4 +1,4 @@
-#include "control/config_store.h"
+#include "config/config_store.h"
 
 #include <urcu/urcu-memb.h>
 

@@ -1,5 +1,5 @@
 // Module names as the configuration's module_filter / module_exclude select
-// them: one rule, shared by the tracer (config/config.cpp) and the trace reader
+// them: one rule, shared by the configuration (config/config.cpp) and the trace reader
 // (src/reader), so `pinsight-python report --module X` means what
 // `module_filter = X` means.
 #pragma once

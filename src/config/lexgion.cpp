@@ -1,4 +1,4 @@
-#include "tracer/lexgion.h"
+#include "config/lexgion.h"
 
 namespace pinsight {
 

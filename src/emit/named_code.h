@@ -1,0 +1,21 @@
+// What the emitter writes of a code object: its identity and names, and the
+// naming epoch in which its code_info last went out (compact payload). The
+// tracer's per-code state (tracer/code_info.h) is one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/compat.h"
+
+namespace pinsight {
+
+struct NamedCode {
+  PyObject *code = nullptr;  // borrowed: the identity written as code_id
+  std::string qualname;
+  std::string filename;
+  int lineno = 0;
+  uint32_t named_epoch = 0;  // 0: never named
+};
+
+}  // namespace pinsight

@@ -1,0 +1,64 @@
+/*
+ * The values of the provider's enumerations (tracepoints/python_pinsight_lttng_ust.h):
+ * what the emitter and the allocation sampler write and the reader reads back,
+ * defined once. C as well as C++: the provider's own C file includes it.
+ */
+#ifndef PINSIGHT_FORMAT_WIRE_H
+#define PINSIGHT_FORMAT_WIRE_H
+
+/* frame_transition: how a frame was entered (function_begin) or left (function_end). */
+enum {
+  PINSIGHT_FRAME_START = 0,  /* PY_START: a new call */
+  PINSIGHT_FRAME_RESUME = 1, /* PY_RESUME: a generator or coroutine resumed */
+  PINSIGHT_FRAME_THROW = 2,  /* PY_THROW: resumed by throw()/close() */
+  PINSIGHT_FRAME_RETURN = 3, /* PY_RETURN */
+  PINSIGHT_FRAME_YIELD = 4,  /* PY_YIELD: suspended, a resume follows */
+  PINSIGHT_FRAME_UNWIND = 5  /* PY_UNWIND: left by an exception */
+};
+
+/* c_call_transition: "call" on every c_call_begin, how the call ended on c_call_end. */
+enum { PINSIGHT_C_CALL = 0, PINSIGHT_C_RETURN = 1, PINSIGHT_C_RAISE = 2 };
+
+/* import_transition: import_begin carries "load". */
+enum { PINSIGHT_IMPORT_LOAD = 0, PINSIGHT_IMPORT_RETURN = 1, PINSIGHT_IMPORT_RAISE = 2 };
+
+/* alloc_source: which allocator a sampled block came from. */
+enum {
+  PINSIGHT_ALLOC_PYTHON_RAW = 0,    /* PyMem_RawMalloc and friends */
+  PINSIGHT_ALLOC_PYTHON_MEM = 1,    /* PyMem_Malloc */
+  PINSIGHT_ALLOC_PYTHON_OBJECT = 2, /* PyObject_Malloc (objects) */
+  PINSIGHT_ALLOC_NATIVE = 3         /* malloc from native code (the preload library) */
+};
+
+#ifdef __cplusplus
+namespace pinsight::wire {
+
+enum FrameTransition : int {
+  kStart = PINSIGHT_FRAME_START,
+  kResume = PINSIGHT_FRAME_RESUME,
+  kThrow = PINSIGHT_FRAME_THROW,
+  kReturn = PINSIGHT_FRAME_RETURN,
+  kYield = PINSIGHT_FRAME_YIELD,
+  kUnwind = PINSIGHT_FRAME_UNWIND,
+};
+enum CCallTransition : int {
+  kCall = PINSIGHT_C_CALL,
+  kCReturn = PINSIGHT_C_RETURN,
+  kCRaise = PINSIGHT_C_RAISE,
+};
+enum ImportTransition : int {
+  kImportLoad = PINSIGHT_IMPORT_LOAD,
+  kImportReturn = PINSIGHT_IMPORT_RETURN,
+  kImportRaise = PINSIGHT_IMPORT_RAISE,
+};
+enum AllocSource : int {
+  kPythonRaw = PINSIGHT_ALLOC_PYTHON_RAW,
+  kPythonMem = PINSIGHT_ALLOC_PYTHON_MEM,
+  kPythonObject = PINSIGHT_ALLOC_PYTHON_OBJECT,
+  kNative = PINSIGHT_ALLOC_NATIVE,
+};
+
+}  // namespace pinsight::wire
+#endif
+
+#endif /* PINSIGHT_FORMAT_WIRE_H */
