@@ -250,6 +250,14 @@ def activate(
         )
     except _settings.SettingsError as e:
         raise ValueError(str(e)) from None
+    # Defaults and variables are resolved here, once: the core reads no environment.
+    try:
+        config_path = _settings.activation_config(
+            os.fspath(config) if config is not None else "", os.environ)
+        mode = _settings.activation_mode(mode or "", os.environ)
+        payload = _settings.activation_payload(payload or "", os.environ)
+    except _settings.SettingsError as e:
+        raise ConfigError(str(e)) from None
     # Under a supervisor that reports the configuration's warnings and reload errors
     # once for the whole run (pinsight-python trace), each process keeps them quiet.
     config_reported = bool(os.environ.get(_settings.ENV_CONFIG_REPORTED))
@@ -263,8 +271,8 @@ def activate(
         _core.activate(
             function_events="function" in chosen,
             c_call_events="c_call" in chosen,
-            config_path=os.fspath(config) if config is not None else "",
-            mode=mode or "",
+            config_path=config_path,
+            mode=mode,
             backend=backend,
             main_thread_ident=_main_thread_ident(),
             mpi_rank=mpi_rank,
@@ -276,7 +284,7 @@ def activate(
             report_config=not config_reported,
             import_events="import" in chosen,
             alloc_events="alloc" in chosen,
-            payload=payload or "",
+            payload=payload,
         )
 
 

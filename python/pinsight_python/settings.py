@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # argparse is not imported at start-up
 __all__ = [
     "ALL_EVENT_NAMES",
     "BACKENDS",
+    "DEFAULT_CONFIG_FILE",
     "ENV_BACKEND",
     "ENV_CONFIG",
     "ENV_EVENTS",
@@ -47,6 +48,9 @@ __all__ = [
     "PAYLOADS",
     "Settings",
     "SettingsError",
+    "activation_config",
+    "activation_mode",
+    "activation_payload",
     "check_config_path",
     "did_you_mean",
     "from_environment",
@@ -209,6 +213,37 @@ class Settings:
             env[ENV_EXCLUDE] = ",".join(self.exclude)
         if self.payload is not None:
             env[ENV_PAYLOAD] = self.payload
+
+
+DEFAULT_CONFIG_FILE = "pinsight_trace_config.txt"  # PInsight's, in the working directory
+
+
+def activation_config(given: str, environ: Mapping[str, str]) -> str:
+    """The configuration file activate() reads: `given`, else PINSIGHT_TRACE_CONFIG_FILE,
+    else ./pinsight_trace_config.txt if present; "" for the built-in default (trace
+    everything). The core parses whatever this names and reports its errors."""
+    if given:
+        return given
+    named = environ.get(ENV_CONFIG, "").strip()
+    if named:
+        return named
+    return DEFAULT_CONFIG_FILE if os.path.exists(DEFAULT_CONFIG_FILE) else ""
+
+
+def activation_mode(given: str, environ: Mapping[str, str]) -> str:
+    """activate()'s mode: `given`, else PINSIGHT_TRACE_PYTHON; "" for the configuration's."""
+    if given:
+        return given
+    text = environ.get(ENV_MODE, "").strip()
+    return parse_mode(text, ENV_MODE) if text else ""
+
+
+def activation_payload(given: str, environ: Mapping[str, str]) -> str:
+    """activate()'s payload: `given`, else PINSIGHT_PYTHON_PAYLOAD; "" for the configuration's."""
+    if given:
+        return given
+    text = environ.get(ENV_PAYLOAD, "").strip()
+    return parse_payload(text, ENV_PAYLOAD) if text else ""
 
 
 def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = None) -> Settings:

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "backends/backend.h"
+#include "tracer/backend.h"
 
 namespace pinsight {
 std::unique_ptr<Backend> make_monitoring_backend();  // throws ActivationError before 3.12

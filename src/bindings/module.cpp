@@ -14,17 +14,16 @@
 
 #include "alloc/sampler.h"
 #include "bindings/testing_api.h"
-#include "control/control.h"
 #include "emit/emitter.h"
-#include "tracer/tracer.h"
+#include "session/session.h"
 
 namespace py = pybind11;
-using pinsight::Tracer;
+namespace session = pinsight::session;
 
 namespace {
 
 py::dict status_dict() {
-  pinsight::Status s = Tracer::instance().status();
+  pinsight::Status s = session::status();
   py::dict d;
   d["active"] = s.active;
   d["refused"] = s.refused;
@@ -115,7 +114,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.module_exclude = module_exclude;
         options.report_config = report_config;
         options.payload = payload;
-        Tracer::instance().activate(options);
+        session::activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
@@ -142,7 +141,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("path"),
       "Parse a configuration file as activate() and reloads do: its warnings, one "
       "'file:line: message' each; ConfigError with every error, one a line.");
-  m.def("deactivate", [] { Tracer::instance().deactivate(); });
+  m.def("deactivate", [] { session::deactivate(); });
   m.def(
       "_alloc_finish", [] { pinsight::alloc::finish(); },
       "atexit: allocation samples still alive now are never freed (teardown aside).");
@@ -153,20 +152,20 @@ PYBIND11_MODULE(_pinsight_python, m) {
       throw pinsight::ConfigError("unknown trace mode '" + mode +
                                   "' (expected OFF, STANDBY, MONITORING or TRACING)");
     }
-    Tracer::instance().set_mode(parsed, "set_mode");
+    session::set_mode(parsed, "set_mode");
   });
   m.def("reload", [] {
     std::string error;
     bool ok;
     {
       py::gil_scoped_release release;
-      ok = pinsight::control::reload_now(&error);
+      ok = session::reload(&error);
     }
     if (!ok) throw pinsight::ConfigError(error);
   });
   m.def("lexgions", [] {
     py::list out;
-    for (const auto &l : Tracer::instance().lexgions()) {
+    for (const auto &l : pinsight::Tracer::instance().lexgions()) {
       py::dict d;
       d["qualname"] = l.qualname;
       d["filename"] = l.filename;
@@ -186,9 +185,9 @@ PYBIND11_MODULE(_pinsight_python, m) {
   // Whether an LTTng session records our events in this process now (a process
   // joining a `pinsight-python trace` run waits for it).
   m.def("recording", [] { return pinsight::emitter::recording(); });
-  m.def("_after_fork_child", [] { Tracer::instance().after_fork_child(); });
+  m.def("_after_fork_child", [] { session::after_fork_child(); });
   m.def("_stop_control_thread", [] {
-    Py_BEGIN_ALLOW_THREADS pinsight::control::stop();
+    Py_BEGIN_ALLOW_THREADS session::stop_control_thread();
     Py_END_ALLOW_THREADS
   });
   // `pinsight-python attach` writes the code it injects into one anonymous

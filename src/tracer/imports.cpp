@@ -3,7 +3,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "control/control.h"
+#include "config/config_store.h"
 #include "tracer/tracer.h"
 
 namespace pinsight {

@@ -6,7 +6,6 @@
 #include <new>
 #include <unordered_set>
 
-#include "control/control.h"
 #include "tracer/tracer.h"
 
 namespace pinsight::thread_states {
@@ -17,6 +16,7 @@ namespace {
 std::atomic<int> live_threads{0};
 std::atomic<int> next_thread_id{1};
 std::atomic<unsigned long> main_thread_ident{0};
+std::atomic<void (*)()> last_thread_exit_hook{nullptr};
 
 // Every live ThreadState; threads exit without the GIL, hence the mutex.
 std::mutex registry_mutex;
@@ -37,16 +37,18 @@ struct Owner {
         registry().erase(state.get());
       }
       current_ptr = nullptr;
-      // The last thread that ran Python code: the control thread looks whether
-      // the program has any thread left (a child forked from a thread).
+      // The last thread that ran Python code: the session looks whether the
+      // program has any thread left (a child forked from a thread).
       if (live_threads.fetch_sub(1, std::memory_order_relaxed) == 1) {
-        control::program_thread_exiting();
+        if (auto hook = last_thread_exit_hook.load()) hook();
       }
     }
   }
 };
 thread_local Owner owner;
 }  // namespace
+
+void set_last_thread_exit_hook(void (*hook)()) { last_thread_exit_hook.store(hook); }
 
 int live_count() { return live_threads.load(std::memory_order_relaxed); }
 

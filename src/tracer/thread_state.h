@@ -60,6 +60,10 @@ void clear_all_stacks();
 // `replacement` and emit nothing; in place, so that no record moves under a
 // callback of this thread. GIL held.
 void forget_code(const CodeInfo &code, CodeInfo &replacement);
+// Called (without the GIL, from the exiting thread) when the last thread that
+// ran Python code exits; the session installs it (its control thread then looks
+// whether the program has any thread left).
+void set_last_thread_exit_hook(void (*hook)());
 // In a forked child (GIL held): only the forking thread survives; its
 // inherited records stay (their ends are recognised) but emit nothing.
 void forked_child();

@@ -1,6 +1,9 @@
-// The tracer: one object holding the domain's state (mode, configuration
-// generation, backend, counts), the hot paths shared by both backends
-// (inline below) and the slow paths (tracer.cpp).
+// The tracer: the per-event state of the Python domain (mode, configuration
+// generation, shadow stacks through thread_states, the backend's events) and
+// the hot paths shared by both backends (inline below); slow paths in
+// tracer.cpp. Policy (what to trace, from which settings; the configuration's
+// publication; the control thread) belongs to src/session, which drives this
+// object through the control methods and the hooks it installs.
 //
 // Threads: every method runs with the GIL held, except where noted. The
 // shadow stacks are per thread; CodeInfo counters and the suspended-frame map
@@ -10,14 +13,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "backends/backend.h"
 #include "config/config.h"
 #include "emit/emitter.h"
+#include "tracer/backend.h"
 #include "tracer/callable_names.h"
 #include "tracer/code_info.h"
 #include "tracer/generators.h"
@@ -25,62 +26,17 @@
 
 namespace pinsight {
 
-namespace control {
-bool reload_now(std::string *error);
-}
-
 // What CPython sees from a callback: carry on, or DISABLE this location.
 enum class Verdict { Continue, Disable };
 
-struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-struct ActivateOptions {
-  bool function_events = true;
-  bool c_call_events = true;
-  bool import_events = false;    // also when the configuration names import
-  bool alloc_events = false;     // also when the configuration names alloc
-  std::string config_path;       // empty: PINSIGHT_TRACE_CONFIG_FILE, ./pinsight_trace_config.txt
-  std::string mode;              // empty: PINSIGHT_TRACE_PYTHON, else the config's trace_mode
-  std::string backend = "auto";  // auto | sys.monitoring | setprofile
-  std::string payload;           // empty: PINSIGHT_PYTHON_PAYLOAD, else the config's payload
-  unsigned long main_thread_ident = 0;
-  int mpi_rank = -1;
-  int mpi_size = -1;
-  std::string hostname;
-  std::string argv;
-  // modules=: replaces the configuration's module_filter; exclude=: added to its
-  // module_exclude. Both hold across reloads.
-  bool module_filter_given = false;
-  std::vector<std::string> module_filter;
-  std::vector<std::string> module_exclude;
-  // False under a supervisor (pinsight-python trace) that reports the
-  // configuration's warnings and reload errors once for the whole run.
-  bool report_config = true;
-};
-
-struct Status {
-  bool active = false;
-  std::string refused;  // why activate() refused to trace on this CPython; empty otherwise
-  std::string backend;
-  std::string mode;
-  std::string payload;
-  bool lttng_available = false;
-  std::string lttng_error;
-  int tool_id = -1;
-  std::vector<std::string> events;
-  std::string config_path;
-  uint64_t config_generation = 0;
-  uint64_t events_emitted = 0;
-  uint64_t code_objects_seen = 0;
-  size_t code_objects_live = 0;
-  int threads_seen = 0;
-  uint64_t reloads = 0;
-  uint64_t reload_errors = 0;
-  bool alloc_sampling = false;  // allocation hooks sampling now
-  bool alloc_native = false;    // the preload library's malloc hooks are in place
-  uint64_t alloc_samples = 0;
+// What the tracer asks of the layer above it, which installs them before
+// start(): the tracer knows when, the session knows how.
+struct TracerHooks {
+  // A new, installed backend, when the mode leaves OFF after the backend was
+  // dropped (OFF with nothing open); throws ActivationError.
+  std::unique_ptr<Backend> (*make_backend)() = nullptr;
+  // The mode changed, or tracing turned itself off: allocation sampling follows.
+  void (*mode_changed)() = nullptr;
 };
 
 struct LexgionReport {
@@ -99,22 +55,44 @@ class Tracer {
   Verdict on_call(PyObject *code, const void *frame, int offset, PyObject *callable);
   void on_c_end(const void *frame, PyObject *callable, bool raised);
 
-  // ---- control ----
-  void activate(const ActivateOptions &options);  // throws ActivationError, ConfigError
-  void deactivate();
-  Status status() const;
-  std::vector<LexgionReport> lexgions() const;
+  // ---- driven by the session ----
+  void set_hooks(const TracerHooks &hooks) { hooks_ = hooks; }
+  // Per-code and generator state CPython must lend us (the code-extra slot,
+  // the generator layout); throws ActivationError.
+  static void prepare();
+  // Starts in `initial` mode under configuration `generation`, with `backend`
+  // installed (null under OFF). `requested_events`: kEvent* bits the caller
+  // allows. Frames already running get records (their ends are recognised).
+  void start(std::unique_ptr<Backend> backend, TraceMode initial, uint64_t generation,
+             uint32_t requested_events);
+  // Switches CPython's events off and forgets every open record.
+  void stop();
+  bool active() const { return active_.load(); }  // any thread
   TraceMode mode() const { return mode_.load(std::memory_order_relaxed); }
   // Switches the mode (window end, reload, API) and reconciles CPython's events.
   void set_mode(TraceMode mode, const char *reason);
-  // Publishes a parsed configuration (control thread or activate); takes the GIL.
-  void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held);
+  uint64_t generation() const { return generation_.load(); }
+  void set_generation(uint64_t generation) { generation_.store(generation); }
+  // A configuration of `generation` was published, asking for `target` (GIL held).
+  void config_published(uint64_t generation, TraceMode target, const char *reason);
+  // Import events: asked for by activate(events=...), or possible at all (asked
+  // for or named by the configuration). shadow_all: every frame needs a record
+  // (allocation samples name the innermost Python function).
+  void set_extra_events(bool imports_requested, bool imports_possible, bool shadow_all);
   void on_new_thread(ThreadState &state);
   // Reported once on stderr; tracing then turns itself off.
   void internal_failure(const char *what);
-  // In a forked child (os.register_at_fork): silence inherited frames, start
-  // the child's control thread. LTTng-UST's own hooks run inside fork().
+  // In a forked child: inherited frames are silenced, names written again.
   void after_fork_child();
+
+  // ---- read by status() ----
+  std::vector<LexgionReport> lexgions() const;
+  const char *backend_name() const { return backend_ ? backend_->name() : nullptr; }
+  int tool_id() const { return backend_ ? backend_->tool_id() : -1; }
+  uint32_t requested_events() const { return requested_events_; }
+  bool imports_possible() const { return imports_possible_.load(); }
+  uint64_t events_emitted() const { return events_emitted_; }
+  int threads_seen() const { return threads_seen_.load(); }
 
  private:
   Tracer() = default;
@@ -144,9 +122,9 @@ class Tracer {
   }
   Verdict disable(PyObject *code);
   void push_activation_frames(ThreadState &state);
-  void set_payload(Payload payload);
-  // Non-empty: this CPython's internals were not verified (compat.h).
-  static std::string cpython_refusal();
+  void mode_changed() {
+    if (hooks_.mode_changed) hooks_.mode_changed();
+  }
 
   bool begins_disabled(const CodeInfo &code) const {
     return code.begins_disabled_epoch == disable_epoch_;
@@ -154,29 +132,19 @@ class Tracer {
   Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
   void monitor_start(CodeInfo &code, ThreadState &state);         // MONITORING: counts only
   ThreadLexgion &lexgion_of(CodeInfo &code, ThreadState &state);  // decided for this config
-  // activate()'s module options, applied to every configuration before it is published.
-  void apply_module_options(Config &config) const;
   template <bool MayDisable>
   Verdict begin_execution(CodeInfo &code, ThreadState &state, const void *frame);
   // imports.cpp: importlib's _find_and_load starts / ends (import events).
   Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
   void end_import(const FrameRecord &record, const ThreadState &state, int transition);
-  // Whether import/alloc events are on under `config` (activate or the file).
-  void update_extra_events(const Config &config);
-  // Allocation sampling follows alloc_wanted_, the mode and activation (GIL held).
-  void sync_alloc();
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
 
   // Never destroyed: at exit, after the interpreter has finalized, a
   // destructor could not release the Python objects the backend holds.
   static Tracer &instance_;
 
+  TracerHooks hooks_;
   std::atomic<TraceMode> mode_{TraceMode::Off};
-  TraceMode mode_override_ = TraceMode::Tracing;  // activate(mode=) / PINSIGHT_TRACE_PYTHON
-  bool mode_override_set_ = false;
-  Payload payload_override_ = Payload::Full;  // activate(payload=) / PINSIGHT_PYTHON_PAYLOAD
-  bool payload_override_set_ = false;
-  std::string backend_name_ = "auto";
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> active_{false};  // read by the control thread without the GIL
   bool failed_ = false;
@@ -184,31 +152,13 @@ class Tracer {
   uint64_t disable_epoch_ = 1;
   uint32_t requested_events_ = 0;   // kEvent* bits allowed by activate(events=...)
   bool imports_requested_ = false;  // activate(events=[..., "import"])
-  bool alloc_requested_ = false;    // activate(events=[..., "alloc"])
   // Import events may be emitted: _find_and_load frames take begin_import.
   std::atomic<bool> imports_possible_{false};
   // Allocation sampling is on: every frame gets a shadow-stack record, traced
   // or not, so samples name the innermost Python function.
   std::atomic<bool> shadow_all_{false};
-  std::atomic<bool> alloc_wanted_{false};
-  std::atomic<uint64_t> alloc_interval_{kDefaultAllocSampleInterval};
   uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
   std::unique_ptr<Backend> backend_;
-  std::string lttng_error_;
-  std::string refused_;
-  std::string config_path_;
-  bool module_filter_given_ = false;
-  std::vector<std::string> module_filter_;
-  std::vector<std::string> module_exclude_;
-  std::atomic<bool> report_config_{true};
-  // process_info's fields but the pid: a forked child emits them again, so
-  // that readers label it by its rank or command line too.
-  struct ProcessIdentity {
-    int mpi_rank = -1;
-    int mpi_size = -1;
-    std::string hostname, argv, python_version;
-  } identity_;
-  void emit_process_info();
 
   // Records on all shadow stacks.
   uint64_t open_records_ = 0;
@@ -218,12 +168,7 @@ class Tracer {
   static CodeInfo forgotten_code_;
 
   uint64_t events_emitted_ = 0;
-  uint64_t code_objects_seen_ = 0;
   std::atomic<int> threads_seen_{0};
-  std::atomic<uint64_t> reloads_{0};
-  std::atomic<uint64_t> reload_errors_{0};
-
-  friend bool control::reload_now(std::string *error);
 };
 
 // ---------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-// The interface between the tracer and a CPython event source: sys.monitoring
-// (monitoring.cpp, CPython >= 3.12) or PyEval_SetProfile (profile_hook.cpp).
+// The interface between the tracer and a CPython event source. The sources
+// live a layer above (src/backends: sys.monitoring, PyEval_SetProfile); the
+// tracer drives whichever the session gave it through this interface only.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,9 +37,5 @@ class Backend {
   virtual void uninstall() = 0;
   virtual int tool_id() const { return -1; }
 };
-
-// The backend for `name` (auto, sys.monitoring, setprofile); throws
-// ActivationError when it is not available on this CPython.
-std::unique_ptr<Backend> make_backend(const std::string &name);
 
 }  // namespace pinsight

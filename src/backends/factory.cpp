@@ -1,4 +1,4 @@
-#include "backends/backend.h"
+#include "backends/factory.h"
 
 #include "backends/monitoring.h"
 #include "backends/profile_hook.h"

@@ -1,4 +1,4 @@
-#include "control/control.h"
+#include "session/control_thread.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -20,7 +20,8 @@
 
 #include "alloc/sampler.h"
 #include "common/compat.h"
-#include "tracer/tracer.h"
+#include "config/config_store.h"
+#include "emit/emitter.h"
 
 namespace pinsight {
 
@@ -33,8 +34,7 @@ std::atomic<bool> running{false};
 pid_t running_pid = 0;  // a forked child has no control thread: start anew
 std::atomic<bool> stopping{false};
 std::thread worker;
-std::mutex path_mutex;
-std::string config_path;
+std::atomic<void (*)()> signal_handler{nullptr};
 struct sigaction previous_action;
 
 // The control thread's Python thread state, kept for the thread's whole life.
@@ -165,13 +165,7 @@ void delete_python_state() {
   PyThreadState_DeleteCurrent();
 }
 
-std::string current_path() {
-  std::lock_guard<std::mutex> lock(path_mutex);
-  return config_path;
-}
-
 void run(PyInterpreterState *interpreter) {
-  bool told_nothing_to_reload = false;
   control_tid = static_cast<pid_t>(syscall(SYS_gettid));
   alloc::ignore_calling_thread();  // its thread state, parses and reloads are ours
   make_python_state(interpreter);
@@ -209,14 +203,7 @@ void run(PyInterpreterState *interpreter) {
       exit_checks = kExitWatchChecks;
       continue;
     }
-    std::string error;
-    if (!reload_now(&error) && !told_nothing_to_reload && current_path().empty()) {
-      // Said once: a job script's `kill -USR1` must not pass unnoticed.
-      told_nothing_to_reload = true;
-      std::fprintf(stderr,
-                   "pinsight-python: SIGUSR1: tracing was activated without a configuration "
-                   "file, so there is nothing to reload (said once)\n");
-    }
+    if (auto handler = signal_handler.load()) handler();
   }
   config_store::forget_thread();
   delete_python_state();
@@ -224,13 +211,8 @@ void run(PyInterpreterState *interpreter) {
 
 }  // namespace
 
-void set_path(const std::string &path) {
-  std::lock_guard<std::mutex> lock(path_mutex);
-  config_path = path;
-}
-
-void start(const std::string &path) {
-  set_path(path);
+void start(void (*on_signal)()) {
+  signal_handler.store(on_signal);
   std::call_once(init_once, [] { sem_init(&wakeup, 0, 0); });
   install_handler();
   if (running_pid != getpid()) {
@@ -296,35 +278,6 @@ ScopedGil::~ScopedGil() {
   } else {
     PyGILState_Release(gilstate_);
   }
-}
-
-bool reload_now(std::string *error) {
-  std::string path = current_path();
-  Tracer &tracer = Tracer::instance();
-  if (path.empty()) {
-    // Nothing to re-read: the built-in default stays in force.
-    if (error) *error = "no configuration file to reload";
-    return false;
-  }
-  ParseResult parsed = parse_config_file(path);
-  for (const auto &warning : parsed.warnings) {
-    if (!tracer.report_config_.load()) break;
-    std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
-  }
-  if (!parsed.config) {
-    std::string message =
-        "pinsight-python: configuration reload failed; the previous "
-        "configuration stays in force:";
-    for (const auto &e : parsed.errors) message += "\n  " + e.to_string();
-    if (tracer.report_config_.load()) std::fprintf(stderr, "%s\n", message.c_str());
-    tracer.reload_errors_.fetch_add(1);
-    if (error) *error = message;
-    return false;
-  }
-  // Counted first: whoever sees the new generation sees the reload counted.
-  tracer.reloads_.fetch_add(1);
-  tracer.publish_config(std::move(parsed.config), "reload", /*gil_held=*/false);
-  return true;
 }
 
 }  // namespace control

@@ -1,0 +1,15 @@
+// Chooses the CPython event source by name, for the session.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tracer/backend.h"
+
+namespace pinsight {
+
+// The backend for `name` (auto, sys.monitoring, setprofile); throws
+// ActivationError when it is not available on this CPython.
+std::unique_ptr<Backend> make_backend(const std::string &name);
+
+}  // namespace pinsight

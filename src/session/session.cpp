@@ -1,0 +1,361 @@
+#include "session/session.h"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "alloc/sampler.h"
+#include "backends/factory.h"
+#include "config/config_store.h"
+#include "session/control_thread.h"
+#include "tracer/imports.h"
+
+namespace pinsight::session {
+namespace {
+
+// The process's session. Written under the GIL; the atomics are read by the
+// control thread without it.
+struct State {
+  TraceMode mode_override = TraceMode::Tracing;  // activate(mode=)
+  bool mode_override_set = false;
+  Payload payload_override = Payload::Full;  // activate(payload=)
+  bool payload_override_set = false;
+  std::string backend_name = "auto";
+  bool imports_requested = false;  // activate(events=[..., "import"])
+  bool alloc_requested = false;    // activate(events=[..., "alloc"])
+  std::atomic<bool> alloc_wanted{false};
+  std::atomic<uint64_t> alloc_interval{kDefaultAllocSampleInterval};
+  std::string lttng_error;
+  std::string refused;
+  std::mutex config_path_mutex;  // the control thread reads it (reload)
+  std::string config_path;
+  bool module_filter_given = false;
+  std::vector<std::string> module_filter;
+  std::vector<std::string> module_exclude;
+  std::atomic<bool> report_config{true};
+  std::atomic<uint64_t> reloads{0};
+  std::atomic<uint64_t> reload_errors{0};
+  // process_info's fields but the pid: a forked child emits them again, so
+  // that readers label it by its rank or command line too.
+  int mpi_rank = -1;
+  int mpi_size = -1;
+  std::string hostname, argv, python_version;
+};
+
+// Never destroyed: the control thread may still read it while the process exits.
+State &state = *new State();
+
+Tracer &tracer() { return Tracer::instance(); }
+
+std::string config_path() {
+  std::lock_guard<std::mutex> lock(state.config_path_mutex);
+  return state.config_path;
+}
+
+// `given` (an activate() argument, resolved by the Python layer), else `fallback`
+// (the configuration's); *overridden: it was given.
+template <typename T>
+T overridden_setting(const std::string &given, const char *option, T fallback,
+                     bool (*parse)(std::string_view, T *), const char *what, const char *expected,
+                     bool *overridden) {
+  *overridden = !given.empty();
+  if (given.empty()) return fallback;
+  T value = fallback;
+  if (!parse(given, &value)) {
+    throw ConfigError(std::string(option) + ": unknown " + what + " '" + given + "' (expected " +
+                      expected + ")");
+  }
+  return value;
+}
+
+// Non-empty: this CPython's internals were not verified (compat.h).
+std::string cpython_refusal() {
+#ifdef Py_GIL_DISABLED
+  constexpr bool free_threaded = true;
+#else
+  constexpr bool free_threaded = false;
+#endif
+  // The headers this build was compiled with, then the interpreter running it.
+  std::string reason = compat::unverified_cpython(PY_VERSION_HEX, free_threaded);
+  if (!reason.empty()) return reason;
+  PyObject *running = PySys_GetObject("hexversion");  // borrowed
+  unsigned long hexversion = running ? PyLong_AsUnsignedLong(running) : PY_VERSION_HEX;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    hexversion = PY_VERSION_HEX;
+  }
+  return compat::unverified_cpython(hexversion, free_threaded);
+}
+
+std::unique_ptr<Backend> installed_backend() {
+  std::unique_ptr<Backend> backend = make_backend(state.backend_name);
+  backend->install();  // throws ActivationError, e.g. no free tool id
+  return backend;
+}
+
+// Allocation sampling follows what is wanted, the mode and activation (GIL held).
+void sync_alloc() {
+  if (tracer().active() && state.alloc_wanted.load() && tracer().mode() == TraceMode::Tracing) {
+    alloc::start(state.alloc_interval.load());
+  } else if (alloc::active()) {
+    alloc::stop();
+  }
+}
+
+void set_payload(Payload payload) {
+  bool compact = payload == Payload::Compact;
+  if (emitter::compact_payload == compact) return;
+  emitter::compact_payload = compact;
+  // Names written under the other payload may be far back: write them again.
+  emitter::advance_naming_epoch();
+}
+
+// activate()'s module options, applied to every configuration before it is published.
+void apply_module_options(Config &config) {
+  if (state.module_filter_given) config.module_filter = state.module_filter;
+  for (const std::string &name : state.module_exclude) {
+    if (std::find(config.module_exclude.begin(), config.module_exclude.end(), name) ==
+        config.module_exclude.end()) {
+      config.module_exclude.push_back(name);
+    }
+  }
+}
+
+// Whether import/alloc events are on under `config` (activate or the file).
+void update_extra_events(const Config &config) {
+  bool alloc = state.alloc_requested || (config.events & kEventAlloc) != 0;
+  state.alloc_interval = config.alloc_sample_interval;
+  state.alloc_wanted = alloc;
+  tracer().set_extra_events(state.imports_requested,
+                            state.imports_requested || imports::named_by(config), alloc);
+}
+
+// Publishes a parsed configuration (control thread or activate).
+void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
+  apply_module_options(*config);
+  TraceMode config_mode = config->mode;
+  Payload config_payload = config->payload;
+  update_extra_events(*config);
+  // Parsing and RCU publication happen without the GIL; only what touches
+  // CPython takes it.
+  uint64_t generation = config_store::publish(std::move(config));
+  if (!tracer().active() || (!gil_held && compat::is_finalizing())) {
+    tracer().set_generation(generation);
+    return;
+  }
+  std::optional<control::ScopedGil> gil;
+  if (!gil_held) gil.emplace();
+  if (!tracer().active()) {
+    tracer().set_generation(generation);
+    return;
+  }
+  // Under the GIL, with the mode it brings: status() never shows the new
+  // generation with the old mode.
+  set_payload(state.payload_override_set ? state.payload_override : config_payload);
+  tracer().config_published(generation, state.mode_override_set ? state.mode_override : config_mode,
+                            reason);
+  sync_alloc();  // a reload may turn sampling on or off, or change its interval
+}
+
+void emit_process_info() {
+  char procname[17] = {};  // what LTTng's procname context reads: the thread's comm
+  if (prctl(PR_GET_NAME, procname) != 0) procname[0] = '\0';
+  const char *backend = tracer().backend_name();
+  emitter::process_info(static_cast<int>(getpid()), state.mpi_rank, state.mpi_size, state.hostname,
+                        state.argv, state.python_version, backend ? backend : "none", procname);
+}
+
+// The control thread's SIGUSR1: reload, and say once when there is nothing to
+// reload (a job script's `kill -USR1` must not pass unnoticed).
+void on_reload_signal() {
+  static bool told_nothing_to_reload = false;
+  std::string error;
+  if (!reload(&error) && !told_nothing_to_reload && config_path().empty()) {
+    told_nothing_to_reload = true;
+    std::fprintf(stderr,
+                 "pinsight-python: SIGUSR1: tracing was activated without a configuration "
+                 "file, so there is nothing to reload (said once)\n");
+  }
+}
+
+std::unique_ptr<Config> initial_config(const ActivateOptions &options) {
+  if (options.config_path.empty()) return default_config();
+  ParseResult parsed = parse_config_file(options.config_path);
+  if (!parsed.config) {
+    std::string message;
+    for (const auto &e : parsed.errors) message += (message.empty() ? "" : "\n") + e.to_string();
+    throw ConfigError(message);
+  }
+  for (const auto &warning : parsed.warnings) {
+    if (!options.report_config) break;
+    std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
+  }
+  return std::move(parsed.config);
+}
+
+}  // namespace
+
+void activate(const ActivateOptions &options) {
+  if (tracer().active()) return;
+  std::string unverified = cpython_refusal();
+  if (!unverified.empty()) {
+    // The program runs untraced; status() says why.
+    if (state.refused.empty()) {
+      std::fprintf(stderr, "pinsight-python: %s; tracing is off and the program runs untraced\n",
+                   unverified.c_str());
+    }
+    state.refused = unverified;
+    return;
+  }
+  Tracer::prepare();
+  std::unique_ptr<Config> config = initial_config(options);
+
+  // Mode and payload: the caller's, else the file's.
+  TraceMode initial = overridden_setting(
+      options.mode, "activate(mode=...)", config->mode, parse_trace_mode, "trace mode",
+      "OFF, STANDBY, MONITORING or TRACING", &state.mode_override_set);
+  state.mode_override = initial;
+  Payload payload =
+      overridden_setting(options.payload, "activate(payload=...)", config->payload, parse_payload,
+                         "payload", "full or compact", &state.payload_override_set);
+  state.payload_override = payload;
+
+  state.module_filter_given = options.module_filter_given;
+  state.module_filter = options.module_filter;
+  state.module_exclude = options.module_exclude;
+  state.report_config.store(options.report_config);
+  apply_module_options(*config);
+  state.imports_requested = options.import_events;
+  state.alloc_requested = options.alloc_events;
+  update_extra_events(*config);
+  {
+    std::lock_guard<std::mutex> lock(state.config_path_mutex);
+    state.config_path = options.config_path;
+  }
+
+  std::string lttng_error;
+  if (!emitter::load_provider(&lttng_error)) {
+    state.lttng_error = lttng_error;
+    if (initial == TraceMode::Tracing) {
+      std::fprintf(stderr, "pinsight-python: %s; tracing is off and the program runs untraced\n",
+                   lttng_error.c_str());
+      return;
+    }
+  }
+  if (initial != TraceMode::Off && state.lttng_error.empty() && !emitter::recording()) {
+    // Said once, at activation, and true then; sessions started later record the
+    // events from then on.
+    std::fprintf(stderr,
+                 "pinsight-python: tracing is active in process %d, but no LTTng session "
+                 "records python_pinsight_lttng_ust events yet: they are lost until one does "
+                 "(pinsight-python trace -- COMMAND, or lttng create; lttng enable-event -u "
+                 "'python_pinsight_lttng_ust:*'; lttng start)\n",
+                 static_cast<int>(getpid()));
+  }
+  state.backend_name = options.backend;
+  std::unique_ptr<Backend> backend;
+  if (initial != TraceMode::Off) backend = installed_backend();
+  tracer().set_hooks({&installed_backend, &sync_alloc});
+  thread_states::set_main_thread(options.main_thread_ident);
+  thread_states::set_last_thread_exit_hook(&control::program_thread_exiting);
+  uint64_t generation = config_store::publish(std::move(config));
+  set_payload(payload);
+
+  std::string version = Py_GetVersion();
+  state.mpi_rank = options.mpi_rank;
+  state.mpi_size = options.mpi_size;
+  state.hostname = options.hostname;
+  state.argv = options.argv;
+  state.python_version = version.substr(0, version.find(' '));
+  uint32_t requested =
+      (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
+  tracer().start(std::move(backend), initial, generation, requested);
+  emit_process_info();
+  emitter::mode_change(trace_mode_name(initial), "activate", generation);
+  sync_alloc();
+  control::start(&on_reload_signal);
+}
+
+void deactivate() {
+  if (!tracer().active()) return;
+  tracer().stop();
+  sync_alloc();
+}
+
+Status status() {
+  Status s;
+  const Tracer &t = tracer();
+  s.active = t.active();
+  s.refused = state.refused;
+  const char *backend = t.backend_name();
+  s.backend = backend ? backend : (t.active() ? state.backend_name : "");
+  s.mode = trace_mode_name(t.mode());
+  s.payload = emitter::compact_payload ? "compact" : "full";
+  s.lttng_available = emitter::provider_loaded();
+  s.lttng_error = state.lttng_error;
+  s.tool_id = t.tool_id();
+  if (t.requested_events() & kEventFunction) s.events.push_back("function");
+  if (t.requested_events() & kEventCCall) s.events.push_back("c_call");
+  if (t.imports_possible()) s.events.push_back("import");
+  if (state.alloc_wanted.load()) s.events.push_back("alloc");
+  s.alloc_sampling = alloc::active();
+  s.alloc_native = alloc::native_hooked();
+  s.alloc_samples = alloc::samples_taken();
+  s.config_path = config_path();
+  s.config_generation = t.generation();
+  s.events_emitted = t.events_emitted();
+  s.code_objects_live = code_registry::live_count();
+  s.code_objects_seen = code_registry::created_count();
+  s.threads_seen = t.threads_seen();
+  s.reloads = state.reloads.load();
+  s.reload_errors = state.reload_errors.load();
+  return s;
+}
+
+void set_mode(TraceMode mode, const char *reason) { tracer().set_mode(mode, reason); }
+
+bool reload(std::string *error) {
+  std::string path = config_path();
+  if (path.empty()) {
+    // Nothing to re-read: the built-in default stays in force.
+    if (error) *error = "no configuration file to reload";
+    return false;
+  }
+  ParseResult parsed = parse_config_file(path);
+  for (const auto &warning : parsed.warnings) {
+    if (!state.report_config.load()) break;
+    std::fprintf(stderr, "pinsight-python: warning: %s\n", warning.to_string().c_str());
+  }
+  if (!parsed.config) {
+    std::string message =
+        "pinsight-python: configuration reload failed; the previous "
+        "configuration stays in force:";
+    for (const auto &e : parsed.errors) message += "\n  " + e.to_string();
+    if (state.report_config.load()) std::fprintf(stderr, "%s\n", message.c_str());
+    state.reload_errors.fetch_add(1);
+    if (error) *error = message;
+    return false;
+  }
+  // Counted first: whoever sees the new generation sees the reload counted.
+  state.reloads.fetch_add(1);
+  publish_config(std::move(parsed.config), "reload", /*gil_held=*/false);
+  return true;
+}
+
+void after_fork_child() {
+  tracer().after_fork_child();
+  if (tracer().active()) {
+    emit_process_info();
+    control::start(&on_reload_signal);
+  }
+}
+
+void stop_control_thread() { control::stop(); }
+
+}  // namespace pinsight::session

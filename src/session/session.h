@@ -1,0 +1,91 @@
+// The session: the policy around the per-event tracer. activate() resolves what
+// to trace (the options Python resolved, the configuration file), loads the
+// provider, chooses the backend and starts the tracer and the control thread;
+// it publishes every configuration (activation, reload), keeps the process's
+// identity for process_info, and answers status(). The control thread only
+// signals it (reload on SIGUSR1); the tracer reaches it through TracerHooks.
+//
+// Every function here runs with the GIL held, except reload() (any thread,
+// GIL not held).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tracer/tracer.h"
+
+namespace pinsight {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Resolved by the Python layer (settings.py): defaults and environment
+// variables are looked up there, once; empty strings mean "the file's value".
+struct ActivateOptions {
+  bool function_events = true;
+  bool c_call_events = true;
+  bool import_events = false;    // also when the configuration names import
+  bool alloc_events = false;     // also when the configuration names alloc
+  std::string config_path;       // empty: the built-in default configuration
+  std::string mode;              // empty: the configuration's trace_mode
+  std::string backend = "auto";  // auto | sys.monitoring | setprofile
+  std::string payload;           // empty: the configuration's payload
+  unsigned long main_thread_ident = 0;
+  int mpi_rank = -1;
+  int mpi_size = -1;
+  std::string hostname;
+  std::string argv;
+  // modules=: replaces the configuration's module_filter; exclude=: added to its
+  // module_exclude. Both hold across reloads.
+  bool module_filter_given = false;
+  std::vector<std::string> module_filter;
+  std::vector<std::string> module_exclude;
+  // False under a supervisor (pinsight-python trace) that reports the
+  // configuration's warnings and reload errors once for the whole run.
+  bool report_config = true;
+};
+
+struct Status {
+  bool active = false;
+  std::string refused;  // why activate() refused to trace on this CPython; empty otherwise
+  std::string backend;
+  std::string mode;
+  std::string payload;
+  bool lttng_available = false;
+  std::string lttng_error;
+  int tool_id = -1;
+  std::vector<std::string> events;
+  std::string config_path;
+  uint64_t config_generation = 0;
+  uint64_t events_emitted = 0;
+  uint64_t code_objects_seen = 0;
+  size_t code_objects_live = 0;
+  int threads_seen = 0;
+  uint64_t reloads = 0;
+  uint64_t reload_errors = 0;
+  bool alloc_sampling = false;  // allocation hooks sampling now
+  bool alloc_native = false;    // the preload library's malloc hooks are in place
+  uint64_t alloc_samples = 0;
+};
+
+namespace session {
+
+// Throws ConfigError (bad configuration or option) and ActivationError.
+void activate(const ActivateOptions &options);
+void deactivate();
+Status status();
+void set_mode(TraceMode mode, const char *reason);
+// Re-reads the configuration file (SIGUSR1, the API); false with *error set
+// when there is none or it is bad (the previous configuration stays in force).
+bool reload(std::string *error);
+// In a forked child (os.register_at_fork): the tracer's part, then process_info
+// again and the child's own control thread.
+void after_fork_child();
+// Before the interpreter finalizes (atexit) and on detach.
+void stop_control_thread();
+
+}  // namespace session
+}  // namespace pinsight
