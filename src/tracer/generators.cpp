@@ -8,8 +8,6 @@
 namespace pinsight {
 namespace {
 
-GeneratorTable &table = *new GeneratorTable();  // never destroyed: callbacks may come late
-
 PyObject *dead_callback = nullptr;  // the weak references' callback, made once
 
 #if PY_VERSION_HEX >= 0x030B0000
@@ -85,14 +83,20 @@ PyObject *generator_at(const void *frame) {
 }
 
 PyObject *on_generator_dead(PyObject *, PyObject *weakref) {
-  table.generator_died(weakref);
+  generator_table().generator_died(weakref);
   Py_RETURN_NONE;
 }
 PyMethodDef dead_callback_def = {"_pinsight_generator_dead", on_generator_dead, METH_O, nullptr};
 
 }  // namespace
 
-GeneratorTable &generator_table() { return table; }
+GeneratorTable &generator_table() {
+  // Made on first use: the tracer's own static initialisation asks for it,
+  // whatever the order of the translation units. Never destroyed: callbacks
+  // may come late.
+  static GeneratorTable &table = *new GeneratorTable();
+  return table;
+}
 
 bool GeneratorTable::init(std::string *error) {
   if (!dead_callback) {
