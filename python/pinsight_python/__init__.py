@@ -119,7 +119,11 @@ def _arguments_of(pid: int) -> List[str]:
 def _command_line() -> str:
     """process_info's argv, as the user typed it, less the interpreter: `-m pytest -x`
     (sys.argv, while the .pth shim runs, has '-m' in place of the module's name);
-    multiprocessing's helpers as their parent's: `spawn worker of sim.py --steps 10`."""
+    multiprocessing's helpers as their parent's: `spawn worker of sim.py --steps 10`;
+    under `python -m pinsight_python`, the program it runs."""
+    launched = getattr(sys.modules.get(f"{__name__}._startup"), "launched_program", None)
+    if launched:
+        return " ".join(launched)
     words = list(getattr(sys, "orig_argv", [])[1:]) or _arguments_of(os.getpid())
     if not words:
         return " ".join(sys.argv)

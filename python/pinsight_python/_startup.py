@@ -423,12 +423,20 @@ def _start_tracing(chosen: Settings) -> None:
         raise SystemExit(2) from None
 
 
+# The program `python -m pinsight_python` runs, as its own command line would name it
+# (process_info's argv): the launcher and its options are not the program's.
+launched_program: Optional[List[str]] = None
+
+
 def python_m_main(argv: Sequence[str]) -> None:
     """Run the program named by argv (sys.argv[1:] of ``python -m pinsight_python``)."""
     import runpy
 
+    global launched_program
     inv = _parse(argv)
     options = inv.settings
+    launched_program = {"script": [inv.target], "module": ["-m", inv.target]}.get(
+        inv.kind, ["-c", inv.target]) + list(inv.args)
     if inv.kind == "script":
         # CPython's __file__ and code filename: absolute, but not normalised ("./").
         path = inv.target if os.path.isabs(inv.target) else os.path.join(os.getcwd(), inv.target)

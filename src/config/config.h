@@ -1,7 +1,7 @@
 // The Python domain's trace configuration: PInsight's INI format, parsed with
-// inih into an immutable Config. A Config is published by the control thread
-// (control.h) and read lock-free by the callbacks; nothing in it changes after
-// parse_config_* returns. docs/configuration.md describes the format.
+// inih into an immutable Config. A Config is published by the session
+// (config_store.h) and read lock-free by the callbacks; nothing in it changes
+// after parse_config_* returns. docs/configuration.md describes the format.
 #pragma once
 
 #include <cstdint>
@@ -111,7 +111,7 @@ struct ThreadSection {
 
 struct Config {
   std::string path;         // file it was read from; empty for the built-in default
-  uint64_t generation = 0;  // set by the publisher (control.cpp)
+  uint64_t generation = 0;  // set by the publisher (config_store.cpp)
   TraceMode mode = TraceMode::Tracing;
   Payload payload = Payload::Full;
   uint32_t events = kEventAll;  // domain default event mask

@@ -22,7 +22,7 @@ void program_thread_exiting();
 void stop();
 
 // Holds the GIL for its scope, on a thread that did not hold it: the control
-// thread with the Python thread state it keeps (control.cpp says why), any
+// thread with the Python thread state it keeps (control_thread.cpp says why), any
 // other thread through PyGILState_Ensure.
 class ScopedGil {
  public:

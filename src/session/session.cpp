@@ -163,10 +163,9 @@ void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil
   sync_alloc();  // a reload may turn sampling on or off, or change its interval
 }
 
-void emit_process_info() {
+void emit_process_info(const char *backend) {
   char procname[17] = {};  // what LTTng's procname context reads: the thread's comm
   if (prctl(PR_GET_NAME, procname) != 0) procname[0] = '\0';
-  const char *backend = tracer().backend_name();
   emitter::process_info(static_cast<int>(getpid()), state.mpi_rank, state.mpi_size, state.hostname,
                         state.argv, state.python_version, backend ? backend : "none", procname);
 }
@@ -275,9 +274,10 @@ void activate(const ActivateOptions &options) {
   state.python_version = version.substr(0, version.find(' '));
   uint32_t requested =
       (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
-  tracer().start(std::move(backend), initial, generation, requested);
-  emit_process_info();
+  // process_info first of all the process's events: readers label it by it.
+  emit_process_info(backend ? backend->name() : nullptr);
   emitter::mode_change(trace_mode_name(initial), "activate", generation);
+  tracer().start(std::move(backend), initial, generation, requested);
   sync_alloc();
   control::start(&on_reload_signal);
 }
@@ -351,7 +351,7 @@ bool reload(std::string *error) {
 void after_fork_child() {
   tracer().after_fork_child();
   if (tracer().active()) {
-    emit_process_info();
+    emit_process_info(tracer().backend_name());
     control::start(&on_reload_signal);
   }
 }
