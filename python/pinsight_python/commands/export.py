@@ -1,0 +1,39 @@
+"""``pinsight-python export``: a trace converted for other viewers (Chrome trace-event
+JSON for Perfetto UI)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._views import add_filter_arguments, add_trace_arguments, check_output, filters, warn_discards
+from .exit_status import EXIT_OK
+
+HELP = "convert a trace (Chrome trace-event JSON for Perfetto UI)"
+EXAMPLES = ("pinsight-python export -o sim.json sim-trace   # open in https://ui.perfetto.dev",
+            "pinsight-python export -o - sim-trace | gzip > sim.json.gz")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from ..export import FORMATS
+
+    add_trace_arguments(parser)
+    parser.add_argument("--format", choices=FORMATS, default="chrome",
+                        help="chrome: Chrome trace-event JSON for Perfetto UI and "
+                        "chrome://tracing (default)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="the file to write ('-': stdout)")
+    add_filter_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..export import export_chrome
+
+    check_output(args.output)
+    trace = export_chrome(args.trace_dir, args.output, progress=args.progress,
+                          filters=filters(args))
+    warn_discards(trace)
+    if args.output != "-":
+        print(f"wrote {args.output}: {trace.raw['chrome_events']:,} trace events from "
+              f"{trace.events:,} events read in {', '.join(args.trace_dir)}", file=sys.stderr)
+    return EXIT_OK
