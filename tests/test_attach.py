@@ -21,7 +21,7 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import pytest
 
-from pinsight_python.commands import attach
+from pinsight_python import attach
 
 from .test_tracecompass import (
     CALLSTACK_ID,
@@ -378,7 +378,7 @@ def test_yama_ptrace_scope(tmp: Path) -> None:
     assert "ptrace is disabled" in attach.yama_refusal(1, str(scope))
     # Without CAP_SYS_PTRACE, scope 1 allows descendants only and scope 2 nobody.
     check = (
-        "import sys; from pinsight_python.commands import attach as a; "
+        "import sys; from pinsight_python import attach as a; "
         f"open({str(scope)!r}, 'w').write(sys.argv[1]); "
         "print(a.yama_refusal(1, " + repr(str(scope)) + ") or 'allowed')"
     )

@@ -423,46 +423,6 @@ def _start_tracing(chosen: Settings) -> None:
         raise SystemExit(2) from None
 
 
-def _run_script(inv: _Invocation, options: _settings.Settings) -> None:
-    """``python -m pinsight_python script.py ...``: a file, a directory or a zip file."""
-    import runpy
-
-    # CPython's __file__ and code filename: absolute, but not normalised ("./").
-    path = inv.target if os.path.isabs(inv.target) else os.path.join(os.getcwd(), inv.target)
-    runs_directory = os.path.isdir(path) or _is_zipfile(path)
-    if not runs_directory:
-        try:
-            code, loader = _load_script(path)
-        except OSError as e:
-            # CPython's own message and status for a script it cannot open.
-            sys.stderr.write(
-                f"{_program_name()}: can't open file {path!r}: [Errno {e.errno}] {e.strerror}\n"
-            )
-            raise SystemExit(2) from None
-        except (SyntaxError, ValueError) as e:
-            # Reported as CPython reports it: the error alone, no traceback.
-            _hide_own_frames_on_report(e, None)
-            raise
-    # sys.argv first: activation records it (process_info).
-    sys.argv[:] = [inv.target, *inv.args]
-    _start_tracing(options)
-    if runs_directory:
-        # A directory or zip file with __main__.py: CPython puts it first on
-        # sys.path and runs its __main__ module.
-        if not getattr(sys.flags, "safe_path", False):
-            sys.path[0] = path
-        _fresh_main_namespace()
-        _run_guarded(lambda: runpy._run_module_as_main("__main__", alter_argv=False))  # type: ignore[attr-defined]
-        return
-    if not getattr(sys.flags, "safe_path", False):
-        # As CPython: the script's own directory, symbolic links resolved, instead
-        # of the working directory `python -m` put there.
-        sys.path[0] = os.path.dirname(os.path.realpath(path))
-    namespace = _fresh_main_namespace()
-    namespace.update(__file__=path, __cached__=None, __loader__=loader)
-    _run_guarded(lambda: exec(code, namespace))
-
-
 # The program `python -m pinsight_python` runs, as its own command line would name it
 # (process_info's argv): the launcher and its options are not the program's.
 launched_program: Optional[List[str]] = None
@@ -478,7 +438,40 @@ def python_m_main(argv: Sequence[str]) -> None:
     launched_program = {"script": [inv.target], "module": ["-m", inv.target]}.get(
         inv.kind, ["-c", inv.target]) + list(inv.args)
     if inv.kind == "script":
-        _run_script(inv, options)
+        # CPython's __file__ and code filename: absolute, but not normalised ("./").
+        path = inv.target if os.path.isabs(inv.target) else os.path.join(os.getcwd(), inv.target)
+        runs_directory = os.path.isdir(path) or _is_zipfile(path)
+        if not runs_directory:
+            try:
+                code, loader = _load_script(path)
+            except OSError as e:
+                # CPython's own message and status for a script it cannot open.
+                sys.stderr.write(
+                    f"{_program_name()}: can't open file {path!r}: [Errno {e.errno}] {e.strerror}\n"
+                )
+                raise SystemExit(2) from None
+            except (SyntaxError, ValueError) as e:
+                # Reported as CPython reports it: the error alone, no traceback.
+                _hide_own_frames_on_report(e, None)
+                raise
+        # sys.argv first: activation records it (process_info).
+        sys.argv[:] = [inv.target, *inv.args]
+        _start_tracing(options)
+        if runs_directory:
+            # A directory or zip file with __main__.py: CPython puts it first on
+            # sys.path and runs its __main__ module.
+            if not getattr(sys.flags, "safe_path", False):
+                sys.path[0] = path
+            _fresh_main_namespace()
+            _run_guarded(lambda: runpy._run_module_as_main("__main__", alter_argv=False))  # type: ignore[attr-defined]
+            return
+        if not getattr(sys.flags, "safe_path", False):
+            # As CPython: the script's own directory, symbolic links resolved, instead
+            # of the working directory `python -m` put there.
+            sys.path[0] = os.path.dirname(os.path.realpath(path))
+        namespace = _fresh_main_namespace()
+        namespace.update(__file__=path, __cached__=None, __loader__=loader)
+        _run_guarded(lambda: exec(code, namespace))
     elif inv.kind == "module":
         # runpy's own entry point for `python -m`, so that the program sees what it
         # would (sys.argv[0] = the module's file, __spec__) and tracebacks start the same.

@@ -176,31 +176,6 @@ def _port(text: str, what: str) -> int:
     return int(text)
 
 
-def _bracketed_host(rest: str) -> Tuple[str, List[str]]:
-    """``[IPV6]:CTRL:DATA`` -> ("[IPV6]", port texts)."""
-    end = rest.find("]")
-    if end < 0:
-        raise ValueError("'[' without ']' around the IPv6 address")
-    host, ports_text = rest[1:end], rest[end + 1 :]
-    if not _IPV6.fullmatch(host) or ":" not in host:
-        raise ValueError(f"{host!r} is not an IPv6 address")
-    if ports_text and not ports_text.startswith(":"):
-        raise ValueError(f"unexpected {ports_text!r} after the address")
-    return f"[{host}]", ports_text[1:].split(":") if ports_text else []
-
-
-def _plain_host(rest: str) -> Tuple[str, List[str]]:
-    """``HOST:CTRL:DATA`` -> (HOST, port texts)."""
-    host, *ports = rest.split(":")
-    if "::" in rest or (len(ports) > 2 and _IPV6.fullmatch(rest)):
-        raise ValueError("an IPv6 address goes in brackets: [ADDRESS]")
-    if len(ports) > 2:
-        raise ValueError("too many ':' (HOST, then at most a control and a data port)")
-    if not _HOSTNAME.fullmatch(host):
-        raise ValueError(f"{host!r} is not a host name or address")
-    return host, ports
-
-
 def parse_relayd(spec: str) -> Tuple[str, int, int]:
     """``HOST[:CTRL_PORT[:DATA_PORT]]`` -> (host, control port, data port).
 
@@ -216,7 +191,25 @@ def parse_relayd(spec: str) -> Tuple[str, int, int]:
             break
     if not rest:
         raise ValueError("no host given")
-    host, ports = _bracketed_host(rest) if rest.startswith("[") else _plain_host(rest)
+    if rest.startswith("["):
+        end = rest.find("]")
+        if end < 0:
+            raise ValueError("'[' without ']' around the IPv6 address")
+        host, ports_text = rest[1:end], rest[end + 1 :]
+        if not _IPV6.fullmatch(host) or ":" not in host:
+            raise ValueError(f"{host!r} is not an IPv6 address")
+        host = f"[{host}]"
+        if ports_text and not ports_text.startswith(":"):
+            raise ValueError(f"unexpected {ports_text!r} after the address")
+        ports = ports_text[1:].split(":") if ports_text else []
+    else:
+        host, *ports = rest.split(":")
+        if "::" in rest or (len(ports) > 2 and _IPV6.fullmatch(rest)):
+            raise ValueError("an IPv6 address goes in brackets: [ADDRESS]")
+        if len(ports) > 2:
+            raise ValueError("too many ':' (HOST, then at most a control and a data port)")
+        if not _HOSTNAME.fullmatch(host):
+            raise ValueError(f"{host!r} is not a host name or address")
     if len(ports) > 2:
         raise ValueError("too many ports (at most a control and a data port)")
     ctrl = _port(ports[0], "control port") if ports else RELAYD_CTRL_PORT

@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import _remote, _startup, lttng, settings
-from . import trace as trace_cmd
-from .exit_status import EXIT_FAILED, EXIT_USAGE
+from . import _remote, _startup, lttng, settings, trace_cmd
 
 ATTACH_HELP = "trace a running Python process (no restart): activate tracing inside it"
 DETACH_HELP = "stop tracing inside a running Python process that attach activated"
 
+EXIT_FAILED = 1
+EXIT_USAGE = 2
 DEFAULT_TIMEOUT = 30.0
 GDB_TIMEOUT = 60.0
 PROBE_TIMEOUT = 60.0

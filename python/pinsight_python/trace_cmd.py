@@ -34,14 +34,17 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from .. import _run, _startup, lttng
-from .. import settings as _settings
-from .exit_status import EXIT_FAILED, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, signalled
+from . import _run, _startup, lttng
+from . import settings as _settings
 
 TRACE_HELP = "run a command with Python tracing in a new LTTng session"
 STARTUP_FILE_HELP = "print the path of activate.py, the file to name in PYTHONSTARTUP"
 PROG = "pinsight-python trace"
 
+EXIT_FAILED = 1  # LTTng could not be set up; nothing was run
+EXIT_USAGE = 2
+EXIT_NOT_EXECUTABLE = 126  # the shell's numbers for a command that cannot run
+EXIT_NOT_FOUND = 127
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel (the terminal) sent (Linux)
 # Relayed to the command: what job schedulers and users send to end a job.
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -235,7 +238,7 @@ def _default_output() -> Path:
 
 def check_configuration(path: str) -> List[str]:
     """The configuration's warnings; _Refused with its errors (file:line: message)."""
-    from .. import _pinsight_python as core
+    from . import _pinsight_python as core
 
     try:
         return list(core.check_config(path))
@@ -250,11 +253,12 @@ def _configuration_in_force(
     or the one named is refused already)."""
     if args.config is not None or os.environ.get(_settings.ENV_CONFIG, "").strip():
         return chosen.config
-    found = _settings.activation_config("", {})  # the working directory's, as activate()'s
-    return os.path.abspath(found) if found else None
+    if os.path.lexists("pinsight_trace_config.txt"):
+        return os.path.abspath("pinsight_trace_config.txt")
+    return None
 
 
-def _plan(args: argparse.Namespace) -> _Plan:  # noqa: C901, PLR0912, PLR0915 (to split)
+def _plan(args: argparse.Namespace) -> _Plan:
     """Checks everything; raises _Refused with every error found."""
     errors: List[str] = []
     command = list(args.command_argv)
@@ -293,7 +297,7 @@ def _plan(args: argparse.Namespace) -> _Plan:  # noqa: C901, PLR0912, PLR0915 (t
     if config is not None:
         try:
             if config != chosen.config:
-                _settings.check_config_path(config, f"./{_settings.DEFAULT_CONFIG_FILE}")
+                _settings.check_config_path(config, "./pinsight_trace_config.txt")
             warnings = check_configuration(config)
         except _settings.SettingsError as e:
             errors.append(str(e))
@@ -570,7 +574,7 @@ def _exit_status(returncode: int) -> int:
     except ValueError:
         name = ""
     _note(f"the command was killed by signal {signo}{name}")
-    return signalled(signo)
+    return 128 + signo
 
 
 def run_trace(args: argparse.Namespace) -> int:
@@ -589,7 +593,7 @@ def run_trace(args: argparse.Namespace) -> int:
             signal.signal(signo, handler)
 
 
-def _run_trace(  # noqa: C901, PLR0912, PLR0915 (a run's steps and outcomes; to split)
+def _run_trace(
     args: argparse.Namespace, noted: List[int], handlers: Dict[signal.Signals, Any]
 ) -> int:
     try:
@@ -646,14 +650,14 @@ def _run_trace(  # noqa: C901, PLR0912, PLR0915 (a run's steps and outcomes; to 
                 assert supervisor.stop_signal is not None
                 name = signal.Signals(supervisor.stop_signal).name
                 _note(f"{name} received before the command started: it was not started")
-                status = signalled(supervisor.stop_signal)
+                status = 128 + supervisor.stop_signal
             else:
                 status = _exit_status(supervisor.wait())
                 if supervisor.stopped_by is not None:
                     # What the signal did not end yet (ranks mpirun left behind,
                     # re-parented children) goes too; trace says how it was stopped.
                     _run.end_processes(marker.encode(), supervisor.stopped_by)
-                    status = signalled(supervisor.stopped_by)
+                    status = 128 + supervisor.stopped_by
     finally:
         # Stopping waits until LTTng has written every buffered event; after a
         # failure above, the session still must not outlive us.
@@ -780,6 +784,6 @@ def _destroy(session: lttng.Session) -> None:
 
 def summarize(trace_dir: Path) -> List[str]:
     """The end-of-run summary, computed by the trace reader (summary.py)."""
-    from ..summary import summarize as read_summary
+    from .summary import summarize as read_summary
 
     return read_summary(trace_dir)

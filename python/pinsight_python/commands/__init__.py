@@ -1,2 +1,0 @@
-"""The subcommands of ``pinsight-python``, one module each; :mod:`pinsight_python.cli`
-assembles them into the command."""
