@@ -246,7 +246,7 @@ class _Keeper:
 
 
 def main(argv: List[str]) -> int:
-    """The keeper: ``main([SESSION, RUN_DIR, PARENT_PID, MARKER])`` (trace_cmd starts it)."""
+    """The keeper: ``main([SESSION, RUN_DIR, PARENT_PID, MARKER])`` (trace starts it)."""
     session, run_dir, parent, marker = argv
     # trace's terminal and job-control signals are not ours.
     for signo in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):

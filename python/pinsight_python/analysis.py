@@ -51,7 +51,7 @@ class TraceReadError(Exception):
 
 
 # Beside a trace made by ``pinsight-python trace``: processes that recorded no
-# events (the same name as trace_cmd.UNRECORDED_FILE, which imports this module late).
+# events (commands/trace.py writes it, report reads it).
 UNRECORDED_FILE = "pinsight-python-unrecorded.txt"
 
 
