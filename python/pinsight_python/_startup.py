@@ -229,18 +229,13 @@ examples:
 
 def version_text() -> str:
     """``pinsight-python VERSION (CPython X.Y.Z)``: what ``--version`` prints."""
-    try:
-        from importlib.metadata import version
+    from . import __version__
 
-        ours = version("pinsight-python")
-    except Exception:  # not installed as a distribution (a source tree on sys.path)
-        ours = "(unknown version)"
-    return f"pinsight-python {ours} (CPython {sys.version.split()[0]})"
+    return f"pinsight-python {__version__} (CPython {sys.version.split()[0]})"
 
 
 def add_version_argument(parser: argparse.ArgumentParser) -> None:
-    """``--version``; the version is looked up only when asked for (importlib.metadata
-    is slow to import, and the program would see its modules)."""
+    """``--version``, printing :func:`version_text`."""
     import argparse
 
     class Version(argparse.Action):
