@@ -160,8 +160,13 @@ def _check_process(pid: int) -> Tuple[str, Dict[str, str]]:
     refusal = yama_refusal(pid)
     if refusal:
         raise AttachError(f"process {pid}: {refusal}")
+    return _executable(pid), status
+
+
+def _executable(pid: int) -> str:
+    """/proc/PID/exe; AttachError when we may not read it (nor ptrace the process)."""
     try:
-        exe = os.readlink(f"/proc/{pid}/exe")
+        return os.readlink(f"/proc/{pid}/exe")
     except PermissionError:
         raise AttachError(
             f"process {pid}: not permitted to inspect it (/proc/{pid}/exe): ptrace would be "
@@ -169,7 +174,6 @@ def _check_process(pid: int) -> Tuple[str, Dict[str, str]]:
         ) from None
     except FileNotFoundError:
         raise AttachError(f"process {pid} has exited, or is a kernel thread") from None
-    return exe, status
 
 
 def _libpython(pid: int) -> Optional[Tuple[str, Tuple[int, int]]]:
