@@ -82,7 +82,7 @@ def main() -> int:
                         help="alloc_sample_interval for the alloc runs (default: 512KiB)")
     args = parser.parse_args()
     from pinsight_python import lttng
-    from pinsight_python.trace_cmd import alloc_preload_library
+    from pinsight_python.commands.trace import alloc_preload_library
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

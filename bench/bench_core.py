@@ -293,7 +293,6 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="rounds; the minimum is kept")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     args = parser.parse_args()
-    from pinsight_python import lttng
 
     configs = list(SETUP)
     try:
@@ -306,21 +305,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         build_reftracer(tmp)
-        runs: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
-        events: Dict[str, int] = {}
-        for round_ in range(args.repeat):
-            # One session per round: the traced runs' data is dropped after it.
-            trace = tmp / f"trace-{round_}"
-            with lttng.Session(trace, track_vgid=GID):
-                for workload in workloads:
-                    for config in configs:
-                        seconds, n = run_one(workload, config, tmp)
-                        runs[(workload, config)].append(seconds)
-                        if config in OURS:
-                            events[workload] = n
-            shutil.rmtree(trace, ignore_errors=True)
-        best = {key: min(values) for key, values in runs.items()}
-
+        best, events = time_rounds(workloads, configs, args.repeat, tmp)
         sizes: Dict[Tuple[str, str], Tuple[int, int, int, int]] = {}
         for workload in workloads:
             code = BYTES_RUNNER.format(workload=WORKLOADS[workload])
@@ -329,10 +314,44 @@ def main() -> int:
         discards = {p: traced_once(THREADED, p, tmp, "fib4")[3] for p in OURS}
     print(f"load average after: {load_average()}")
 
-    shown = configs[1:]
+    print_costs(workloads, configs[1:], best, events, args.repeat)
+    print_sizes(workloads, sizes, discards)
+    return 0
+
+
+def time_rounds(
+    workloads: List[str], configs: List[str], repeat: int, tmp: Path
+) -> Tuple[Dict[Tuple[str, str], float], Dict[str, int]]:
+    """(the best time of each (workload, config), the events each workload emits),
+    over interleaved rounds."""
+    from pinsight_python import lttng
+
+    runs: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
+    events: Dict[str, int] = {}
+    for round_ in range(repeat):
+        # One session per round: the traced runs' data is dropped after it.
+        trace = tmp / f"trace-{round_}"
+        with lttng.Session(trace, track_vgid=GID):
+            for workload in workloads:
+                for config in configs:
+                    seconds, n = run_one(workload, config, tmp)
+                    runs[(workload, config)].append(seconds)
+                    if config in OURS:
+                        events[workload] = n
+        shutil.rmtree(trace, ignore_errors=True)
+    return {key: min(values) for key, values in runs.items()}, events
+
+
+def print_costs(
+    workloads: List[str],
+    shown: List[str],
+    best: Dict[Tuple[str, str], float],
+    events: Dict[str, int],
+    repeat: int,
+) -> None:
     print(
         f"\nns per event = (time - untraced) / events emitted by pinsight-python;"
-        f" min of {args.repeat} interleaved rounds\n"
+        f" min of {repeat} interleaved rounds\n"
     )
     print(f"| workload | events | {' | '.join(shown)} |")
     print(f"|---|---:|{'---:|' * len(shown)}")
@@ -349,6 +368,13 @@ def main() -> int:
         ref = best[(workload, "reference")] - base
         ratios = [(best[(workload, c)] - base) / ref for c in ("full", "compact", "int-floor")]
         print(f"| {workload} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
+
+
+def print_sizes(
+    workloads: List[str],
+    sizes: Dict[Tuple[str, str], Tuple[int, int, int, int]],
+    discards: Dict[str, int],
+) -> None:
     print("\nbytes per event with trace's defaults (target: compact <= 45, full <= 90)\n")
     print("| workload | full B/event | compact B/event | compact names events |")
     print("|---|---:|---:|---:|")
@@ -363,7 +389,6 @@ def main() -> int:
         "\ndiscarded events, fib(25) on 4 threads, trace's default channel: "
         + ", ".join(f"{p} {n:,}" for p, n in discards.items())
     )
-    return 0
 
 
 if __name__ == "__main__":

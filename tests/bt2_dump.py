@@ -12,7 +12,8 @@ import sys
 import bt2
 
 
-def _value(field):
+# A flat dispatch on the field's class, one return per class: a table would hide it.
+def _value(field):  # noqa: PLR0911
     if isinstance(field, bt2._EnumerationFieldConst):
         labels = field.labels
         return labels[0] if labels else int(field)

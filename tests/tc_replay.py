@@ -385,6 +385,19 @@ class StateProvider:
         return raw
 
 
+def _the_state_value(change: ET.Element) -> ET.Element:
+    """The one stateValue of a state change, if this replay supports it (Unsupported)."""
+    if change.find("futureTime") is not None:
+        raise Unsupported("futureTime")
+    values = change.findall("stateValue")
+    if len(values) != 1:
+        raise Unsupported(f"state change with {len(values)} stateValue")
+    for unsupported in ("increment", "update", "mappingGroup"):
+        if values[0].get(unsupported):
+            raise Unsupported(f"stateValue {unsupported}")
+    return values[0]
+
+
 class Replay:
     """Runs one state provider over events and keeps the resulting state system."""
 
@@ -415,15 +428,7 @@ class Replay:
             if branch is not None:
                 self.apply(branch, event)
             return
-        if change.find("futureTime") is not None:
-            raise Unsupported("futureTime")
-        values = change.findall("stateValue")
-        if len(values) != 1:
-            raise Unsupported(f"state change with {len(values)} stateValue")
-        value_el = values[0]
-        for unsupported in ("increment", "update", "mappingGroup"):
-            if value_el.get(unsupported):
-                raise Unsupported(f"stateValue {unsupported}")
+        value_el = _the_state_value(change)
         quark = self.path(change.findall("stateAttribute"), event)
         if quark == INVALID:
             self.diagnostics.dropped_changes[event.name] += 1

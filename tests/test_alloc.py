@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from pinsight_python.trace_cmd import alloc_preload_library
+from pinsight_python.commands.trace import alloc_preload_library
 
 from .tracing import Run, Tracer
 

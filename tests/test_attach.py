@@ -21,7 +21,7 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import pytest
 
-from pinsight_python import attach
+from pinsight_python import injection
 
 from .test_tracecompass import (
     CALLSTACK_ID,
@@ -373,12 +373,12 @@ def test_refuses_another_users_process_without_cap_sys_ptrace() -> None:
 def test_yama_ptrace_scope(tmp: Path) -> None:
     scope = tmp / "ptrace_scope"
     scope.write_text("0\n")
-    assert attach.yama_refusal(1, str(scope)) == ""
+    assert injection.yama_refusal(1, str(scope)) == ""
     scope.write_text("3\n")
-    assert "ptrace is disabled" in attach.yama_refusal(1, str(scope))
+    assert "ptrace is disabled" in injection.yama_refusal(1, str(scope))
     # Without CAP_SYS_PTRACE, scope 1 allows descendants only and scope 2 nobody.
     check = (
-        "import sys; from pinsight_python import attach as a; "
+        "import sys; from pinsight_python import injection as a; "
         f"open({str(scope)!r}, 'w').write(sys.argv[1]); "
         "print(a.yama_refusal(1, " + repr(str(scope)) + ") or 'allowed')"
     )
@@ -415,10 +415,10 @@ def test_refuses_unsupported_versions(tmp: Path) -> None:
     finally:
         program.finish()
     # 3.14+ (sys.remote_exec) and free-threaded builds cannot be had here.
-    with pytest.raises(attach.AttachError, match=r"3\.14 and later would use sys\.remote_exec"):
-        attach.check_version(1, (3, 14), free_threaded=False)
-    with pytest.raises(attach.AttachError, match="free-threaded"):
-        attach.check_version(1, (3, 13), free_threaded=True)
+    with pytest.raises(injection.AttachError, match=r"3\.14 and later would use sys\.remote_exec"):
+        injection.check_version(1, (3, 14), free_threaded=False)
+    with pytest.raises(injection.AttachError, match="free-threaded"):
+        injection.check_version(1, (3, 13), free_threaded=True)
 
 
 def test_bad_arguments() -> None:

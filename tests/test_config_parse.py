@@ -13,8 +13,10 @@ at most max_num_traces of them, per function and per thread.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
+import re
 import textwrap
 from pathlib import Path
 from typing import Any, Dict, List
@@ -1750,9 +1752,52 @@ def test_example_full_featured() -> None:
 # ---------------------------------------------------------------------------
 # Garbage in: errors or warnings, never a crash
 
+KNOWN_EVENTS = {*ALL_EVENTS, "pysysmon_import", "alloc"}
+MODE_NAMES = {"OFF", "STANDBY", "MONITORING", "TRACING"}
+MODULE_NAME = re.compile(r"[^\W.][\w]*(\.[^\W.][\w]*)*")
+# Every error says what is wrong in one of these ways (what it expected, what it does
+# not know, what is missing, unexpected or not valid).
+SAYS_WHAT_IS_WRONG = re.compile(r"expected|unknown|missing|unterminated|not valid")
 
-def test_fuzz_random_bytes_and_truncations() -> None:
-    rng = random.Random(20240605)
+
+def diagnostic_lines(lines: List[str], name: str, text: str) -> None:
+    """Each line names the file and a line of it, then what is wrong there."""
+    last_line = text.count("\n") + 1
+    for line in lines:
+        m = re.fullmatch(re.escape(name) + r":(\d+): (.+)", line)
+        assert m, f"not FILE:LINE: MESSAGE: {line!r}"
+        assert 1 <= int(m.group(1)) <= last_line, f"line out of the file's range: {line!r}"
+
+
+def check_parsed(config: Dict[str, Any], name: str, text: str) -> None:
+    """What a parsed configuration must satisfy, whatever the text was."""
+    assert config["path"] == name
+    assert config["mode"] in MODE_NAMES
+    assert set(config["events"]) <= KNOWN_EVENTS
+    assert set(config["events_possible"]) <= KNOWN_EVENTS
+    assert config["payload"] in {"full", "compact"}
+    assert config["alloc_sample_interval"] > 0
+    for module in config["module_filter"] + config["module_exclude"]:
+        assert MODULE_NAME.fullmatch(module), module
+    assert config["threads"] is None or all(0 <= lo <= hi for lo, hi in config["threads"])
+    diagnostic_lines(config["warnings"], name, text)
+    for lexgion in config["lexgions"]:
+        result = native._lexgion_simulate_detail(
+            text, lexgion["qualname"], "/x/" + (lexgion["file"] or "m.py"), "m", 1, 30
+        )
+        assert all(0 <= i < 30 for i in result["traced"])
+
+
+def check_refused(error: ValueError, name: str, text: str) -> None:
+    lines = str(error).splitlines()
+    assert lines, "an error without a message"
+    diagnostic_lines(lines, name, text)
+    for line in lines:
+        assert SAYS_WHAT_IS_WRONG.search(line.split(": ", 1)[1]), line
+
+
+def fuzz_cases(rng: random.Random) -> List[bytes]:
+    """Truncations and random edits of every configuration we have, and random bytes."""
     corpus = [p.read_bytes() for p in sorted(TEST_CONFIGS.glob("*.txt"))]
     corpus += [p.read_bytes() for p in sorted(EXAMPLE_CONFIGS.glob("*.txt"))]
     corpus.append(textwrap.dedent(PER_THREAD_WORKERS).encode())
@@ -1760,52 +1805,67 @@ def test_fuzz_random_bytes_and_truncations() -> None:
     alphabet = b"[]():,=#;.-*\n\t 0123456789abcxyzPythonLexgiondefault\\\x00\xff\xc3\xa9"
     cases: List[bytes] = []
     for source in corpus:
-        for cut in range(0, len(source), max(1, len(source) // 40)):
-            cases.append(source[:cut])
-        for _ in range(40):
-            data = bytearray(source)
-            for _ in range(rng.randint(1, 8)):
-                if not data:
-                    break
-                at = rng.randrange(len(data))
-                choice = rng.random()
-                if choice < 0.4:
-                    data[at] = rng.choice(alphabet)
-                elif choice < 0.7:
-                    del data[at : at + rng.randint(1, 20)]
-                else:
-                    data[at:at] = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
-            cases.append(bytes(data))
+        cases += [source[:cut] for cut in range(0, len(source), max(1, len(source) // 40))]
+        cases += [mutated(source, rng, alphabet) for _ in range(40)]
     for _ in range(300):
         cases.append(bytes(rng.randrange(256) for _ in range(rng.randint(0, 600))))
         cases.append(bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 600))))
-    parsed = 0
-    for data in cases:
+    return cases
+
+
+def mutated(source: bytes, rng: random.Random, alphabet: bytes) -> bytes:
+    """1 to 8 random edits: a byte replaced, a run deleted, a run inserted."""
+    data = bytearray(source)
+    for _ in range(rng.randint(1, 8)):
+        if not data:
+            break
+        at = rng.randrange(len(data))
+        choice = rng.random()
+        if choice < 0.4:
+            data[at] = rng.choice(alphabet)
+        elif choice < 0.7:
+            del data[at : at + rng.randint(1, 20)]
+        else:
+            data[at:at] = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
+    return bytes(data)
+
+
+def test_fuzz_random_bytes_and_truncations() -> None:
+    outcomes = collections.Counter()
+    for data in fuzz_cases(random.Random(20240605)):
         text = data.decode("utf-8", "replace")
         try:
             config = native._parse_config_string(text, "fuzz.txt")
         except ValueError as error:
-            assert all(line.startswith("fuzz.txt") for line in str(error).splitlines())
-            continue
-        parsed += 1
-        assert config["mode"] in {"OFF", "STANDBY", "MONITORING", "TRACING"}
-        for lexgion in config["lexgions"]:
-            result = native._lexgion_simulate_detail(
-                text, lexgion["qualname"], "/x/" + (lexgion["file"] or "m.py"), "m", 1, 30
-            )
-            assert all(0 <= i < 30 for i in result["traced"])
-    assert parsed > 100
+            check_refused(error, "fuzz.txt", text)
+            outcomes["refused"] += 1
+        else:
+            check_parsed(config, "fuzz.txt", text)
+            outcomes["parsed"] += 1
+    # Both paths are exercised, each on many cases.
+    assert outcomes["parsed"] > 100 and outcomes["refused"] > 100, outcomes
 
 
 def test_fuzz_raw_bytes_files(tmp_path: Path) -> None:
     rng = random.Random(7)
     path = tmp_path / "garbage.txt"
+    outcomes = collections.Counter()
     for _ in range(200):
-        path.write_bytes(bytes(rng.randrange(256) for _ in range(rng.randint(0, 2000))))
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 2000)))
+        path.write_bytes(data)
+        # What the parser sees of the bytes, for the range of line numbers.
+        text = data.decode("utf-8", "replace")
         try:
-            native._parse_config(str(path))
+            config = native._parse_config(str(path))
         except ValueError as error:
-            assert str(error).startswith(str(path))
+            check_refused(error, str(path), text)
+            outcomes["refused"] += 1
+        else:
+            check_parsed(config, str(path), text)
+            outcomes["parsed"] += 1
+    # Random bytes hold a NUL or a control character all but always: refused; the
+    # empty file (length 0) parses.
+    assert outcomes["refused"] > 150, outcomes
 
 
 def test_product_module_has_no_test_hooks(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import sys
 import sysconfig
 import textwrap
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 import pytest
 
@@ -126,6 +126,37 @@ t.join()
 """
 
 
+def check_team(trace: Trace, kernel: str, n: int, team: Dict[int, List[Event]], pid: int,
+               caller_vtid: int, python_vtids: Set[int]) -> None:
+    """One region's events per OpenMP thread: its chunks (schedule(static, 1)), all in
+    the program's process, each thread on one vtid: the caller's for the master, for
+    the others a worker of the OpenMP runtime that runs no Python code."""
+    nchunks = math.ceil(n / CHUNK)
+    for t, events in team.items():
+        mine = list(range(t, nchunks, OMP_THREADS))  # schedule(static, 1)
+        assert [e.short for e in events] == (
+            ["region_begin"] + ["chunk"] * len(mine) + ["region_end"]
+        ), f"{kernel} thread {t}"
+        assert [e.fields["lo"] for e in events[1:-1]] == [c * CHUNK for c in mine]
+        assert [e.fields["hi"] for e in events[1:-1]] == [min((c + 1) * CHUNK, n) for c in mine]
+        assert all(e.fields["num_threads"] == OMP_THREADS for e in (events[0], events[-1]))
+        assert {e.ctx["vpid"] for e in events} == {pid}
+        vtids = {e.ctx["vtid"] for e in events}
+        assert len(vtids) == 1, f"{kernel} thread {t} on vtids {vtids}"
+        if t == 0:
+            # The master of the team is the Python thread that made the call.
+            assert vtids == {caller_vtid}
+        else:
+            # A worker thread of the OpenMP runtime, which runs no Python code.
+            assert not vtids & python_vtids
+            (worker,) = vtids
+            assert not [
+                x
+                for x in trace.events
+                if x.ctx["vtid"] == worker and x.name.startswith(lttng.PROVIDER)
+            ]
+
+
 def test_openmp_regions_inside_the_python_call(tracer: Tracer, omp_kernel_dir: Path) -> None:
     run = tracer.run(
         OMP_PROGRAM.format(kernel_dir=str(omp_kernel_dir)),
@@ -175,33 +206,10 @@ def test_openmp_regions_inside_the_python_call(tracer: Tracer, omp_kernel_dir: P
         assert len(ids) == 1, f"{kernel} at {begin.ts}: regions {ids}"
         region_ids |= ids
         assert {e.fields["kernel"] for e in inside} == {kernel}
-        nchunks = math.ceil(n / CHUNK)
         by_thread: Dict[int, List[Event]] = {t: [] for t in range(OMP_THREADS)}
         for e in inside:
             by_thread[e.fields["thread_num"]].append(e)
-        for t, events in by_thread.items():
-            mine = list(range(t, nchunks, OMP_THREADS))  # schedule(static, 1)
-            assert [e.short for e in events] == (
-                ["region_begin"] + ["chunk"] * len(mine) + ["region_end"]
-            ), f"{kernel} thread {t}"
-            assert [e.fields["lo"] for e in events[1:-1]] == [c * CHUNK for c in mine]
-            assert [e.fields["hi"] for e in events[1:-1]] == [min((c + 1) * CHUNK, n) for c in mine]
-            assert all(e.fields["num_threads"] == OMP_THREADS for e in (events[0], events[-1]))
-            assert {e.ctx["vpid"] for e in events} == {pid}
-            vtids = {e.ctx["vtid"] for e in events}
-            assert len(vtids) == 1, f"{kernel} thread {t} on vtids {vtids}"
-            if t == 0:
-                # The master of the team is the Python thread that made the call.
-                assert vtids == {caller_vtid}
-            else:
-                # A worker thread of the OpenMP runtime, which runs no Python code.
-                assert not vtids & python_vtids
-                (worker,) = vtids
-                assert not [
-                    x
-                    for x in trace.events
-                    if x.ctx["vtid"] == worker and x.name.startswith(lttng.PROVIDER)
-                ]
+        check_team(trace, kernel, n, by_thread, pid, caller_vtid, python_vtids)
         # On the calling thread nothing happens between the c_call's begin and end
         # but the master's own region: the native call is a leaf of the Python stack.
         caller_events = trace.by_thread()[(pid, caller_vtid)]

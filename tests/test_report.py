@@ -29,7 +29,7 @@ import pytest
 from pinsight_python import cli, lttng
 from pinsight_python.analysis import ProgressDisplay, read_trace
 
-from .tracing import Run, Trace, Tracer, check_balanced
+from .tracing import Event, Run, Trace, Tracer, check_balanced
 from .tracing import read_trace as bt2_read_trace
 
 Key = Tuple[str, ...]  # ("python", qualname, filename, lineno) or ("native", callee)
@@ -109,49 +109,62 @@ def reference(trace: Trace) -> Dict[Tuple[int, int], RefThread]:
     self = duration minus children, total counted for the outermost frame of
     a function (and of a caller -> callee pair) only, calls on transition=start.
     """
-    out: Dict[Tuple[int, int], RefThread] = {}
-    for thread_key, events in trace.by_thread().items():
-        ref = out[thread_key] = RefThread()
-        stack: List[List[Any]] = []  # [key, start, child_ns, (caller qualname, filename)]
-        for e in events:
-            f = e.fields
-            if e.short == "function_begin":
-                key: Key = ("python", f["qualname"], f["filename"], str(f["lineno"]))
-                stats = ref.functions[key]
-                stats.segments += 1
-                stats.calls += f["transition"] == "start"
-                stack.append([key, e.ts, 0, None])
-            elif e.short == "c_call_begin":
-                key = ("native", f["callee_name"])
-                ref.functions[key].calls += 1
-                ref.functions[key].segments += 1
-                stack.append([key, e.ts, 0, (f["caller_qualname"], f["caller_filename"])])
-            elif e.short in ("function_end", "c_call_end"):
-                if e.short == "function_end":
-                    key = ("python", f["qualname"], f["filename"], str(f["lineno"]))
-                else:
-                    key = ("native", f["callee_name"])
-                if not stack or stack[-1][0] != key:
-                    continue  # began before tracing did
-                key, start, child_ns, caller = stack.pop()
-                duration = e.ts - start
-                stats = ref.functions[key]
-                stats.self_ns += duration - child_ns
-                if all(frame[0] != key for frame in stack):
-                    stats.total_ns += duration
-                failed = f["transition"] in ("unwind", "raise")
-                stats.exceptions += failed
-                if caller is not None:
-                    edge = ref.native_calls[(*caller, key[1])]
-                    edge[0] += 1
-                    if all((frame[0], frame[3]) != (key, caller) for frame in stack):
-                        edge[1] += duration
-                    edge[2] += failed
-                if stack:
-                    stack[-1][2] += duration
-                else:
-                    ref.root_ns += duration
-    return out
+    return {key: _replay(events) for key, events in trace.by_thread().items()}
+
+
+def _frame_key(e: Event) -> Key:
+    f = e.fields
+    if e.short.startswith("function_"):
+        return ("python", f["qualname"], f["filename"], str(f["lineno"]))
+    return ("native", f["callee_name"])
+
+
+def _replay(events: List[Event]) -> RefThread:
+    ref = RefThread()
+    stack: List[List[Any]] = []  # [key, start, child_ns, (caller qualname, filename)]
+    for e in events:
+        if e.short in ("function_begin", "c_call_begin"):
+            _replay_begin(ref, stack, e)
+        elif e.short in ("function_end", "c_call_end"):
+            _replay_end(ref, stack, e)
+    return ref
+
+
+def _replay_begin(ref: RefThread, stack: List[List[Any]], e: Event) -> None:
+    f = e.fields
+    key = _frame_key(e)
+    stats = ref.functions[key]
+    stats.segments += 1
+    if e.short == "function_begin":
+        stats.calls += f["transition"] == "start"
+        stack.append([key, e.ts, 0, None])
+    else:
+        stats.calls += 1
+        stack.append([key, e.ts, 0, (f["caller_qualname"], f["caller_filename"])])
+
+
+def _replay_end(ref: RefThread, stack: List[List[Any]], e: Event) -> None:
+    key = _frame_key(e)
+    if not stack or stack[-1][0] != key:
+        return  # began before tracing did
+    key, start, child_ns, caller = stack.pop()
+    duration = e.ts - start
+    stats = ref.functions[key]
+    stats.self_ns += duration - child_ns
+    if all(frame[0] != key for frame in stack):
+        stats.total_ns += duration
+    failed = e.fields["transition"] in ("unwind", "raise")
+    stats.exceptions += failed
+    if caller is not None:
+        edge = ref.native_calls[(*caller, key[1])]
+        edge[0] += 1
+        if all((frame[0], frame[3]) != (key, caller) for frame in stack):
+            edge[1] += duration
+        edge[2] += failed
+    if stack:
+        stack[-1][2] += duration
+    else:
+        ref.root_ns += duration
 
 
 def run_cli(args: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, str, str]:

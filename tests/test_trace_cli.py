@@ -15,11 +15,13 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import List
 
 import pytest
 
+import pinsight_python
 from pinsight_python import cli
 
 from .test_activation import (
@@ -359,6 +361,8 @@ def test_version_and_a_help_layout_with_examples_everywhere(
     assert exit_info.value.code == 0
     version = capsys.readouterr().out
     assert re.fullmatch(r"pinsight-python \d+\.\d+\.\d+\S* \(CPython [\d.]+\S*\)\n", version)
+    # One version: the package's, which the build copies into the metadata.
+    assert version.split()[1] == pinsight_python.__version__ == metadata.version("pinsight-python")
     proc = subprocess.run([PY, "-m", "pinsight_python", "--version"], capture_output=True,
                           text=True, check=False, timeout=60)
     assert (proc.returncode, proc.stdout) == (0, version)

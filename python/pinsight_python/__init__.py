@@ -37,7 +37,7 @@ __all__ = [
     "set_mode",
     "status",
 ]
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one definition: pyproject.toml reads it
 
 ConfigError = _core.ConfigError
 ActivationError = _core.ActivationError

@@ -1,6 +1,6 @@
 """The target side of ``pinsight-python attach`` and ``detach``.
 
-``attach.py`` has gdb queue one pending call in the target (``Py_AddPendingCall``
+``injection.py`` has gdb queue one pending call in the target (``Py_AddPendingCall``
 with ``PyRun_SimpleString``); the interpreter runs it on its main thread, between two
 bytecodes, with the GIL held, and the code it runs calls :func:`run` with the path of
 a request file. Nothing here may raise into the program: every outcome, failure

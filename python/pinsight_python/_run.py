@@ -169,6 +169,17 @@ def end_processes(marker: bytes, first: int = signal.SIGTERM, grace: float = GRA
             pass
 
 
+def _read_pid(conn: socket.socket) -> int:
+    """The pid line a process of the run sends; OSError or ValueError if it sent none."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = conn.recv(64)
+        if not chunk:
+            break
+        line += chunk
+    return int(line.strip())
+
+
 class _Keeper:
     def __init__(self, session: str, run_dir: Path, parent: int, marker: bytes) -> None:
         from . import lttng
@@ -196,28 +207,7 @@ class _Keeper:
                 self.register_waiting()
 
     def register_waiting(self) -> None:
-        waiting: Dict[int, socket.socket] = {}
-        deadline = time.monotonic() + 0.01  # gather the processes starting together
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.001)
-                continue
-            conn.setblocking(True)
-            conn.settimeout(2.0)
-            try:
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = conn.recv(64)
-                    if not chunk:
-                        break
-                    line += chunk
-                waiting[int(line.strip())] = conn
-            except (OSError, ValueError):
-                conn.close()
+        waiting = self._accept_waiting()
         if not waiting:
             return
         answer = b"ok\n"
@@ -235,6 +225,25 @@ class _Keeper:
                 pass
             conn.close()
 
+    def _accept_waiting(self) -> Dict[int, socket.socket]:
+        """The processes asking to be tracked, by pid: each connects and sends its pid."""
+        waiting: Dict[int, socket.socket] = {}
+        deadline = time.monotonic() + 0.01  # gather the processes starting together
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return waiting
+                time.sleep(0.001)
+                continue
+            conn.setblocking(True)
+            conn.settimeout(2.0)
+            try:
+                waiting[_read_pid(conn)] = conn
+            except (OSError, ValueError):
+                conn.close()
+
     def abandoned(self) -> None:
         """trace is gone without cleaning up: end the run, leave no session."""
         end_processes(self.marker)
@@ -246,7 +255,7 @@ class _Keeper:
 
 
 def main(argv: List[str]) -> int:
-    """The keeper: ``main([SESSION, RUN_DIR, PARENT_PID, MARKER])`` (trace_cmd starts it)."""
+    """The keeper: ``main([SESSION, RUN_DIR, PARENT_PID, MARKER])`` (trace starts it)."""
     session, run_dir, parent, marker = argv
     # trace's terminal and job-control signals are not ours.
     for signo in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):

@@ -229,18 +229,13 @@ examples:
 
 def version_text() -> str:
     """``pinsight-python VERSION (CPython X.Y.Z)``: what ``--version`` prints."""
-    try:
-        from importlib.metadata import version
+    from . import __version__
 
-        ours = version("pinsight-python")
-    except Exception:  # not installed as a distribution (a source tree on sys.path)
-        ours = "(unknown version)"
-    return f"pinsight-python {ours} (CPython {sys.version.split()[0]})"
+    return f"pinsight-python {__version__} (CPython {sys.version.split()[0]})"
 
 
 def add_version_argument(parser: argparse.ArgumentParser) -> None:
-    """``--version``; the version is looked up only when asked for (importlib.metadata
-    is slow to import, and the program would see its modules)."""
+    """``--version``, printing :func:`version_text`."""
     import argparse
 
     class Version(argparse.Action):
@@ -430,76 +425,90 @@ launched_program: Optional[List[str]] = None
 
 def python_m_main(argv: Sequence[str]) -> None:
     """Run the program named by argv (sys.argv[1:] of ``python -m pinsight_python``)."""
-    import runpy
-
     global launched_program
     inv = _parse(argv)
-    options = inv.settings
     launched_program = {"script": [inv.target], "module": ["-m", inv.target]}.get(
         inv.kind, ["-c", inv.target]) + list(inv.args)
     if inv.kind == "script":
-        # CPython's __file__ and code filename: absolute, but not normalised ("./").
-        path = inv.target if os.path.isabs(inv.target) else os.path.join(os.getcwd(), inv.target)
-        runs_directory = os.path.isdir(path) or _is_zipfile(path)
-        if not runs_directory:
-            try:
-                code, loader = _load_script(path)
-            except OSError as e:
-                # CPython's own message and status for a script it cannot open.
-                sys.stderr.write(
-                    f"{_program_name()}: can't open file {path!r}: [Errno {e.errno}] {e.strerror}\n"
-                )
-                raise SystemExit(2) from None
-            except (SyntaxError, ValueError) as e:
-                # Reported as CPython reports it: the error alone, no traceback.
-                _hide_own_frames_on_report(e, None)
-                raise
-        # sys.argv first: activation records it (process_info).
-        sys.argv[:] = [inv.target, *inv.args]
-        _start_tracing(options)
-        if runs_directory:
-            # A directory or zip file with __main__.py: CPython puts it first on
-            # sys.path and runs its __main__ module.
-            if not getattr(sys.flags, "safe_path", False):
-                sys.path[0] = path
-            _fresh_main_namespace()
-            _run_guarded(lambda: runpy._run_module_as_main("__main__", alter_argv=False))  # type: ignore[attr-defined]
-            return
-        if not getattr(sys.flags, "safe_path", False):
-            # As CPython: the script's own directory, symbolic links resolved, instead
-            # of the working directory `python -m` put there.
-            sys.path[0] = os.path.dirname(os.path.realpath(path))
-        namespace = _fresh_main_namespace()
-        namespace.update(__file__=path, __cached__=None, __loader__=loader)
-        _run_guarded(lambda: exec(code, namespace))
+        _run_script(inv)
     elif inv.kind == "module":
-        # runpy's own entry point for `python -m`, so that the program sees what it
-        # would (sys.argv[0] = the module's file, __spec__) and tracebacks start the same.
-        sys.argv[:] = ["-m", *inv.args]
-        _start_tracing(options)
-        _fresh_main_namespace()
-        _run_guarded(lambda: runpy._run_module_as_main(inv.target, alter_argv=True))  # type: ignore[attr-defined]
+        _run_module(inv)
     else:
-        import importlib.machinery
+        _run_command(inv)
 
+
+def _run_script(inv: _Invocation) -> None:
+    """``script.py``, or a directory or zip file with ``__main__.py``."""
+    import runpy
+
+    # CPython's __file__ and code filename: absolute, but not normalised ("./").
+    path = inv.target if os.path.isabs(inv.target) else os.path.join(os.getcwd(), inv.target)
+    runs_directory = os.path.isdir(path) or _is_zipfile(path)
+    if not runs_directory:
         try:
-            command = compile(inv.target, "<string>", "exec", dont_inherit=True)
+            code, loader = _load_script(path)
+        except OSError as e:
+            # CPython's own message and status for a script it cannot open.
+            sys.stderr.write(
+                f"{_program_name()}: can't open file {path!r}: [Errno {e.errno}] {e.strerror}\n"
+            )
+            raise SystemExit(2) from None
         except (SyntaxError, ValueError) as e:
+            # Reported as CPython reports it: the error alone, no traceback.
             _hide_own_frames_on_report(e, None)
             raise
-        sys.argv[:] = ["-c", *inv.args]
-        _start_tracing(options)
+    # sys.argv first: activation records it (process_info).
+    sys.argv[:] = [inv.target, *inv.args]
+    _start_tracing(inv.settings)
+    if runs_directory:
+        # A directory or zip file with __main__.py: CPython puts it first on
+        # sys.path and runs its __main__ module.
         if not getattr(sys.flags, "safe_path", False):
-            sys.path[0] = ""  # as CPython does for -c
-        namespace = _fresh_main_namespace()
-        namespace["__loader__"] = importlib.machinery.BuiltinImporter
-        if sys.version_info >= (3, 13):
-            import linecache
+            sys.path[0] = path
+        _fresh_main_namespace()
+        _run_guarded(lambda: runpy._run_module_as_main("__main__", alter_argv=False))  # type: ignore[attr-defined]
+        return
+    if not getattr(sys.flags, "safe_path", False):
+        # As CPython: the script's own directory, symbolic links resolved, instead
+        # of the working directory `python -m` put there.
+        sys.path[0] = os.path.dirname(os.path.realpath(path))
+    namespace = _fresh_main_namespace()
+    namespace.update(__file__=path, __cached__=None, __loader__=loader)
+    _run_guarded(lambda: exec(code, namespace))
 
-            # As 3.13's main does for -c, so that tracebacks show the command's lines.
-            lines = [line + "\n" for line in inv.target.splitlines()]
-            linecache.cache["<string>"] = (len(inv.target), None, lines, "<string>")
-        _run_guarded(lambda: exec(command, namespace))
+
+def _run_module(inv: _Invocation) -> None:
+    import runpy
+
+    # runpy's own entry point for `python -m`, so that the program sees what it
+    # would (sys.argv[0] = the module's file, __spec__) and tracebacks start the same.
+    sys.argv[:] = ["-m", *inv.args]
+    _start_tracing(inv.settings)
+    _fresh_main_namespace()
+    _run_guarded(lambda: runpy._run_module_as_main(inv.target, alter_argv=True))  # type: ignore[attr-defined]
+
+
+def _run_command(inv: _Invocation) -> None:
+    import importlib.machinery
+
+    try:
+        command = compile(inv.target, "<string>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        _hide_own_frames_on_report(e, None)
+        raise
+    sys.argv[:] = ["-c", *inv.args]
+    _start_tracing(inv.settings)
+    if not getattr(sys.flags, "safe_path", False):
+        sys.path[0] = ""  # as CPython does for -c
+    namespace = _fresh_main_namespace()
+    namespace["__loader__"] = importlib.machinery.BuiltinImporter
+    if sys.version_info >= (3, 13):
+        import linecache
+
+        # As 3.13's main does for -c, so that tracebacks show the command's lines.
+        lines = [line + "\n" for line in inv.target.splitlines()]
+        linecache.cache["<string>"] = (len(inv.target), None, lines, "<string>")
+    _run_guarded(lambda: exec(command, namespace))
 
 
 def _is_zipfile(path: str) -> bool:

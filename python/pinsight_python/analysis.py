@@ -51,7 +51,7 @@ class TraceReadError(Exception):
 
 
 # Beside a trace made by ``pinsight-python trace``: processes that recorded no
-# events (the same name as trace_cmd.UNRECORDED_FILE, which imports this module late).
+# events (commands/trace.py writes it, report reads it).
 UNRECORDED_FILE = "pinsight-python-unrecorded.txt"
 
 
@@ -271,6 +271,18 @@ class ProgressDisplay:
             self.shown = False
 
 
+def _distinct_trace_dirs(given: Sequence[Path]) -> List[Path]:
+    """The traces under the directories given, each once (the same trace named twice)."""
+    trace_dirs: List[Path] = []
+    seen = set()
+    for directory in given:
+        for found in find_trace_dirs(directory):
+            if os.path.realpath(found) not in seen:
+                seen.add(os.path.realpath(found))
+                trace_dirs.append(found)
+    return trace_dirs
+
+
 def read_trace(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
@@ -299,13 +311,7 @@ def read_trace(
     if not given:
         raise TraceNotFoundError(Path("."), "no trace directory given")
     root = given[0]
-    trace_dirs: List[Path] = []
-    seen = set()
-    for directory in given:
-        for found in find_trace_dirs(directory):
-            if os.path.realpath(found) not in seen:  # the same trace named twice
-                seen.add(os.path.realpath(found))
-                trace_dirs.append(found)
+    trace_dirs = _distinct_trace_dirs(given)
     selected = filters or ReadFilter()
     reader = _pinsight_reader.Analysis(
         [str(d) for d in trace_dirs],

@@ -176,6 +176,31 @@ def _port(text: str, what: str) -> int:
     return int(text)
 
 
+def _split_bracketed(rest: str) -> Tuple[str, List[str]]:
+    """``[IPV6][:CTRL[:DATA]]`` -> ("[IPV6]", the ports' texts)."""
+    end = rest.find("]")
+    if end < 0:
+        raise ValueError("'[' without ']' around the IPv6 address")
+    host, ports_text = rest[1:end], rest[end + 1 :]
+    if not _IPV6.fullmatch(host) or ":" not in host:
+        raise ValueError(f"{host!r} is not an IPv6 address")
+    if ports_text and not ports_text.startswith(":"):
+        raise ValueError(f"unexpected {ports_text!r} after the address")
+    return f"[{host}]", ports_text[1:].split(":") if ports_text else []
+
+
+def _split_plain(rest: str) -> Tuple[str, List[str]]:
+    """``HOST[:CTRL[:DATA]]`` -> (HOST, the ports' texts)."""
+    host, *ports = rest.split(":")
+    if "::" in rest or (len(ports) > 2 and _IPV6.fullmatch(rest)):
+        raise ValueError("an IPv6 address goes in brackets: [ADDRESS]")
+    if len(ports) > 2:
+        raise ValueError("too many ':' (HOST, then at most a control and a data port)")
+    if not _HOSTNAME.fullmatch(host):
+        raise ValueError(f"{host!r} is not a host name or address")
+    return host, ports
+
+
 def parse_relayd(spec: str) -> Tuple[str, int, int]:
     """``HOST[:CTRL_PORT[:DATA_PORT]]`` -> (host, control port, data port).
 
@@ -191,25 +216,7 @@ def parse_relayd(spec: str) -> Tuple[str, int, int]:
             break
     if not rest:
         raise ValueError("no host given")
-    if rest.startswith("["):
-        end = rest.find("]")
-        if end < 0:
-            raise ValueError("'[' without ']' around the IPv6 address")
-        host, ports_text = rest[1:end], rest[end + 1 :]
-        if not _IPV6.fullmatch(host) or ":" not in host:
-            raise ValueError(f"{host!r} is not an IPv6 address")
-        host = f"[{host}]"
-        if ports_text and not ports_text.startswith(":"):
-            raise ValueError(f"unexpected {ports_text!r} after the address")
-        ports = ports_text[1:].split(":") if ports_text else []
-    else:
-        host, *ports = rest.split(":")
-        if "::" in rest or (len(ports) > 2 and _IPV6.fullmatch(rest)):
-            raise ValueError("an IPv6 address goes in brackets: [ADDRESS]")
-        if len(ports) > 2:
-            raise ValueError("too many ':' (HOST, then at most a control and a data port)")
-        if not _HOSTNAME.fullmatch(host):
-            raise ValueError(f"{host!r} is not a host name or address")
+    host, ports = _split_bracketed(rest) if rest.startswith("[") else _split_plain(rest)
     if len(ports) > 2:
         raise ValueError("too many ports (at most a control and a data port)")
     ctrl = _port(ports[0], "control port") if ports else RELAYD_CTRL_PORT
@@ -573,62 +580,66 @@ class Session:
             _run(["create", self.name, f"--output={self.output}"])
         self._created = True
         try:
-            _run(
-                [
-                    "enable-channel",
-                    "--userspace",
-                    f"--session={self.name}",
-                    f"--subbuf-size={self.subbuf_size}",
-                    f"--num-subbuf={self.num_subbuf}",
-                    *(["--overwrite"] if self.snapshot else []),
-                    self.channel,
-                ]
-            )
-            for event in self.events:
-                _run(
-                    [
-                        "enable-event",
-                        "--userspace",
-                        f"--session={self.name}",
-                        f"--channel={self.channel}",
-                        event,
-                    ]
-                )
-            if self.track_vgid is not None:
-                _run(
-                    [
-                        "track",
-                        "--userspace",
-                        f"--session={self.name}",
-                        f"--vgid={self.track_vgid}",
-                    ]
-                )
-            if self.track_nobody:
-                # Processes are let in one by one (track_vpids): pinsight-python trace.
-                _run(["untrack", "--userspace", f"--session={self.name}", "--vpid", "--all"])
-            if self.track_vpids:
-                _run(
-                    [
-                        "track",
-                        "--userspace",
-                        f"--session={self.name}",
-                        "--vpid=" + ",".join(map(str, self.track_vpids)),
-                    ]
-                )
-            for ctx in self.contexts:
-                _run(
-                    [
-                        "add-context",
-                        "--userspace",
-                        f"--session={self.name}",
-                        f"--channel={self.channel}",
-                        f"--type={ctx}",
-                    ]
-                )
+            self._configure()
         except Exception:
             self.destroy()
             raise
         return self
+
+    def _configure(self) -> None:
+        """The created session's channel, events, process tracking and contexts."""
+        _run(
+            [
+                "enable-channel",
+                "--userspace",
+                f"--session={self.name}",
+                f"--subbuf-size={self.subbuf_size}",
+                f"--num-subbuf={self.num_subbuf}",
+                *(["--overwrite"] if self.snapshot else []),
+                self.channel,
+            ]
+        )
+        for event in self.events:
+            _run(
+                [
+                    "enable-event",
+                    "--userspace",
+                    f"--session={self.name}",
+                    f"--channel={self.channel}",
+                    event,
+                ]
+            )
+        if self.track_vgid is not None:
+            _run(
+                [
+                    "track",
+                    "--userspace",
+                    f"--session={self.name}",
+                    f"--vgid={self.track_vgid}",
+                ]
+            )
+        if self.track_nobody:
+            # Processes are let in one by one (track_vpids): pinsight-python trace.
+            _run(["untrack", "--userspace", f"--session={self.name}", "--vpid", "--all"])
+        if self.track_vpids:
+            _run(
+                [
+                    "track",
+                    "--userspace",
+                    f"--session={self.name}",
+                    "--vpid=" + ",".join(map(str, self.track_vpids)),
+                ]
+            )
+        for ctx in self.contexts:
+            _run(
+                [
+                    "add-context",
+                    "--userspace",
+                    f"--session={self.name}",
+                    f"--channel={self.channel}",
+                    f"--type={ctx}",
+                ]
+            )
 
     def start(self) -> None:
         _run(["start", self.name])

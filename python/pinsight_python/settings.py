@@ -24,6 +24,7 @@ from typing import (
     MutableMapping,
     Optional,
     Sequence,
+    Tuple,
     cast,
 )
 
@@ -246,53 +247,33 @@ def activation_payload(given: str, environ: Mapping[str, str]) -> str:
     return parse_payload(text, ENV_PAYLOAD) if text else ""
 
 
+# Each variable: the Settings field it sets and the check its text goes through,
+# in the order errors are reported.
+_VARIABLES: Tuple[Tuple[str, str, Callable[[str, str], object]], ...] = (
+    (ENV_EVENTS, "events", parse_events),
+    (ENV_MODE, "mode", parse_mode),
+    (ENV_BACKEND, "backend", parse_backend),
+    (ENV_CONFIG, "config", check_config_path),
+    (ENV_MODULES, "modules", parse_modules),
+    (ENV_EXCLUDE, "exclude", parse_modules),
+    (ENV_PAYLOAD, "payload", parse_payload),
+)
+
+
 def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = None) -> Settings:
     """The settings the variables give. Each bad value raises SettingsError, or, with
     `errors`, is appended there and left unset (to report every error at once)."""
     settings = Settings()
-
-    def value(name: str) -> str:
-        return environ.get(name, "").strip()
-
-    def check(name: str, apply: Callable[[str], None]) -> None:
-        text = value(name)
+    for name, field_name, check in _VARIABLES:
+        text = environ.get(name, "").strip()
         if not text:
-            return
+            continue
         try:
-            apply(text)
+            setattr(settings, field_name, check(text, name))
         except SettingsError as e:
             if errors is None:
                 raise
             errors.append(str(e))
-
-    def events(text: str) -> None:
-        settings.events = parse_events(text, ENV_EVENTS)
-
-    def mode(text: str) -> None:
-        settings.mode = parse_mode(text, ENV_MODE)
-
-    def backend(text: str) -> None:
-        settings.backend = parse_backend(text, ENV_BACKEND)
-
-    def config(text: str) -> None:
-        settings.config = check_config_path(text, ENV_CONFIG)
-
-    def modules(text: str) -> None:
-        settings.modules = parse_modules(text, ENV_MODULES)
-
-    def exclude(text: str) -> None:
-        settings.exclude = parse_modules(text, ENV_EXCLUDE)
-
-    check(ENV_EVENTS, events)
-    check(ENV_MODE, mode)
-    check(ENV_BACKEND, backend)
-    check(ENV_CONFIG, config)
-    check(ENV_MODULES, modules)
-    def payload(text: str) -> None:
-        settings.payload = parse_payload(text, ENV_PAYLOAD)
-
-    check(ENV_EXCLUDE, exclude)
-    check(ENV_PAYLOAD, payload)
     return settings
 
 

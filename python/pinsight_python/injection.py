@@ -1,4 +1,6 @@
-"""``pinsight-python attach`` and ``detach``: trace a Python process that is already running.
+"""Running a request inside a Python process that is already running: what
+``pinsight-python attach`` and ``detach`` (commands/attach.py, commands/detach.py) do
+to switch tracing on and off there.
 
 How the code gets in (docs/activation.md, "Attaching to a running process"):
 
@@ -23,122 +25,32 @@ result, then withdraws the request, and the late pending call does nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import mmap
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _remote, _startup, lttng, settings, trace_cmd
+from . import _remote, _startup, settings
 
-ATTACH_HELP = "trace a running Python process (no restart): activate tracing inside it"
-DETACH_HELP = "stop tracing inside a running Python process that attach activated"
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-DEFAULT_TIMEOUT = 30.0
 GDB_TIMEOUT = 60.0
 PROBE_TIMEOUT = 60.0
 SUPPORTED = ((3, 8), (3, 13))  # inclusive; 3.14+ has sys.remote_exec, unverified here
 CAP_SYS_PTRACE = 19
-# How long the target's LTTng-UST may wait for a busy session daemon (see _remote).
-REGISTER_TIMEOUT_MS = 10000
-# Blocking signals a user sends to stop a recording (Ctrl-C, kill, a closed terminal).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PYTHON_NAME = re.compile(r"python\d*(\.\d+)?[a-z]*$")
 _LIBPYTHON = re.compile(r"/libpython(\d+)\.(\d+)[a-z]*\.so[.\d]*$")
 _MARKER = re.compile(r"^PINSIGHT-INJECT rc=(-?\d+) page=(\d+)$", re.M)
 
-_ATTACH_EPILOG = """\
-Without -o or --duration, tracing is switched on in the running process and attach
-returns: record it with your own LTTng session (docs/activation.md), and switch it off
-with `pinsight-python detach PID`. With -o DIR (or --duration), attach creates the
-session itself as `trace` does, records until --duration elapses, Ctrl-C, or every
-target has exited, then switches tracing off, destroys the session and prints a summary.
-
-Tracing starts when the target's main thread next runs Python code: at once for a busy
-program, when the call returns for one blocked in a C call (time.sleep, a read). The
-target's interpreter must be able to import pinsight_python (install it into the
-environment the program runs in). Needs gdb, and the right to ptrace the process.
-Exit status: 0, 1 when a target was refused or did not answer, 2 bad arguments.
-
-examples:
-  pinsight-python attach 4242 -o app-trace --duration 10
-  pinsight-python attach $(pgrep -f 'python rank.py') -o ranks-trace    # MPI ranks
-  pinsight-python attach 4242 && sleep 5 && pinsight-python detach 4242   # own session
-"""
-
 
 class AttachError(Exception):
     """A target refused or an injection that failed: one line for the user."""
-
-
-def _error(prog: str, message: str) -> None:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-
-
-# ---------------------------------------------------------------------------- parsers
-
-
-def _pids(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pids", metavar="PID", nargs="+", help="process id(s) of the targets")
-    parser.add_argument(
-        "--timeout",
-        metavar="S",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help="how long to wait for a target's main thread to run Python code "
-        "(default: %(default)g s)",
-    )
-
-
-def configure_attach(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = _ATTACH_EPILOG
-    _pids(parser)
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="DIR",
-        help="record in a new LTTng session writing to DIR (must not exist or be empty)",
-    )
-    parser.add_argument(
-        "--duration",
-        metavar="S",
-        type=float,
-        help="record for S seconds, then detach (default: until Ctrl-C or the targets exit); "
-        "implies a new session",
-    )
-    parser.add_argument("--config", metavar="FILE", help="PInsight trace configuration file")
-    parser.add_argument(
-        "--events", metavar="LIST", help="function, c_call or function,c_call (default: both)"
-    )
-    parser.add_argument(
-        "--mode",
-        metavar="MODE",
-        help="TRACING, MONITORING, STANDBY or OFF (default: the target's PINSIGHT_TRACE_PYTHON,"
-        " else the configuration's trace_mode, TRACING without one)",
-    )
-    parser.add_argument(
-        "--backend", metavar="NAME", help="auto, sys.monitoring or setprofile (default: auto)"
-    )
-    parser.add_argument(
-        "--no-summary", action="store_true", help="do not read the trace back for a summary"
-    )
-
-
-def configure_detach(parser: argparse.ArgumentParser) -> None:
-    _pids(parser)
 
 
 # ---------------------------------------------------------------------------- checks
@@ -248,8 +160,13 @@ def _check_process(pid: int) -> Tuple[str, Dict[str, str]]:
     refusal = yama_refusal(pid)
     if refusal:
         raise AttachError(f"process {pid}: {refusal}")
+    return _executable(pid), status
+
+
+def _executable(pid: int) -> str:
+    """/proc/PID/exe; AttachError when we may not read it (nor ptrace the process)."""
     try:
-        exe = os.readlink(f"/proc/{pid}/exe")
+        return os.readlink(f"/proc/{pid}/exe")
     except PermissionError:
         raise AttachError(
             f"process {pid}: not permitted to inspect it (/proc/{pid}/exe): ptrace would be "
@@ -257,7 +174,6 @@ def _check_process(pid: int) -> Tuple[str, Dict[str, str]]:
         ) from None
     except FileNotFoundError:
         raise AttachError(f"process {pid} has exited, or is a kernel thread") from None
-    return exe, status
 
 
 def _libpython(pid: int) -> Optional[Tuple[str, Tuple[int, int]]]:
@@ -419,7 +335,7 @@ def _probe(target: Target, argv: Sequence[str]) -> None:
 # ---------------------------------------------------------------------------- injection
 
 
-def _gdb() -> str:
+def gdb_path() -> str:
     path = shutil.which("gdb")
     if path is None:
         raise AttachError(
@@ -469,7 +385,7 @@ def inject(target: Target, request: str) -> None:
     with open(script, "w", encoding="ascii") as f:
         f.write(gdb_script(_injected_code(request)))
     cmd = [
-        _gdb(), "-nx", "-batch", "-q", "--readnever",
+        gdb_path(), "-nx", "-batch", "-q", "--readnever",
         "-iex", "set debuginfod enabled off",
         "-iex", "set auto-load off",
         "-iex", "set auto-solib-add off",
@@ -536,7 +452,7 @@ class Channel:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         return not _status_fields(pid).get("State", "").startswith(("Z", "X"))
     except OSError:
@@ -552,7 +468,7 @@ def _wait_result(target: Target, request: str, timeout: float, prog: str) -> Dic
             with open(result_path, encoding="utf-8") as f:
                 result: Dict[str, Any] = json.load(f)
             return result
-        if not _alive(target.pid):
+        if not alive(target.pid):
             raise AttachError(f"process {target.pid} exited before it ran the request")
         now = time.monotonic()
         if now >= deadline:
@@ -588,31 +504,7 @@ def request_action(
     return result
 
 
-# ---------------------------------------------------------------------------- commands
-
-
-def _parse_pids(texts: Sequence[str]) -> List[int]:
-    pids: List[int] = []
-    for text in texts:
-        if not (text.isascii() and text.isdigit()) or int(text) <= 0:
-            raise settings.SettingsError(f"PID {text!r}: expected a process id (a positive number)")
-        if int(text) not in pids:
-            pids.append(int(text))
-    return pids
-
-
-def _inspect_all(pids: Sequence[int], prog: str) -> Optional[List[Target]]:
-    targets, failed = [], False
-    for pid in pids:
-        try:
-            targets.append(inspect(pid))
-        except AttachError as e:
-            _error(prog, str(e))
-            failed = True
-    return None if failed else targets
-
-
-def _for_each(targets: Sequence[Target], action: Any) -> Dict[int, Any]:
+def for_each(targets: Sequence[Target], action: Any) -> Dict[int, Any]:
     """Run action(target) for every target at once (one gdb each); AttachError or result."""
     results: Dict[int, Any] = {}
 
@@ -628,215 +520,3 @@ def _for_each(targets: Sequence[Target], action: Any) -> Dict[int, Any]:
     for t in threads:
         t.join()
     return results
-
-
-def _describe(result: Dict[str, Any]) -> str:
-    status = result.get("status", {})
-    return (
-        f"CPython {result.get('python', '?')}, backend {status.get('backend') or '-'}, "
-        f"mode {status.get('mode', '?')}"
-    )
-
-
-def _activation_request(args: argparse.Namespace) -> Dict[str, Any]:
-    events = settings.parse_events(args.events, "--events") if args.events is not None else None
-    mode = settings.parse_mode(args.mode, "--mode") if args.mode is not None else None
-    backend = (
-        settings.parse_backend(args.backend, "--backend") if args.backend is not None else None
-    )
-    config = (
-        settings.check_config_path(args.config, "--config") if args.config is not None else None
-    )
-    return {"action": "activate", "events": events, "mode": mode, "config": config,
-            "backend": backend, "register_timeout_ms": REGISTER_TIMEOUT_MS}
-
-
-def _output_dir(args: argparse.Namespace) -> Optional[Path]:
-    if args.output is None and args.duration is None:
-        return None
-    if args.duration is not None and args.duration <= 0:
-        raise settings.SettingsError(f"--duration {args.duration:g}: expected a positive number")
-    if args.output is None:
-        return trace_cmd._default_output()
-    output = Path(args.output).absolute()
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise settings.SettingsError(
-            f"-o {args.output}: exists and is not an empty directory: choose another"
-        )
-    return output
-
-
-def _checked_targets(
-    args: argparse.Namespace, prog: str, more: Callable[[], Any] = lambda: None
-) -> Tuple[Optional[List[Target]], int, Any]:
-    """Arguments (and `more()`'s, which may raise SettingsError), gdb, then every target:
-    (targets, 0, more's value), or (None, exit status, None) after the error lines."""
-    try:
-        pids = _parse_pids(args.pids)
-        if args.timeout <= 0:
-            raise settings.SettingsError(f"--timeout {args.timeout:g}: expected a positive number")
-        extra = more()
-        _gdb()
-    except settings.SettingsError as e:
-        _error(prog, str(e))
-        return None, EXIT_USAGE, None
-    except AttachError as e:
-        _error(prog, str(e))
-        return None, EXIT_FAILED, None
-    targets = _inspect_all(pids, prog)
-    return targets, (0 if targets is not None else EXIT_FAILED), extra
-
-
-def run_attach(args: argparse.Namespace) -> int:
-    prog = "pinsight-python attach"
-    targets, status, plan = _checked_targets(
-        args, prog, lambda: (_activation_request(args), _output_dir(args))
-    )
-    if targets is None:
-        return status
-    request, output = plan
-    if output is None:
-        return _activate_in_place(targets, request, args.timeout, prog)
-    return _record(targets, request, output, args, prog)
-
-
-def _activate(
-    targets: Sequence[Target], request: Dict[str, Any], timeout: float, prog: str
-) -> Tuple[List[Tuple[Target, Channel, Dict[str, Any]]], bool]:
-    channels = {t.pid: Channel(t) for t in targets}
-    try:
-        results = _for_each(
-            targets, lambda t: request_action(t, channels[t.pid], request, timeout, prog)
-        )
-    except BaseException:
-        # Interrupted: a request not yet claimed is withdrawn with its directory.
-        for channel in channels.values():
-            channel.close()
-        raise
-    attached, failed = [], False
-    for target in targets:
-        outcome = results[target.pid]
-        if isinstance(outcome, AttachError):
-            _error(prog, str(outcome))
-            channels[target.pid].close()
-            failed = True
-            continue
-        already = " (tracing was already active: left as it was)" if outcome["was_active"] else ""
-        print(f"{prog}: process {target.pid}: tracing on ({_describe(outcome)}){already}",
-              file=sys.stderr)
-        attached.append((target, channels[target.pid], outcome))
-    return attached, failed
-
-
-def _deactivate(
-    attached: Sequence[Tuple[Target, Channel, Dict[str, Any]]], timeout: float, prog: str
-) -> bool:
-    """Switch tracing off where we switched it on. Returns False if any failed."""
-    todo = [(t, c) for t, c, outcome in attached if not outcome["was_active"] and _alive(t.pid)]
-    channels = {t.pid: c for t, c in todo}
-    results = _for_each(
-        [t for t, _ in todo],
-        lambda t: request_action(t, channels[t.pid], {"action": "deactivate"}, timeout, prog),
-    )
-    ok = True
-    for target, _ in todo:
-        if isinstance(results[target.pid], AttachError):
-            _error(prog, str(results[target.pid]))
-            ok = False
-    for _, channel, _ in attached:
-        channel.close()
-    return ok
-
-
-def _activate_in_place(
-    targets: Sequence[Target], request: Dict[str, Any], timeout: float, prog: str
-) -> int:
-    attached, failed = _activate(targets, request, timeout, prog)
-    for _, channel, _ in attached:
-        channel.close()
-    return EXIT_FAILED if failed else 0
-
-
-def _wait_recording(targets: Sequence[Target], duration: Optional[float]) -> str:
-    """Until the duration elapses, a stop signal arrives, or every target has exited.
-    The caller blocks STOP_SIGNALS: one that came earlier is taken here at once."""
-    deadline = None if duration is None else time.monotonic() + duration
-    while True:
-        if not any(_alive(t.pid) for t in targets):
-            return "every target has exited"
-        remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
-        if remaining <= 0:
-            return f"{duration:g} s elapsed"
-        info = signal.sigtimedwait(STOP_SIGNALS, remaining)
-        if info is not None:
-            return f"{signal.Signals(info.si_signo).name} received"
-
-
-def _record(
-    targets: Sequence[Target],
-    request: Dict[str, Any],
-    output: Path,
-    args: argparse.Namespace,
-    prog: str,
-) -> int:
-    # Only the targets: other traced programs of the user stay out of this trace.
-    session = lttng.Session(output, track_vpids=[t.pid for t in targets])
-    try:
-        lttng.lttng_binary()
-        started_daemon = lttng.ensure_sessiond()
-        session.create()
-        session.start()
-    except (lttng.LttngError, OSError) as e:
-        _error(prog, f"cannot set up LTTng: {e}")
-        return EXIT_FAILED
-    if started_daemon:
-        print(f"{prog}: started an LTTng session daemon", file=sys.stderr)
-    attached: List[Tuple[Target, Channel, Dict[str, Any]]] = []
-    # Ctrl-C (or kill) while targets are being switched on must not leave one traced:
-    # the signal waits, blocked, until the recording, which then ends at once.
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        attached, failed = _activate(targets, request, args.timeout, prog)
-        if attached:
-            until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
-            print(f"{prog}: recording {until}...", file=sys.stderr)
-            why = _wait_recording([t for t, _, _ in attached], args.duration)
-            print(f"{prog}: {why}: detaching", file=sys.stderr)
-            failed = not _deactivate(attached, args.timeout, prog) or failed
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        try:
-            session.destroy()
-        except lttng.LttngError as e:
-            _error(prog, f"stopping the session {session.name}: {e}")
-    if not attached:
-        return EXIT_FAILED
-    print(f"{prog}: trace written to {output} (LTTng session {session.name}, now destroyed)",
-          file=sys.stderr)
-    if not args.no_summary:
-        for line in trace_cmd.summarize(output):
-            print(f"  {line}", file=sys.stderr)
-    return EXIT_FAILED if failed else 0
-
-
-def run_detach(args: argparse.Namespace) -> int:
-    prog = "pinsight-python detach"
-    targets, status, _ = _checked_targets(args, prog)
-    if targets is None:
-        return status
-    channels = {t.pid: Channel(t) for t in targets}
-    request = {"action": "deactivate"}
-    results = _for_each(
-        targets, lambda t: request_action(t, channels[t.pid], request, args.timeout, prog)
-    )
-    failed = False
-    for target in targets:
-        channels[target.pid].close()
-        outcome = results[target.pid]
-        if isinstance(outcome, AttachError):
-            _error(prog, str(outcome))
-            failed = True
-        else:
-            what = "tracing off" if outcome["was_active"] else "tracing was not active"
-            print(f"{prog}: process {target.pid}: {what}", file=sys.stderr)
-    return EXIT_FAILED if failed else 0

@@ -1,4 +1,4 @@
-"""``pinsight-python trace`` and ``pinsight-python startup-file``.
+"""``pinsight-python trace``: run a command traced, in an LTTng session of its own.
 
 ``trace`` checks every setting before anything starts, makes sure an LTTng session
 daemon runs, creates a uniquely named session (the provider's events, the vpid/vtid
@@ -30,34 +30,29 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from . import _run, _startup, lttng
-from . import settings as _settings
+from .. import _run, lttng
+from .. import settings as _settings
+from ..analysis import UNRECORDED_FILE
+from . import recording
+from .exit_status import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, killed_by
 
-TRACE_HELP = "run a command with Python tracing in a new LTTng session"
-STARTUP_FILE_HELP = "print the path of activate.py, the file to name in PYTHONSTARTUP"
+HELP = "run a command with Python tracing in a new LTTng session"
 PROG = "pinsight-python trace"
 
-EXIT_FAILED = 1  # LTTng could not be set up; nothing was run
-EXIT_USAGE = 2
-EXIT_NOT_EXECUTABLE = 126  # the shell's numbers for a command that cannot run
-EXIT_NOT_FOUND = 127
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel (the terminal) sent (Linux)
 # Relayed to the command: what job schedulers and users send to end a job.
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Forwarded to each process of the command's tree that handles them.
 FORWARDED_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
-TOP_FUNCTIONS = 5
 # In the command's environment: marks the processes of this run, also those
 # re-parented away from the command's tree (daemons, orphans).
 ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
-# Beside the trace: the run's processes that recorded no events (report warns).
-UNRECORDED_FILE = "pinsight-python-unrecorded.txt"  # analysis.UNRECORDED_FILE
 
-_TRACE_EPILOG = """\
+_EPILOG = """\
 The command runs with PINSIGHT_PYTHON=1 (and PINSIGHT_TRACE_PYTHON, PINSIGHT_PYTHON_EVENTS,
 PINSIGHT_TRACE_CONFIG_FILE, PINSIGHT_PYTHON_BACKEND, PINSIGHT_PYTHON_MODULES,
 PINSIGHT_PYTHON_EXCLUDE, PINSIGHT_PYTHON_PAYLOAD as the options say) in its environment:
@@ -95,28 +90,20 @@ examples:
   pinsight-python trace --relayd collector -- python sim.py
 """
 
-_STARTUP_FILE_EPILOG = """\
-examples:
-  PYTHONSTARTUP=$(pinsight-python startup-file) python sim.py   # inside an LTTng session
-  PYTHONSTARTUP=$(pinsight-python startup-file) python          # an interactive session
-"""
-
-
-def _error(message: str, prog: str = PROG) -> None:
-    for line in message.splitlines() or [""]:
-        print(f"{prog}: error: {line}", file=sys.stderr)
+def _error(message: str) -> None:
+    recording.error(PROG, message)
 
 
 def _note(message: str) -> None:
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    recording.note(PROG, message)
 
 
 # ---------------------------------------------------------------------------- parsers
 
 
-def configure_trace(parser: argparse.ArgumentParser) -> None:
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.usage = "%(prog)s [options] -- COMMAND [ARGS ...]"
-    parser.epilog = _TRACE_EPILOG
+    parser.epilog = _EPILOG
     parser.add_argument(
         "-o",
         "--output",
@@ -163,47 +150,24 @@ def configure_trace(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def configure_startup_file(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = _STARTUP_FILE_EPILOG
-
-
-def run_startup_file(args: argparse.Namespace) -> int:
-    path = _startup.startup_file()
-    if not os.path.isfile(path):
-        _error(f"{path} is missing: reinstall pinsight-python", "pinsight-python startup-file")
-        return EXIT_FAILED
-    print(path)
-    return 0
-
-
 # ---------------------------------------------------------------------------- checks
 
 
+@dataclass
 class _Plan:
     """The validated request: what to run, where the trace goes, the child's environment.
 
     With a relay daemon (``relayd_url``), ``output`` is None: the trace goes there.
     """
 
-    def __init__(
-        self,
-        command: List[str],
-        output: Optional[Path],
-        env: Dict[str, str],
-        relayd_url: Optional[str],
-        config: Optional[str],
-        warnings: List[str],
-        subbuf_size: str = lttng.SUBBUF_SIZE,
-        num_subbuf: int = lttng.NUM_SUBBUF,
-    ) -> None:
-        self.subbuf_size = subbuf_size
-        self.num_subbuf = num_subbuf
-        self.command = command
-        self.output = output
-        self.env = env
-        self.relayd_url = relayd_url
-        self.config = config  # the configuration the command's processes read, if any
-        self.warnings = warnings
+    command: List[str]
+    output: Optional[Path]
+    env: Dict[str, str]
+    relayd_url: Optional[str]
+    config: Optional[str]  # the configuration the command's processes read, if any
+    warnings: List[str]
+    subbuf_size: str = lttng.SUBBUF_SIZE
+    num_subbuf: int = lttng.NUM_SUBBUF
 
 
 class _Refused(Exception):
@@ -226,19 +190,9 @@ def parse_relayd_option(value: str, option: str = "--relayd") -> str:
         ) from None
 
 
-def _default_output() -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path.cwd() / f"pinsight-trace-{stamp}"
-    candidate, n = base, 1
-    while candidate.exists():
-        candidate = base.with_name(f"{base.name}-{n}")
-        n += 1
-    return candidate
-
-
 def check_configuration(path: str) -> List[str]:
     """The configuration's warnings; _Refused with its errors (file:line: message)."""
-    from . import _pinsight_python as core
+    from .. import _pinsight_python as core
 
     try:
         return list(core.check_config(path))
@@ -253,26 +207,57 @@ def _configuration_in_force(
     or the one named is refused already)."""
     if args.config is not None or os.environ.get(_settings.ENV_CONFIG, "").strip():
         return chosen.config
-    if os.path.lexists("pinsight_trace_config.txt"):
-        return os.path.abspath("pinsight_trace_config.txt")
-    return None
+    found = _settings.activation_config("", {})  # the working directory's, as activate()'s
+    return os.path.abspath(found) if found else None
 
 
 def _plan(args: argparse.Namespace) -> _Plan:
     """Checks everything; raises _Refused with every error found."""
     errors: List[str] = []
+    command = _command(args, errors)
+    chosen = _chosen_settings(args, errors)
+    url, output = _destination(args, errors)
+    config, warnings = _checked_configuration(chosen, args, errors)
+    subbuf_size, num_subbuf = _channel_size(args, errors)
+    preload = _alloc_preload(args, chosen, errors)
+    if errors:
+        raise _Refused(errors)
+    _check_runnable(command[0])
+
+    if url is None and output is None:
+        output = recording.default_output()
+    env = dict(os.environ)
+    if preload is not None:
+        _preload(env, preload, warnings)
+    chosen.export(env)
+    env[_settings.ENV_CONFIG_REPORTED] = "1"
+    return _Plan(command, output, env, url, config, warnings, subbuf_size, num_subbuf)
+
+
+def _command(args: argparse.Namespace, errors: List[str]) -> List[str]:
     command = list(args.command_argv)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         errors.append("no command given (usage: pinsight-python trace [OPTIONS] -- COMMAND)")
-    # The variables the command inherits first, the options over them.
+    return command
+
+
+def _chosen_settings(args: argparse.Namespace, errors: List[str]) -> _settings.Settings:
+    """The variables the command inherits first, the options over them."""
     inherited = _settings.from_environment(os.environ, errors)
     chosen = _settings.from_arguments(args, errors)
     for name in ("events", "mode", "backend", "config", "modules"):
         if getattr(chosen, name) is None:
             setattr(chosen, name, getattr(inherited, name))
     chosen.exclude = inherited.exclude + [m for m in chosen.exclude if m not in inherited.exclude]
+    return chosen
+
+
+def _destination(
+    args: argparse.Namespace, errors: List[str]
+) -> Tuple[Optional[str], Optional[Path]]:
+    """(the relay daemon's URL, the output directory): at most one of them."""
     url = None
     if args.relayd is not None:
         try:
@@ -286,51 +271,56 @@ def _plan(args: argparse.Namespace) -> _Plan:
             )
     output: Optional[Path] = None
     if args.output:
-        output = Path(args.output).absolute()
-        if output.exists() and (not output.is_dir() or any(output.iterdir())):
-            errors.append(
-                f"-o {args.output}: exists and is not an empty directory (LTTng would mix "
-                "this trace with what is there): choose another"
-            )
-    warnings: List[str] = []
-    config = _configuration_in_force(chosen, args)
-    if config is not None:
         try:
-            if config != chosen.config:
-                _settings.check_config_path(config, "./pinsight_trace_config.txt")
-            warnings = check_configuration(config)
+            output = recording.check_new_output(args.output)
         except _settings.SettingsError as e:
+            output = Path(args.output).absolute()
             errors.append(str(e))
-        except _Refused as e:
-            errors.extend(e.messages)
-    subbuf_size, num_subbuf = _channel_size(args, errors)
-    preload: Optional[Path] = None
-    if args.alloc:
-        chosen.events = list(chosen.events or _settings.EVENT_NAMES)
-        if "alloc" not in chosen.events:
-            chosen.events.append("alloc")
-        preload = alloc_preload_library()
-        if not preload.is_file():
-            errors.append(f"--alloc: {preload} is missing: reinstall pinsight-python")
-    if errors:
-        raise _Refused(errors)
-    _check_runnable(command[0])
+    return url, output
 
-    if url is None and output is None:
-        output = _default_output()
-    env = dict(os.environ)
-    if preload is not None:
-        runtime = sanitizer_runtime(env.get("LD_PRELOAD", ""))
-        if runtime is not None:
-            # ASan and its kin must be first in the library list and own malloc: preloading
-            # ours in front would stop the program, behind it would never be called.
-            warnings.append(f"--alloc: LD_PRELOAD loads the sanitizer runtime {runtime}, which "
-                            "owns malloc: native allocations are not sampled, Python's are")
-        else:
-            env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
-    chosen.export(env)
-    env[_settings.ENV_CONFIG_REPORTED] = "1"
-    return _Plan(command, output, env, url, config, warnings, subbuf_size, num_subbuf)
+
+def _checked_configuration(
+    chosen: _settings.Settings, args: argparse.Namespace, errors: List[str]
+) -> Tuple[Optional[str], List[str]]:
+    """(the configuration in force, its warnings); its errors go to ``errors``."""
+    config = _configuration_in_force(chosen, args)
+    if config is None:
+        return None, []
+    try:
+        if config != chosen.config:
+            _settings.check_config_path(config, f"./{_settings.DEFAULT_CONFIG_FILE}")
+        return config, check_configuration(config)
+    except _settings.SettingsError as e:
+        errors.append(str(e))
+    except _Refused as e:
+        errors.extend(e.messages)
+    return config, []
+
+
+def _alloc_preload(
+    args: argparse.Namespace, chosen: _settings.Settings, errors: List[str]
+) -> Optional[Path]:
+    """With --alloc: the alloc event added, and the malloc interposer to preload."""
+    if not args.alloc:
+        return None
+    chosen.events = list(chosen.events or _settings.EVENT_NAMES)
+    if "alloc" not in chosen.events:
+        chosen.events.append("alloc")
+    preload = alloc_preload_library()
+    if not preload.is_file():
+        errors.append(f"--alloc: {preload} is missing: reinstall pinsight-python")
+    return preload
+
+
+def _preload(env: Dict[str, str], preload: Path, warnings: List[str]) -> None:
+    runtime = sanitizer_runtime(env.get("LD_PRELOAD", ""))
+    if runtime is not None:
+        # ASan and its kin must be first in the library list and own malloc: preloading
+        # ours in front would stop the program, behind it would never be called.
+        warnings.append(f"--alloc: LD_PRELOAD loads the sanitizer runtime {runtime}, which "
+                        "owns malloc: native allocations are not sampled, Python's are")
+    else:
+        env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
 
 
 _SIZE = re.compile(r"(\d+)([kKmMgG]?)")
@@ -551,6 +541,26 @@ class _Supervisor:
             self.plan.command, env=self.plan.env, preexec_fn=as_we_were_started  # noqa: PLW1509
         )
 
+    def run(self) -> int:
+        """Starts the command, answers signals until it ends; trace's exit status."""
+        try:
+            self.start()
+        except OSError as e:
+            _error(f"{self.plan.command[0]}: {e.strerror}")
+            return EXIT_NOT_EXECUTABLE
+        if self.proc is None:
+            assert self.stop_signal is not None
+            name = signal.Signals(self.stop_signal).name
+            _note(f"{name} received before the command started: it was not started")
+            return killed_by(self.stop_signal)
+        status = _exit_status(self.wait())
+        if self.stopped_by is not None:
+            # What the signal did not end yet (ranks mpirun left behind, re-parented
+            # children) goes too; trace says how it was stopped.
+            _run.end_processes(self.marker, self.stopped_by)
+            status = killed_by(self.stopped_by)
+        return status
+
     def wait(self) -> int:
         """The command's wait status as Popen gives it (negative: killed by a signal)."""
         assert self.proc is not None
@@ -574,10 +584,10 @@ def _exit_status(returncode: int) -> int:
     except ValueError:
         name = ""
     _note(f"the command was killed by signal {signo}{name}")
-    return 128 + signo
+    return killed_by(signo)
 
 
-def run_trace(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     # Until the command starts, the signals we answer are only noted (a handler
     # that records them), so that LTTng's own programs, the session daemon among
     # them, start with the mask we were given.
@@ -608,25 +618,14 @@ def _run_trace(
     # run's keeper to track them as they start).
     session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True,
                             subbuf_size=plan.subbuf_size, num_subbuf=plan.num_subbuf)
+    recorder = recording.Recording(PROG, session)
     marker = f"{ENV_RUN}={session.name}"
     plan.env[ENV_RUN] = session.name
-    keeper: Optional[_RunKeeper] = None
     try:
-        lttng.lttng_binary()  # the clearest message when LTTng is not installed at all
-        started_daemon = lttng.ensure_sessiond()
-        swept = lttng.sweep_abandoned_runs()
-        session.create()
-        session.start()
+        recorder.start(sweep_abandoned=True)
         keeper = _RunKeeper(session.name, marker)
-    except (lttng.LttngError, OSError) as e:  # OSError: a helper the daemon check runs
-        _error(str(e) if isinstance(e, lttng.LttngError) else f"cannot set up LTTng: {e}")
-        _destroy(session)
-        return EXIT_FAILED
-    assert keeper is not None
-    if started_daemon:
-        _note("started an LTTng session daemon")
-    for name in swept:
-        _note(f"destroyed the session {name} of a run whose trace process is gone")
+    except recording.SETUP_ERRORS as e:
+        return recorder.abandon(e)
     plan.env[_run.ENV_SOCKET] = str(keeper.socket)
 
     # From here until the session is destroyed, the signals we answer are blocked
@@ -638,31 +637,13 @@ def _run_trace(
     supervisor = _Supervisor(plan, marker.encode(), old_mask, ignored)
     for signo in noted:
         supervisor.relay(signo, False) if signo in RELAYED_SIGNALS else supervisor.forward(signo)
-    status: int
     try:
-        try:
-            supervisor.start()
-        except OSError as e:
-            _error(f"{plan.command[0]}: {e.strerror}")
-            status = EXIT_NOT_EXECUTABLE
-        else:
-            if supervisor.proc is None:
-                assert supervisor.stop_signal is not None
-                name = signal.Signals(supervisor.stop_signal).name
-                _note(f"{name} received before the command started: it was not started")
-                status = 128 + supervisor.stop_signal
-            else:
-                status = _exit_status(supervisor.wait())
-                if supervisor.stopped_by is not None:
-                    # What the signal did not end yet (ranks mpirun left behind,
-                    # re-parented children) goes too; trace says how it was stopped.
-                    _run.end_processes(marker.encode(), supervisor.stopped_by)
-                    status = 128 + supervisor.stopped_by
+        status = supervisor.run()
     finally:
         # Stopping waits until LTTng has written every buffered event; after a
         # failure above, the session still must not outlive us.
         keeper.stop()
-        _destroy(session)
+        recorder.destroy()
     unrecorded = keeper.finish(plan.output)
     # What came after the command's end has no one to go to.
     supervisor.drain(answer=False)
@@ -670,39 +651,37 @@ def _run_trace(
     for signo, handler in handlers.items():
         signal.signal(signo, handler)
 
-    # How the command ended, when it did not succeed: with the trace's whereabouts.
-    ended = ""
-    if supervisor.stopped_by is not None:
-        ended = f"; the command was ended by {signal.Signals(supervisor.stopped_by).name}"
-    elif 0 < status < 128:
-        ended = f"; the command exited with status {status}"
+    ended = _how_it_ended(status, supervisor.stopped_by)
     if plan.output is None:
-        # The trace is on the relay host; where its daemon writes is not known here.
-        _note(
-            f"trace streamed to the relay daemon at {plan.relayd_url} "
-            f"(LTTng session {session.name}, now destroyed); on the relay host it is in "
-            f"RELAYD_OUTPUT/{socket.gethostname()}/{session.name}-YYYYmmdd-HHMMSS, "
-            f"RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces){ended}"
-        )
+        _tell_streamed(plan, session.name, ended)
         return status
-    _note(f"trace written to {plan.output} (LTTng session {session.name}, now destroyed)"
-          + ended)
+    recorder.tell_written(plan.output, ended)
     if unrecorded:
         _note(f"{len(unrecorded)} process(es) of the command recorded no events "
               f"(listed in {plan.output / UNRECORDED_FILE}): " + "; ".join(unrecorded[:5]))
     if not args.no_summary:
-        size = _trace_bytes(plan.output)
-        if size >= SUMMARY_NOTE_BYTES:
-            # Reading the trace back costs time of its own: say how much, and the way out.
-            _note(f"reading the {size / 1e6:,.0f} MB trace back for the summary (about "
-                  f"{size / SUMMARY_BYTES_PER_SECOND:,.0f} s; Ctrl-C skips it, the trace is "
-                  "complete; --no-summary next time)")
-        try:
-            for line in summarize(plan.output):
-                print(f"  {line}", file=sys.stderr)
-        except KeyboardInterrupt:
-            _note("summary interrupted (the trace is complete)")
+        recorder.print_summary(plan.output)
     return status
+
+
+def _how_it_ended(status: int, stopped_by: Optional[int]) -> str:
+    """How the command ended, when it did not succeed, for the line that says where the
+    trace is ("" after a success)."""
+    if stopped_by is not None:
+        return f"; the command was ended by {signal.Signals(stopped_by).name}"
+    if 0 < status < 128:
+        return f"; the command exited with status {status}"
+    return ""
+
+
+def _tell_streamed(plan: _Plan, session: str, ended: str) -> None:
+    # The trace is on the relay host; where its daemon writes is not known here.
+    _note(
+        f"trace streamed to the relay daemon at {plan.relayd_url} "
+        f"(LTTng session {session}, now destroyed); on the relay host it is in "
+        f"RELAYD_OUTPUT/{socket.gethostname()}/{session}-YYYYmmdd-HHMMSS, "
+        f"RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces){ended}"
+    )
 
 
 _KEEPER_MAIN = "import sys; from pinsight_python._run import main; sys.exit(main(sys.argv[1:]))"
@@ -753,37 +732,3 @@ class _RunKeeper:
         if unrecorded and output is not None and output.is_dir():
             (output / UNRECORDED_FILE).write_text("".join(f"{ln}\n" for ln in unrecorded))
         return unrecorded
-
-
-# The summary reads the trace at babeltrace2's decoding speed: measured on 2 cores
-# (sympy's core tests, 55 M events), 107 MB/s of full payload, 50 MB/s of compact.
-SUMMARY_BYTES_PER_SECOND = 60e6
-SUMMARY_NOTE_BYTES = 300e6  # about 5 s: below it, not worth a line
-
-
-def _trace_bytes(directory: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(directory):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(dirpath, name))
-            except OSError:
-                pass
-    return total
-
-
-def _destroy(session: lttng.Session) -> None:
-    try:
-        session.destroy()
-    except lttng.LttngError as e:
-        _error(f"stopping the session {session.name}: {e}")
-
-
-# ---------------------------------------------------------------------------- summary
-
-
-def summarize(trace_dir: Path) -> List[str]:
-    """The end-of-run summary, computed by the trace reader (summary.py)."""
-    from .summary import summarize as read_summary
-
-    return read_summary(trace_dir)

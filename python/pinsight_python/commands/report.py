@@ -1,0 +1,49 @@
+"""``pinsight-python report``: per process and thread, the top functions, native
+calls and exceptions of a trace (the view itself: ``pinsight_python.report``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from . import reading
+from .exit_status import EXIT_OK
+
+HELP = "per process and thread: top functions, native calls, exceptions"
+EXAMPLES = (
+    "pinsight-python report pinsight-trace-20260121-101500",
+    "pinsight-python report --top 40 -o report.txt sim-trace",
+    "pinsight-python report --json sim-trace | jq '.processes[0]'",
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    reading.add_trace_arguments(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as JSON (schema: docs/analysis.md)")
+    parser.add_argument("--top", type=reading.positive_or_zero, default=15, metavar="N",
+                        help="rows per table (0: all; default: %(default)s)")
+    parser.add_argument("-o", "--output", default="-", metavar="FILE",
+                        help="write the report there instead of stdout")
+    reading.add_filter_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analysis import read_trace
+    from ..report import build_report, render_text
+
+    reading.check_output(args.output)
+    trace = read_trace(args.trace_dir, call_trees=False, progress=args.progress,
+                       filters=reading.filters(args))
+    reading.warn_discards(trace)
+    report = build_report(trace, top=args.top)
+    out = reading.open_output(args.output)
+    try:
+        if args.json:
+            json.dump(report, out, indent=2)
+            out.write("\n")
+        else:
+            out.write(render_text(report))
+    finally:
+        reading.close_output(out)
+    return EXIT_OK
