@@ -290,6 +290,33 @@ def test_main_thread_blocked_in_c_call(tmp: Path) -> None:
     assert (out, proc.returncode) == ("go []\n", 0)
 
 
+@pytest.mark.parametrize("existing", [False, True], ids=["new-dir", "empty-dir"])
+def test_recording_that_attached_nothing_leaves_no_output(tmp: Path, existing: bool) -> None:
+    """attach -o DIR that times out records nothing: no directory of LTTng's is left
+    behind, and an empty directory the user named stays, empty."""
+    script = tmp / "blocked.py"
+    script.write_text("import sys\nprint('ready', flush=True)\nsys.stdin.readline()\n")
+    output = tmp / "never-written"
+    if existing:
+        output.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        res = cli("attach", str(proc.pid), "-o", str(output), "--duration", "5",
+                  "--timeout", "1.5")
+        assert res.returncode == 1, res.stderr
+        assert "withdrawn" in res.stderr, res.stderr
+        assert "nothing was recorded" in res.stderr and "trace written" not in res.stderr
+    finally:
+        proc.communicate("go\n", timeout=30)
+    if existing:
+        assert output.is_dir() and not any(output.iterdir())
+    else:
+        assert not output.exists()
+
+
 # ---------------------------------------------------------------------------- refusals
 
 

@@ -284,6 +284,7 @@ def _record(
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         recorder.destroy()
     if not attached:
+        recorder.discard()
         return EXIT_FAILED
     recorder.tell_written(output)
     if not args.no_summary:

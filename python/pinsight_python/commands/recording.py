@@ -9,6 +9,7 @@ command it runs, processes it attaches to) and how it waits stays in its module.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -64,6 +65,8 @@ class Recording:
     def __init__(self, prog: str, session: lttng.Session) -> None:
         self.prog = prog
         self.session = session
+        # An empty directory the user named stays; one LTTng makes goes with discard().
+        self.output_existed = session.output is not None and session.output.exists()
 
     def start(self, sweep_abandoned: bool = False) -> None:
         """Creates and starts the session; raises one of SETUP_ERRORS (then call
@@ -86,6 +89,7 @@ class Recording:
         else:
             error(self.prog, f"cannot set up LTTng: {cause}")
         self.destroy()
+        self.discard()
         return EXIT_FAILED
 
     def destroy(self) -> None:
@@ -95,6 +99,27 @@ class Recording:
             self.session.destroy()
         except lttng.LttngError as e:
             error(self.prog, f"stopping the session {self.session.name}: {e}")
+
+    def discard(self) -> None:
+        """After a destroy that recorded nothing (no target attached): leaves no output
+        directory behind, or the user's empty one as it was."""
+        output = self.session.output
+        if output is None or not output.is_dir():
+            return
+        try:
+            if self.output_existed:
+                for entry in output.iterdir():
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+            else:
+                shutil.rmtree(output)
+        except OSError as e:
+            error(self.prog, f"nothing was recorded, but {output} could not be removed: {e}")
+            return
+        what = "emptied" if self.output_existed else "removed"
+        note(self.prog, f"nothing was recorded: {output} {what}")
 
     def tell_written(self, output: Path, ended: str = "") -> None:
         note(self.prog, f"trace written to {output} (LTTng session {self.session.name}, "
