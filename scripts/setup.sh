@@ -23,6 +23,7 @@ debian_packages=(
   pkg-config g++ make procps clang-format gdb
   openmpi-bin libopenmpi-dev
   python3-venv python3-dev
+  clang libomp-dev
 )
 
 missing=()
@@ -102,5 +103,20 @@ fi
 "$site/bin/python" -m pip install -q --upgrade pip
 "$site/bin/python" -m pip install -q --config-settings=build-dir=build/site .
 chmod -R a+rX "$site"
+
+# PInsight's libpinsight.so, from the source snapshot beside the project (its
+# SNAPSHOT.md): the tests trace its real OpenMP and MPI domains beside ours. Built
+# with gcc (clang 14 rejects src/ompt_callback.c); OMPT itself comes from LLVM's
+# libomp (libomp-dev), which the tests' OpenMP kernels are built against with clang.
+pinsight_src=${PINSIGHT_SOURCE:-$root/../shared/pinsight}
+[[ -f $pinsight_src/CMakeLists.txt ]] ||
+  die "PInsight's source snapshot is missing at $pinsight_src (set PINSIGHT_SOURCE)"
+echo "setup: build/pinsight/libpinsight.so from $pinsight_src"
+mkdir -p build
+# The cmake setup installed into .venv-sanitize: the one a fresh machine is sure to have.
+.venv-sanitize/bin/cmake -S "$pinsight_src" -B build/pinsight -DCMAKE_C_COMPILER=gcc -DPINSIGHT_CUDA=OFF \
+  -DPINSIGHT_MPI=ON -DPINSIGHT_OPENMP=ON >build/pinsight.log 2>&1 &&
+  LIBRARY_PATH=/usr/lib/llvm-14/lib .venv-sanitize/bin/cmake --build build/pinsight -j >>build/pinsight.log 2>&1 ||
+  die "building libpinsight.so failed: see build/pinsight.log"
 
 echo "setup: done. Run the tests with: bash scripts/test.sh"

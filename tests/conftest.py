@@ -7,11 +7,13 @@ import pytest
 
 from pinsight_python import lttng
 
-from .tracing import Tracer
+from .tracing import PINSIGHT_LIB, Tracer
 
 REQUIRED_TOOLS = (
-    "lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "mpirun", "gdb", "setpriv"
+    "lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "clang", "mpirun", "gdb",
+    "setpriv",
 )
+
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -24,6 +26,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not Path("/usr/bin/python3").exists():
         raise pytest.UsageError(
             "/usr/bin/python3 (with python3-bt2) is missing: run scripts/setup.sh"
+        )
+    if not PINSIGHT_LIB.is_file():
+        raise pytest.UsageError(
+            f"{PINSIGHT_LIB} is missing: run scripts/setup.sh (it builds PInsight's "
+            "libpinsight.so from ../shared/pinsight), or set PINSIGHT_LIB"
         )
     lttng.ensure_sessiond()
 

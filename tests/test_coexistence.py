@@ -13,9 +13,10 @@ parallel region (gcc -fopenmp). Checked here:
 - its events fall inside the c_call_begin/c_call_end of the Python call that ran
   the region, on the caller's thread and on the team's.
 
-With PINSIGHT_LIB=/path/to/libpinsight.so in the environment, one more test runs
-the same checks against the real library (with clang and LLVM's libomp to build
-its OpenMP kernel); without it that test is not collected at all.
+The same checks run against the real library too: libpinsight.so built by
+scripts/setup.sh from ../shared/pinsight (or PINSIGHT_LIB), with clang and LLVM's
+libomp to build its OpenMP kernel; and `pinsight-python trace` runs a command that
+preloads it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import pytest
 
 from pinsight_python import lttng
 
-from .tracing import SETPROFILE, Event, Trace, check_balanced, read_trace
+from .tracing import PINSIGHT_LIB, SETPROFILE, Event, Trace, check_balanced, read_trace
 
 NATIVE = Path(__file__).resolve().parent / "native" / "pinsight_like"
 STANDIN = "pinsight_like_lttng_ust"
@@ -422,96 +423,153 @@ def test_reload_applies_to_both_configurations(standin: Dict[str, Path], tmp_pat
 
 
 # ---------------------------------------------------------------------------
-# The real libpinsight.so, when PINSIGHT_LIB names one (not collected otherwise)
+# The real libpinsight.so (tests/tracing.PINSIGHT_LIB; conftest insists it exists)
 
-PINSIGHT_LIB = os.environ.get("PINSIGHT_LIB")
 
-if PINSIGHT_LIB:
-
-    def _build_openmp_kernel(out: Path) -> Path:
-        """openmp_region.c with clang -fopenmp (LLVM's libomp: OMPT)."""
-        cc = os.environ.get("PINSIGHT_OMP_CC", "clang")
-        if shutil.which(cc) is None:
-            raise AssertionError(
-                f"PINSIGHT_LIB is set but {cc!r} is missing: PInsight's OpenMP tracing needs "
-                "clang and LLVM's libomp (Debian: apt-get install clang libomp-dev)"
-            )
-        resource = subprocess.run(
-            [cc, "-print-resource-dir"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        rpath = []
-        if resource and (Path(resource).parents[1] / "libomp.so").exists():
-            rpath = [f"-Wl,-rpath,{Path(resource).parents[1]}"]
-        lib = out / "libopenmp_region.so"
-        _compile(
-            [
-                cc,
-                "-O2",
-                "-fPIC",
-                "-shared",
-                "-fopenmp",
-                str(NATIVE / "openmp_region.c"),
-                "-o",
-                str(lib),
-                *rpath,
-            ]
+def _build_openmp_kernel(out: Path) -> Path:
+    """openmp_region.c with clang -fopenmp (LLVM's libomp: OMPT)."""
+    cc = os.environ.get("PINSIGHT_OMP_CC", "clang")
+    if shutil.which(cc) is None:
+        raise AssertionError(
+            f"{cc!r} is missing: PInsight's OpenMP tracing needs "
+            "clang and LLVM's libomp (Debian: apt-get install clang libomp-dev)"
         )
-        return lib
-
-    def test_real_libpinsight(tmp_path: Path) -> None:
-        lib = Path(str(PINSIGHT_LIB)).resolve()
-        assert lib.is_file(), f"PINSIGHT_LIB={PINSIGHT_LIB}: no such file"
-        kernel = _build_openmp_kernel(tmp_path)
-        env = _env(tmp_path, LD_PRELOAD=str(lib), STANDIN=str(kernel))
-        body = WORKLOAD.replace("pinsight_like_kernel", "openmp_region")
-        events = (f"{lttng.PROVIDER}:*", f"{OMPT}:*")
-        _, alone = run_traced(tmp_path, "alone", body, env, events, activate=False)
-        _, both = run_traced(tmp_path, "both", body, env, events, activate=True)
-        assert alone.discarded == both.discarded == 0
-
-        # PInsight's events: the same, in number, with and without us.
-        ompt_alone, ompt_both = _counts(alone, OMPT), _counts(both, OMPT)
-        assert ompt_alone == ompt_both
-        # PInsight also reports the initial thread's implicit region (codeptr 0).
-        assert ompt_both["parallel_end"] == CALLS
-        assert ompt_both["implicit_task_begin"] == CALLS * TEAM
-
-        # Each region's parallel_begin/_end inside the call that ran it, on its thread.
-        check_balanced(both)
-        windows = _windows(both, "ctypes.openmp_region")
-        assert len(windows) == CALLS
-        marks = [
-            e
-            for e in both.events
-            if e.short in ("parallel_begin", "parallel_end") and e.fields["parallel_codeptr"] != 0
+    resource = subprocess.run(
+        [cc, "-print-resource-dir"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    rpath = []
+    if resource and (Path(resource).parents[1] / "libomp.so").exists():
+        rpath = [f"-Wl,-rpath,{Path(resource).parents[1]}"]
+    lib = out / "libopenmp_region.so"
+    _compile(
+        [
+            cc,
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-fopenmp",
+            str(NATIVE / "openmp_region.c"),
+            "-o",
+            str(lib),
+            *rpath,
         ]
-        assert len(marks) == 2 * CALLS
-        where = collections.Counter(_window_of(windows, e) for e in marks)
-        assert where == {i: 2 for i in range(CALLS)}
-        assert {e.ctx["vtid"] for e in marks} == {windows[0][2]}
+    )
+    return lib
 
-        # SIGUSR1 while it runs: PInsight reloads (it says so on stderr) and so do we.
-        r = run_signals(tmp_path, env, program=REAL_SIGNAL_PROGRAM)
-        assert r["our_reloads"] == SIGNALS, r
-        stderr = r["stderr"]
-        assert stderr.count("PInsight: Control thread reloading config") == SIGNALS, stderr
+def test_real_libpinsight(tmp_path: Path) -> None:
+    lib = PINSIGHT_LIB.resolve()
+    kernel = _build_openmp_kernel(tmp_path)
+    env = _env(tmp_path, LD_PRELOAD=str(lib), STANDIN=str(kernel))
+    body = WORKLOAD.replace("pinsight_like_kernel", "openmp_region")
+    events = (f"{lttng.PROVIDER}:*", f"{OMPT}:*")
+    _, alone = run_traced(tmp_path, "alone", body, env, events, activate=False)
+    _, both = run_traced(tmp_path, "both", body, env, events, activate=True)
+    assert alone.discarded == both.discarded == 0
 
-    REAL_SIGNAL_PROGRAM = textwrap.dedent("""
-        import ctypes, json, os, time
-        import pinsight_python
-        pinsight_python.activate()
-        kernel = ctypes.CDLL(os.environ["STANDIN"])
-        kernel.openmp_region.restype = ctypes.c_double
+    # PInsight's events: the same, in number, with and without us.
+    ompt_alone, ompt_both = _counts(alone, OMPT), _counts(both, OMPT)
+    assert ompt_alone == ompt_both
+    # PInsight also reports the initial thread's implicit region (codeptr 0).
+    assert ompt_both["parallel_end"] == CALLS
+    assert ompt_both["implicit_task_begin"] == CALLS * TEAM
+
+    # Each region's parallel_begin/_end inside the call that ran it, on its thread.
+    check_balanced(both)
+    windows = _windows(both, "ctypes.openmp_region")
+    assert len(windows) == CALLS
+    marks = [
+        e
+        for e in both.events
+        if e.short in ("parallel_begin", "parallel_end") and e.fields["parallel_codeptr"] != 0
+    ]
+    assert len(marks) == 2 * CALLS
+    where = collections.Counter(_window_of(windows, e) for e in marks)
+    assert where == {i: 2 for i in range(CALLS)}
+    assert {e.ctx["vtid"] for e in marks} == {windows[0][2]}
+
+    # SIGUSR1 while it runs: PInsight reloads (it says so on stderr) and so do we.
+    r = run_signals(tmp_path, env, program=REAL_SIGNAL_PROGRAM)
+    assert r["our_reloads"] == SIGNALS, r
+    stderr = r["stderr"]
+    assert stderr.count("PInsight: Control thread reloading config") == SIGNALS, stderr
+
+REAL_SIGNAL_PROGRAM = textwrap.dedent("""
+    import ctypes, json, os, time
+    import pinsight_python
+    pinsight_python.activate()
+    kernel = ctypes.CDLL(os.environ["STANDIN"])
+    kernel.openmp_region.restype = ctypes.c_double
+    kernel.openmp_region(20000)
+    print("ready", flush=True)
+    while not os.path.exists("sent"):
         kernel.openmp_region(20000)
-        print("ready", flush=True)
-        while not os.path.exists("sent"):
-            kernel.openmp_region(20000)
-        deadline = time.monotonic() + 20
-        while pinsight_python.status()["reloads"] < int(os.environ["SIGNALS"]):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        time.sleep(0.5)  # PInsight's control thread logs its reloads
-        st = pinsight_python.status()
-        print(json.dumps({"our_reloads": st["reloads"], "first": True}), flush=True)
-    """)
+    deadline = time.monotonic() + 20
+    while pinsight_python.status()["reloads"] < int(os.environ["SIGNALS"]):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    time.sleep(0.5)  # PInsight's control thread logs its reloads
+    st = pinsight_python.status()
+    print(json.dumps({"our_reloads": st["reloads"], "first": True}), flush=True)
+""")
+
+
+def _trace_cli(tmp_path: Path, env: Dict[str, str], *options: str) -> Tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path / "cli-trace"
+    script = tmp_path / "app.py"
+    script.write_text(WORKLOAD.replace("pinsight_like_kernel", "openmp_region"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinsight_python", "trace", "--no-summary", "-o", str(out),
+         *options, "--", sys.executable, str(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240, check=False,
+    )
+    return proc, out
+
+
+def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> None:
+    """LD_PRELOAD=libpinsight.so pinsight-python trace -- python app.py: trace copes
+    with PInsight's C handler for SIGUSR1 in its own process, and records PInsight's
+    domains beside Python's, each region inside the Python call that ran it."""
+    kernel = _build_openmp_kernel(tmp_path)
+    env = _env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
+    proc, out = _trace_cli(tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    pid = int(proc.stdout.split()[0])
+    trace = read_trace(out)
+    mine = Trace(out, [e for e in trace.events if e.ctx.get("vpid") == pid], trace.discarded)
+    assert mine.discarded == 0
+    check_balanced(mine)
+    windows = _windows(mine, "ctypes.openmp_region")
+    assert len(windows) == CALLS
+    regions = [e for e in mine.events
+               if e.short == "parallel_begin" and e.fields["parallel_codeptr"] != 0]
+    assert len(regions) == CALLS
+    assert collections.Counter(_window_of(windows, e) for e in regions) == {
+        i: 1 for i in range(CALLS)}
+
+
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [("none", 0), ("openmp", CALLS), ("mpi", 0), ("all", CALLS)],
+)
+def test_trace_domains_option(tmp_path: Path, option: str, expected: int) -> None:
+    kernel = _build_openmp_kernel(tmp_path)
+    env = _env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
+    proc, out = _trace_cli(tmp_path, env, "--domains", option)
+    assert proc.returncode == 0, proc.stderr
+    trace = read_trace(out)
+    regions = [e for e in trace.events
+               if e.short == "parallel_begin" and e.fields["parallel_codeptr"] != 0]
+    assert len(regions) == expected
+    assert any(e.name.startswith(f"{lttng.PROVIDER}:") for e in trace.events)
+
+
+def test_trace_domains_option_refuses_an_unknown_domain(tmp_path: Path) -> None:
+    proc, out = _trace_cli(tmp_path, _env(tmp_path), "--domains", "opemnp")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "pinsight-python trace: error: --domains: unknown domain 'opemnp' (expected a list of "
+        "openmp, mpi, cuda, or all, or none) (did you mean 'openmp'?)"
+    ), proc.stderr
+    assert not out.exists()

@@ -22,6 +22,10 @@ from pinsight_python import lttng
 
 HERE = Path(__file__).resolve().parent
 SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter python3-bt2 binds
+# PInsight's real libpinsight.so, built by scripts/setup.sh; PINSIGHT_LIB names another.
+PINSIGHT_LIB = Path(
+    os.environ.get("PINSIGHT_LIB") or HERE.parent / "build" / "pinsight" / "libpinsight.so"
+)
 
 # The backend activate() picks on this interpreter. CPython's profile hook
 # (setprofile) reports only builtin functions and methods as native calls:

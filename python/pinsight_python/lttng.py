@@ -24,6 +24,12 @@ from pathlib import Path
 from typing import IO, Iterable, List, Optional, Sequence, Tuple
 
 PROVIDER = "python_pinsight_lttng_ust"
+# PInsight's native domains (libpinsight.so, passlab/pinsight): their LTTng-UST providers.
+NATIVE_DOMAINS = {
+    "openmp": "ompt_pinsight_lttng_ust",
+    "mpi": "pmpi_pinsight_lttng_ust",
+    "cuda": "cupti_pinsight_lttng_ust",
+}
 # What the analyses need, and no more: every context is paid on every event
 # (procname alone was 16 bytes of ~106); process_info carries the process name.
 CONTEXTS = ("vpid", "vtid")

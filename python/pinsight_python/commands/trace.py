@@ -32,7 +32,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .. import _run, lttng
 from .. import settings as _settings
@@ -140,6 +140,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"discards events (default: {lttng.default_num_subbuf()} on this machine of "
         f"{os.cpu_count() or 1} CPUs: {lttng.NUM_SUBBUF} from 8 CPUs on, twice as many below)",
     )
+    parser.add_argument(
+        "--domains", metavar="LIST", default=None,
+        help="PInsight's native domains to record beside Python: any of "
+        f"{', '.join(lttng.NATIVE_DOMAINS)}, all or none (default: all when the command "
+        "preloads libpinsight.so, through LD_PRELOAD or OMP_TOOL_LIBRARIES; else none)",
+    )
     _settings.add_arguments(parser)
     parser.add_argument(
         # Not "command": cli.py's subparsers store the subcommand's name there.
@@ -168,6 +174,7 @@ class _Plan:
     warnings: List[str]
     subbuf_size: str = lttng.SUBBUF_SIZE
     num_subbuf: int = lttng.NUM_SUBBUF
+    domains: Sequence[str] = ()  # PInsight's native domains recorded too
 
 
 class _Refused(Exception):
@@ -220,6 +227,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
     config, warnings = _checked_configuration(chosen, args, errors)
     subbuf_size, num_subbuf = _channel_size(args, errors)
     preload = _alloc_preload(args, chosen, errors)
+    domains = _native_domains(args.domains, os.environ, errors)
     if errors:
         raise _Refused(errors)
     _check_runnable(command[0])
@@ -231,7 +239,27 @@ def _plan(args: argparse.Namespace) -> _Plan:
         _preload(env, preload, warnings)
     chosen.export(env)
     env[_settings.ENV_CONFIG_REPORTED] = "1"
-    return _Plan(command, output, env, url, config, warnings, subbuf_size, num_subbuf)
+    return _Plan(command, output, env, url, config, warnings, subbuf_size, num_subbuf, domains)
+
+
+def _native_domains(
+    option: Optional[str], environ: Mapping[str, str], errors: List[str]
+) -> Sequence[str]:
+    """--domains, else all of PInsight's when the command preloads libpinsight.so."""
+    if option is None:
+        preloaded = f"{environ.get('LD_PRELOAD', '')} {environ.get('OMP_TOOL_LIBRARIES', '')}"
+        return tuple(lttng.NATIVE_DOMAINS) if "libpinsight" in preloaded else ()
+    names = [n.strip().lower() for n in option.split(",") if n.strip()]
+    if names in (["all"], ["none"]):
+        return tuple(lttng.NATIVE_DOMAINS) if names == ["all"] else ()
+    unknown = [n for n in names if n not in lttng.NATIVE_DOMAINS]
+    if unknown or not names:
+        given = unknown[0] if unknown else option
+        errors.append(f"--domains: unknown domain {given!r} (expected a list of "
+                      f"{', '.join(lttng.NATIVE_DOMAINS)}, or all, or none)"
+                      + _settings.did_you_mean(given, [*lttng.NATIVE_DOMAINS, "all", "none"]))
+        return ()
+    return tuple(dict.fromkeys(names))
 
 
 def _command(args: argparse.Namespace, errors: List[str]) -> List[str]:
@@ -599,7 +627,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run_trace(args, noted, previous)
     finally:
-        for signo, handler in previous.items():
+        _restore_handlers(previous)
+
+
+def _restore_handlers(previous: Dict[signal.Signals, Any]) -> None:
+    """Puts back the handlers Python can put back. None is a handler installed outside
+    Python (libpinsight.so, preloaded into trace too, sets a C handler for SIGUSR1):
+    it cannot be reinstalled from here, and trace ends just after."""
+    for signo, handler in previous.items():
+        if handler is not None:
             signal.signal(signo, handler)
 
 
@@ -616,8 +652,10 @@ def _run_trace(
 
     # The session records no process but those of this run (_run.py: they ask the
     # run's keeper to track them as they start).
+    events = [f"{lttng.PROVIDER}:*", *(f"{lttng.NATIVE_DOMAINS[d]}:*" for d in plan.domains)]
     session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True,
-                            subbuf_size=plan.subbuf_size, num_subbuf=plan.num_subbuf)
+                            subbuf_size=plan.subbuf_size, num_subbuf=plan.num_subbuf,
+                            events=events)
     recorder = recording.Recording(PROG, session)
     marker = f"{ENV_RUN}={session.name}"
     plan.env[ENV_RUN] = session.name
@@ -648,8 +686,7 @@ def _run_trace(
     # What came after the command's end has no one to go to.
     supervisor.drain(answer=False)
     signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-    for signo, handler in handlers.items():
-        signal.signal(signo, handler)
+    _restore_handlers(handlers)
 
     ended = _how_it_ended(status, supervisor.stopped_by)
     if plan.output is None:
