@@ -514,7 +514,9 @@ REAL_SIGNAL_PROGRAM = textwrap.dedent("""
 """)
 
 
-def _trace_cli(tmp_path: Path, env: Dict[str, str], *options: str) -> Tuple[subprocess.CompletedProcess[str], Path]:
+def _trace_cli(
+    tmp_path: Path, env: Dict[str, str], *options: str
+) -> Tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "cli-trace"
     script = tmp_path / "app.py"
     script.write_text(WORKLOAD.replace("pinsight_like_kernel", "openmp_region"))
