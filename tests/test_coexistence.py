@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pytest
 
 from pinsight_python import lttng
+from pinsight_python.report import render_text
 
 from .tracing import PINSIGHT_LIB, SETPROFILE, Event, Trace, check_balanced, read_trace
 
@@ -422,6 +423,46 @@ def test_reload_applies_to_both_configurations(standin: Dict[str, Path], tmp_pat
     assert len(_windows(trace, "ctypes.pinsight_like_kernel")) == 5
 
 
+def _native_report(out: Path, pid: int) -> Dict[str, Any]:
+    """Our own reader's report of the process `pid` in the trace `out`."""
+    from pinsight_python.analysis import ReadFilter
+    from pinsight_python.analysis import read_trace as read_with_reader
+    from pinsight_python.report import build_report
+
+    return build_report(read_with_reader(out, filters=ReadFilter(pids=(pid,))), top=0)
+
+
+def _native_rows(report: Dict[str, Any], domain: str, name: str) -> Dict[Optional[str], int]:
+    """count per caller (None: no Python caller) of the regions `domain` `name`."""
+    rows: Dict[Optional[str], int] = {}
+    for row in report["native"]:
+        if (row["domain"], row["name"]) == (domain, name):
+            caller = row["caller"]["qualname"] if row["caller"] else None
+            rows[caller] = rows.get(caller, 0) + row["count"]
+            assert row["total_ns"] > 0
+            share = row["share_of_caller"]
+            assert share is None or 0 < share <= 1, row
+    return rows
+
+
+def test_report_attributes_any_providers_regions_to_their_caller(
+    standin: Dict[str, Path], tmp_path: Path
+) -> None:
+    """A provider the reader does not know, with NAME_begin/NAME_end events: each
+    region goes to the call it ran in (the ctypes call; under the profile hook,
+    which does not report ctypes calls, the Python function making it)."""
+    lib = str(standin["plain"])
+    env = _env(tmp_path, LD_PRELOAD=lib, STANDIN=lib)
+    events = (f"{lttng.PROVIDER}:*", f"{STANDIN}:*")
+    pid, _ = run_traced(tmp_path, "both", WORKLOAD, env, events, activate=True)
+    report = _native_report(tmp_path / "trace-both", pid)
+    caller = "step" if SETPROFILE else "ctypes.pinsight_like_kernel"
+    assert _native_rows(report, STANDIN, "region") == {caller: CALLS}
+    assert report["native_unmatched"] == []
+    assert report["native_ends_without_begin"] == 0
+    assert "Native time by Python caller:" in render_text(report)
+
+
 # ---------------------------------------------------------------------------
 # The real libpinsight.so (tests/tracing.PINSIGHT_LIB; conftest insists it exists)
 
@@ -521,7 +562,7 @@ def _trace_cli(
     script = tmp_path / "app.py"
     script.write_text(WORKLOAD.replace("pinsight_like_kernel", "openmp_region"))
     proc = subprocess.run(
-        [sys.executable, "-m", "pinsight_python", "trace", "--no-summary", "-o", str(out),
+        [sys.executable, "-m", "pinsight_python.cli", "trace", "--no-summary", "-o", str(out),
          *options, "--", sys.executable, str(script)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240, check=False,
     )
@@ -550,6 +591,15 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
     assert collections.Counter(_window_of(windows, e) for e in regions) == {
         i: 1 for i in range(CALLS)}
 
+    # Our report: each parallel region under the call that ran it; the initial
+    # implicit region's begins, which never end, listed as unmatched, not timed.
+    report = _native_report(out, pid)
+    caller = "step" if SETPROFILE else "ctypes.openmp_region"
+    assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
+    assert _native_rows(report, "openmp", "implicit_task")[caller] == CALLS
+    unmatched = {(u["domain"], u["name"]): u["count"] for u in report["native_unmatched"]}
+    assert unmatched[("openmp", "parallel")] == unmatched[("openmp", "implicit_task")] == 1
+
 
 @pytest.mark.parametrize(
     ("option", "expected"),
@@ -572,6 +622,6 @@ def test_trace_domains_option_refuses_an_unknown_domain(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "pinsight-python trace: error: --domains: unknown domain 'opemnp' (expected a list of "
-        "openmp, mpi, cuda, or all, or none) (did you mean 'openmp'?)"
+        "openmp, mpi, cuda, or all, or none); did you mean 'openmp'?"
     ), proc.stderr
     assert not out.exists()

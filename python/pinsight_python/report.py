@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns
+from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
@@ -289,6 +290,9 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         if entry["mpi_rank"] is not None:
             rank_rows.append(_rank_row(symbols, proc, entry))
     mpi = _mpi_summary(rank_rows)
+    inclusive = {symbol: row[2] for symbol, row in _function_totals(
+        t for proc in trace.processes for t in proc["threads"]).items()}
+    native = native_section(trace, _caller_json, inclusive, top)
 
     warnings = []
     if raw["discarded_events"]:
@@ -355,6 +359,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         "warnings": warnings,
         "mpi": mpi,
         "processes": processes,
+        **native,
     }
 
 
@@ -534,6 +539,26 @@ def _filter_text(filters: Dict[str, Any]) -> str:
     return ReadFilter(**fields).describe()
 
 
+def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
+    lines = ["", _process_title(proc)]
+    active = [t for t in proc["threads"] if _has_activity(t)]
+    idle = [t for t in proc["threads"] if not _has_activity(t)]
+    if len(active) > 1:
+        lines += ["", f"--- all {len(active)} threads ---"]
+        lines += _activity_lines(proc, top)
+    for thread in active:
+        span = format_ns(thread["end_ns"] - thread["begin_ns"])
+        lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span} ---"]
+        lines += _activity_lines(thread, top)
+    if idle:
+        labels = ", ".join(t["label"] for t in idle)
+        lines += ["", f"Threads without function events: {labels}"]
+    allocations = alloc_lines(proc["allocations"])
+    if allocations:
+        lines += ["", *allocations]
+    return lines
+
+
 def render_text(report: Dict[str, Any]) -> str:
     top = int(report["top"])
     threads = sum(len(p["threads"]) for p in report["processes"])
@@ -552,20 +577,8 @@ def render_text(report: Dict[str, Any]) -> str:
     if report.get("mpi"):
         lines += ["", *_mpi_lines(report["mpi"])]
     for proc in report["processes"]:
-        lines += ["", _process_title(proc)]
-        active = [t for t in proc["threads"] if _has_activity(t)]
-        idle = [t for t in proc["threads"] if not _has_activity(t)]
-        if len(active) > 1:
-            lines += ["", f"--- all {len(active)} threads ---"]
-            lines += _activity_lines(proc, top)
-        for thread in active:
-            span = format_ns(thread["end_ns"] - thread["begin_ns"])
-            lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span} ---"]
-            lines += _activity_lines(thread, top)
-        if idle:
-            labels = ", ".join(t["label"] for t in idle)
-            lines += ["", f"Threads without function events: {labels}"]
-        allocations = alloc_lines(proc["allocations"])
-        if allocations:
-            lines += ["", *allocations]
+        lines += _process_lines(proc, top)
+    native = native_lines(report)
+    if native:
+        lines += ["", *native]
     return "\n".join(lines) + "\n"

@@ -60,13 +60,65 @@ ProcessState &CallStackAnalyzer::process(uint16_t host, int32_t vpid) {
   return it->second;
 }
 
-ThreadState &CallStackAnalyzer::thread(const RawEvent &e) {
+namespace {
+uint64_t thread_key(const RawEvent &e) {
   // Without the vtid context, Python's own thread id still separates stacks.
   int32_t tid = e.vtid >= 0 ? e.vtid : e.python_thread_id;
   // Linux ids fit in 22 bits; -1 (absent) becomes 0xffffff.
-  uint64_t key = (static_cast<uint64_t>(e.host) << 48) |
-                 (static_cast<uint64_t>(static_cast<uint32_t>(e.vpid) & 0xffffff) << 24) |
-                 (static_cast<uint32_t>(tid) & 0xffffff);
+  return (static_cast<uint64_t>(e.host) << 48) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(e.vpid) & 0xffffff) << 24) |
+         (static_cast<uint32_t>(tid) & 0xffffff);
+}
+}  // namespace
+
+const ThreadState *CallStackAnalyzer::find_thread(const RawEvent &e) const {
+  auto it = threads_.find(thread_key(e));
+  return it == threads_.end() ? nullptr : it->second.get();
+}
+
+void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
+  uint64_t process_key = (static_cast<uint64_t>(e.host) << 32) | static_cast<uint32_t>(e.vpid);
+  auto selected = processes_.find(process_key);
+  if (selected != processes_.end() && !selected->second.selected) return;
+  NativeProcess &p = native_[process_key];
+  auto intern = [&p](std::string_view name) {
+    auto [it, added] = p.name_ids.try_emplace(std::string(name), p.names.size());
+    if (added) p.names.push_back(it->first);
+    return it->second;
+  };
+  uint32_t provider = intern(batch.string(e.str[0]));
+  uint32_t region = intern(batch.string(e.str[1]));
+  std::vector<NativeOpen> &open = p.open[e.vtid];
+  if (e.kind == EventKind::NativeBegin) {
+    // The innermost frame of this thread that the filters keep.
+    SymbolId caller = kNoCaller;
+    if (const ThreadState *t = find_thread(e)) {
+      for (auto it = t->stack.rbegin(); it != t->stack.rend(); ++it) {
+        if (!it->hidden) {
+          caller = it->symbol;
+          break;
+        }
+      }
+    }
+    open.push_back({provider, region, caller, e.ts_ns});
+    return;
+  }
+  for (size_t i = open.size(); i-- > 0;) {
+    if (open[i].provider != provider || open[i].region != region) continue;
+    // Begins above it that never ended are unmatched: listed, never timed.
+    for (size_t j = i + 1; j < open.size(); ++j) ++p.unmatched[{open[j].provider, open[j].region}];
+    NativeRegionStats &stats = p.regions[{open[i].caller, provider, region}];
+    ++stats.count;
+    stats.total_ns += e.ts_ns >= open[i].start_ns ? e.ts_ns - open[i].start_ns : 0;
+    open.resize(i);
+    return;
+  }
+  ++p.ends_without_begin;
+}
+
+ThreadState &CallStackAnalyzer::thread(const RawEvent &e) {
+  uint64_t key = thread_key(e);
+  int32_t tid = e.vtid >= 0 ? e.vtid : e.python_thread_id;
   if (last_thread_ != nullptr && key == last_thread_key_) return *last_thread_;
   auto &slot = threads_[key];
   if (!slot) {
@@ -101,6 +153,12 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     for (SymbolId renamed : symbols_.take_renamed()) {
       if (renamed < visible_.size()) visible_[renamed] = -1;
     }
+    return;
+  }
+  if (e.kind == EventKind::NativeBegin || e.kind == EventKind::NativeEnd) {
+    // Not events of the Python domain: counted apart, no thread or process made.
+    ++kind_counts_[static_cast<size_t>(e.kind)];
+    on_native(e, batch);
     return;
   }
   if (events_++ == 0) first_ns_ = e.ts_ns;
@@ -335,6 +393,12 @@ void CallStackAnalyzer::on_process_info(const RawEvent &e, const EventBatch &bat
 }
 
 void CallStackAnalyzer::finish() {
+  for (auto &[key, p] : native_) {
+    for (auto &[vtid, open] : p.open) {
+      for (const NativeOpen &o : open) ++p.unmatched[{o.provider, o.region}];
+      open.clear();
+    }
+  }
   for (auto &[key, t] : threads_) {
     while (!t->stack.empty()) {
       pop(*t, t->last_ns, FrameExit::OpenAtEnd);

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -140,6 +141,32 @@ struct ProcessState {
   std::unordered_map<uint64_t, std::pair<SymbolId, uint64_t>> live_samples;
 };
 
+// Native regions (another provider's NAME_begin .. NAME_end on one thread, e.g.
+// PInsight's OpenMP parallel regions and MPI calls), per process, attributed to
+// the innermost frame open on that thread at the region's begin: a Python
+// function, or the native callee (ctypes, pybind11) it was in.
+inline constexpr SymbolId kNoCaller = UINT32_MAX;
+struct NativeRegionStats {
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+};
+struct NativeOpen {
+  uint32_t provider;  // index into NativeProcess::names
+  uint32_t region;
+  SymbolId caller;
+  uint64_t start_ns;
+};
+struct NativeProcess {
+  std::vector<std::string> names;  // providers and region names, interned
+  std::unordered_map<std::string, uint32_t> name_ids;
+  // (caller, provider, region) -> stats
+  std::map<std::tuple<SymbolId, uint32_t, uint32_t>, NativeRegionStats> regions;
+  // (provider, region) -> begins that never ended (listed, never timed)
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> unmatched;
+  uint64_t ends_without_begin = 0;
+  std::unordered_map<int32_t, std::vector<NativeOpen>> open;  // by vtid
+};
+
 struct DiscardRecord {
   uint64_t count;
   uint64_t begin_ns;  // 0: unknown
@@ -175,6 +202,12 @@ class CallStackAnalyzer {
   bool is_control_thread(const ThreadState &t) const {
     return t.events > 0 && t.mode_changes == t.events;
   }
+  // host << 32 | vpid -> the process's native regions
+  const std::map<uint64_t, NativeProcess> &native() const { return native_; }
+  const ProcessState *find_process(uint64_t key) const {
+    auto it = processes_.find(key);
+    return it == processes_.end() ? nullptr : &it->second;
+  }
   uint64_t first_ns() const { return first_ns_; }
   uint64_t last_ns() const { return last_ns_; }
   bool build_call_trees() const { return build_call_trees_; }
@@ -196,6 +229,8 @@ class CallStackAnalyzer {
   SymbolId python_symbol(const RawEvent &e, const EventBatch &batch);
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
+  void on_native(const RawEvent &e, const EventBatch &batch);
+  const ThreadState *find_thread(const RawEvent &e) const;
   void on_process_info(const RawEvent &e, const EventBatch &batch);
   // resource_events.cpp
   void on_import_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
@@ -210,7 +245,7 @@ class CallStackAnalyzer {
   ReadFilter filter_;
   std::vector<int8_t> visible_;            // per symbol: -1 not decided yet
   std::vector<std::string> main_scripts_;  // sys.argv[0] of the processes
-  uint64_t kind_counts_[static_cast<size_t>(EventKind::FreeSample) + 1] = {};
+  uint64_t kind_counts_[static_cast<size_t>(EventKind::NativeEnd) + 1] = {};
   uint64_t control_threads_ = 0;
   const HostRegistry &hosts_;
   SymbolTable symbols_;
@@ -218,6 +253,7 @@ class CallStackAnalyzer {
   ThreadState *last_thread_ = nullptr;
   uint64_t last_thread_key_ = 0;
   std::map<uint64_t, ProcessState> processes_;  // by host << 32 | vpid
+  std::map<uint64_t, NativeProcess> native_;
   std::vector<DiscardRecord> discards_;
   uint64_t discarded_events_ = 0;
   uint64_t discarded_packets_ = 0;

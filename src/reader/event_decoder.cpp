@@ -181,12 +181,29 @@ const EventDecoder::ClassInfo &EventDecoder::class_info(const bt_event *event) {
       for (int i = 0; i < kMaxFields; ++i) {
         info.payload[i].index = member_index(payload, layout.fields[i], &info.payload[i].is_signed);
       }
-      const bt_field_class *context = bt_stream_class_borrow_event_common_context_field_class_const(
-          bt_event_class_borrow_stream_class_const(event_class));
-      info.vpid.index = member_index(context, "vpid", &info.vpid.is_signed);
-      info.vtid.index = member_index(context, "vtid", &info.vtid.is_signed);
-      info.procname.index = member_index(context, "procname", &info.procname.is_signed);
     }
+  } else {
+    // Another provider's PROVIDER:NAME_begin / PROVIDER:NAME_end: a native region
+    // (PInsight's OpenMP, MPI and CUDA domains, or any provider following the rule).
+    size_t colon = full.find(':');
+    std::string_view event_name = colon == std::string_view::npos ? "" : full.substr(colon + 1);
+    for (auto [suffix, kind] : {std::pair{std::string_view("_begin"), EventKind::NativeBegin},
+                                std::pair{std::string_view("_end"), EventKind::NativeEnd}}) {
+      if (event_name.size() > suffix.size() &&
+          event_name.substr(event_name.size() - suffix.size()) == suffix) {
+        info.native = true;
+        info.kind = kind;
+        info.provider = std::string(full.substr(0, colon));
+        info.region = std::string(event_name.substr(0, event_name.size() - suffix.size()));
+      }
+    }
+  }
+  if (info.ours || info.native) {
+    const bt_field_class *context = bt_stream_class_borrow_event_common_context_field_class_const(
+        bt_event_class_borrow_stream_class_const(event_class));
+    info.vpid.index = member_index(context, "vpid", &info.vpid.is_signed);
+    info.vtid.index = member_index(context, "vtid", &info.vtid.is_signed);
+    info.procname.index = member_index(context, "procname", &info.procname.is_signed);
   }
   classes_.push_back(info);
   return *(last_class_ = &classes_.back());
@@ -215,7 +232,7 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
                     ? ns_from_origin(bt_message_event_borrow_default_clock_snapshot_const(message))
                     : last_ts_ns_;
   last_ts_ns_ = ts;
-  if (!info.ours) {
+  if (!info.ours && !info.native) {
     ++foreign_events_;
     return;
   }
@@ -291,6 +308,15 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.str[3] = read_string(payload, slot[6], batch);
       if (slot[7].index >= 0) out.procname = read_string(payload, slot[7], batch);
       out.python_thread_id = -1;
+      out.transition = 0;
+      break;
+    case EventKind::NativeBegin:
+    case EventKind::NativeEnd:
+      out.str[0] = batch.add_string(info.provider.data(), info.provider.size());
+      out.str[1] = batch.add_string(info.region.data(), info.region.size());
+      out.code_id = 0;
+      out.python_thread_id = -1;
+      out.lineno = out.aux = 0;
       out.transition = 0;
       break;
     case EventKind::ThreadStart:

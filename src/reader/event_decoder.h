@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <unordered_set>
 
 #include "host_registry.h"
@@ -29,6 +30,7 @@ class EventDecoder {
   void decode(const bt_message *message, EventBatch &batch);
 
   // Events of other providers (or with other names) seen so far.
+  // Events of other providers that are not NAME_begin / NAME_end regions.
   uint64_t foreign_events() const { return foreign_events_; }
   uint64_t last_ts_ns() const { return last_ts_ns_; }
 
@@ -38,6 +40,8 @@ class EventDecoder {
   struct ClassInfo {
     const bt_event_class *event_class = nullptr;
     bool ours = false;
+    bool native = false;           // another provider's NAME_begin / NAME_end
+    std::string provider, region;  // native: PROVIDER and NAME
     bool has_clock = false;
     uint16_t host = 0;  // events without a clock get the previous timestamp
     EventKind kind = EventKind::FunctionBegin;

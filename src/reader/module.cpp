@@ -130,6 +130,28 @@ py::dict result_dict(const Analysis &analysis) {
     processes.append(pd);
   }
   d["processes"] = processes;
+  // Native regions: (vpid, mpi_rank, caller symbol or -1, provider, region, count, total_ns);
+  // unmatched begins: (vpid, mpi_rank, provider, region, count).
+  py::list native, unmatched;
+  uint64_t ends_without_begin = 0;
+  for (const auto &[key, p] : a.native()) {
+    const ProcessState *process = a.find_process(key);
+    int32_t vpid = static_cast<int32_t>(key & 0xffffffffu);
+    int32_t rank = process ? process->mpi_rank : -1;
+    for (const auto &[k, s] : p.regions) {
+      const auto &[caller, provider, region] = k;
+      native.append(py::make_tuple(vpid, rank,
+                                   caller == kNoCaller ? -1 : static_cast<int64_t>(caller),
+                                   p.names[provider], p.names[region], s.count, s.total_ns));
+    }
+    for (const auto &[k, count] : p.unmatched) {
+      unmatched.append(py::make_tuple(vpid, rank, p.names[k.first], p.names[k.second], count));
+    }
+    ends_without_begin += p.ends_without_begin;
+  }
+  d["native"] = native;
+  d["native_unmatched"] = unmatched;
+  d["native_ends_without_begin"] = ends_without_begin;
   py::dict kinds;
   const std::pair<const char *, EventKind> kind_names[] = {
       {"function_begin", EventKind::FunctionBegin}, {"function_end", EventKind::FunctionEnd},
@@ -137,7 +159,8 @@ py::dict result_dict(const Analysis &analysis) {
       {"process_info", EventKind::ProcessInfo},     {"thread_start", EventKind::ThreadStart},
       {"mode_change", EventKind::ModeChange},       {"import_begin", EventKind::ImportBegin},
       {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
-      {"free_sample", EventKind::FreeSample}};
+      {"free_sample", EventKind::FreeSample},       {"native_begin", EventKind::NativeBegin},
+      {"native_end", EventKind::NativeEnd}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   d["event_counts"] = kinds;
   d["control_threads"] = a.control_threads();

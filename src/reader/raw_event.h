@@ -31,6 +31,8 @@ enum class EventKind : uint8_t {
   ImportEnd,
   AllocSample,  // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
   FreeSample,   // code_id: address
+  NativeBegin,  // another provider's NAME_begin; str[0]: provider, str[1]: NAME
+  NativeEnd,    // its NAME_end
 };
 
 // The provider's enumerations (import_transition, alloc_source, frame_transition,

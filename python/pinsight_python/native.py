@@ -1,0 +1,133 @@
+"""Native regions by Python caller: the time PInsight's domains (OpenMP, MPI, CUDA) and
+any provider's ``NAME_begin``/``NAME_end`` pairs spent under each Python call.
+
+The reader attributes each region to the innermost frame open on its thread at its
+begin (a Python function, or the native callee, ctypes or pybind11, it ran in);
+:func:`native_section` aggregates them over processes for ``report``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .analysis import Symbol, TraceData, format_ns
+
+__all__ = ["DOMAINS", "domain_of", "native_lines", "native_section"]
+
+# PInsight's providers and the domain names the views use (lttng.NATIVE_DOMAINS).
+DOMAINS = {
+    "ompt_pinsight_lttng_ust": "openmp",
+    "pmpi_pinsight_lttng_ust": "mpi",
+    "cupti_pinsight_lttng_ust": "cuda",
+}
+_LABELS = {"openmp": "OpenMP", "mpi": "MPI", "cuda": "CUDA"}
+
+
+def domain_of(provider: str) -> str:
+    """"openmp", "mpi", "cuda", or the provider's own name."""
+    return DOMAINS.get(provider, provider)
+
+
+def domain_label(domain: str) -> str:
+    return _LABELS.get(domain, domain)
+
+
+Key = Tuple[int, str, str]  # (caller symbol or -1, domain, region)
+
+
+def native_section(
+    trace: TraceData, caller_json: Callable[[Symbol], Dict[str, Any]],
+    inclusive_ns: Dict[int, int], top: int,
+) -> Dict[str, Any]:
+    """``native``: one row per (caller, domain, name); ``unmatched``: begins that
+    never ended (listed, never timed); ``ends_without_begin``."""
+    raw = trace.raw
+    totals: Dict[Key, List[int]] = defaultdict(lambda: [0, 0])
+    ranks: Dict[Key, Dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for _vpid, rank, caller, provider, region, count, total_ns in raw.get("native", ()):
+        key = (caller, domain_of(provider), region)
+        totals[key][0] += count
+        totals[key][1] += total_ns
+        if rank >= 0:
+            ranks[key][rank] += total_ns
+    keys = sorted(totals, key=lambda k: (-totals[k][1], k[1], k[2], k[0]))
+    if top > 0:
+        keys = keys[:top]
+    rows = []
+    for key in keys:
+        caller, domain, region = key
+        count, total_ns = totals[key]
+        inclusive = inclusive_ns.get(caller, 0) if caller >= 0 else 0
+        row: Dict[str, Any] = {
+            "caller": caller_json(trace.symbols[caller]) if caller >= 0 else None,
+            "domain": domain,
+            "name": region,
+            "count": count,
+            "total_ns": total_ns,
+            "share_of_caller": round(total_ns / inclusive, 4) if inclusive else None,
+        }
+        if key in ranks:
+            per_rank = dict(sorted(ranks[key].items()))
+            row["ranks"] = {str(r): ns for r, ns in per_rank.items()}
+            row["imbalance"] = _imbalance(per_rank)
+        rows.append(row)
+    unmatched: Dict[Tuple[str, str], int] = defaultdict(int)
+    for _vpid, _rank, provider, region, count in raw.get("native_unmatched", ()):
+        unmatched[(domain_of(provider), region)] += count
+    return {
+        "native": rows,
+        "native_unmatched": [{"domain": d, "name": n, "count": c}
+                             for (d, n), c in sorted(unmatched.items())],
+        "native_ends_without_begin": raw.get("native_ends_without_begin", 0),
+    }
+
+
+def _imbalance(per_rank: Dict[int, int]) -> Optional[Dict[str, Any]]:
+    """Slowest and fastest rank and their ratio, when there are two ranks or more."""
+    if len(per_rank) < 2:
+        return None
+    slowest = max(per_rank, key=lambda r: (per_rank[r], -r))
+    fastest = min(per_rank, key=lambda r: (per_rank[r], r))
+    ratio = per_rank[slowest] / per_rank[fastest] if per_rank[fastest] else None
+    return {"slowest_rank": slowest, "fastest_rank": fastest,
+            "ratio": round(ratio, 3) if ratio is not None else None}
+
+
+def _caller_text(caller: Optional[Dict[str, Any]]) -> str:
+    if caller is None:
+        return "(no Python caller)"
+    return str(caller["qualname"])
+
+
+def native_lines(section: Dict[str, Any]) -> List[str]:
+    """The text of the section; nothing when the trace holds no native region."""
+    rows: Sequence[Dict[str, Any]] = section["native"]
+    unmatched = section["native_unmatched"]
+    if not rows and not unmatched:
+        return []
+    lines = ["Native time by Python caller:"]
+    width = max([len(_caller_text(r["caller"])) for r in rows] + [6])
+    names = [f"[{domain_label(r['domain'])}] {r['name']}" for r in rows]
+    name_width = max([len(n) for n in names] + [6])
+    lines.append(f"  {'caller':<{width}}  {'region':<{name_width}}  {'count':>8}  "
+                 f"{'total':>10}  {'of caller':>9}")
+    for row, name in zip(rows, names):
+        share = f"{row['share_of_caller']:.1%}" if row["share_of_caller"] is not None else "-"
+        lines.append(f"  {_caller_text(row['caller']):<{width}}  {name:<{name_width}}  "
+                     f"{row['count']:>8,}  {format_ns(row['total_ns']):>10}  {share:>9}")
+        imbalance = row.get("imbalance")
+        if imbalance and imbalance["ratio"] is not None:
+            ranks = row["ranks"]
+            lines.append(
+                f"  {'':<{width}}    ranks: slowest {imbalance['slowest_rank']} "
+                f"({format_ns(ranks[str(imbalance['slowest_rank'])])}), fastest "
+                f"{imbalance['fastest_rank']} "
+                f"({format_ns(ranks[str(imbalance['fastest_rank'])])}), "
+                f"ratio {imbalance['ratio']:g}")
+    for entry in unmatched:
+        lines.append(f"  unmatched: {entry['count']:,} [{domain_label(entry['domain'])}] "
+                     f"{entry['name']} begin(s) without an end (not counted as regions)")
+    if section["native_ends_without_begin"]:
+        lines.append(f"  {section['native_ends_without_begin']:,} native end(s) without a begin")
+    return lines
