@@ -440,8 +440,8 @@ def _native_rows(report: Dict[str, Any], domain: str, name: str) -> Dict[Optiona
             caller = row["caller"]["qualname"] if row["caller"] else None
             rows[caller] = rows.get(caller, 0) + row["count"]
             assert row["total_ns"] > 0
-            share = row["share_of_caller"]
-            assert share is None or 0 < share <= 1, row
+            # Above 1 when the regions ran on several threads at once.
+            assert row["share_of_caller"] is None or row["share_of_caller"] > 0, row
     return rows
 
 
@@ -596,7 +596,11 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
     report = _native_report(out, pid)
     caller = "step" if SETPROFILE else "ctypes.openmp_region"
     assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
-    assert _native_rows(report, "openmp", "implicit_task")[caller] == CALLS
+    # The workers' implicit tasks too, on threads that never ran Python: joined to
+    # the call by their parallel region. (libpinsight may miss one worker begin.)
+    tasks = _native_rows(report, "openmp", "implicit_task")
+    assert set(tasks) == {caller}, tasks
+    assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
     unmatched = {(u["domain"], u["name"]): u["count"] for u in report["native_unmatched"]}
     assert unmatched[("openmp", "parallel")] == unmatched[("openmp", "implicit_task")] == 1
 

@@ -100,8 +100,21 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
         }
       }
     }
+    if (e.aux == 1) {
+      std::pair<uint64_t, uint64_t> parallel{e.code_id, e.extra};
+      if (batch.string(e.str[1]) == "parallel") {
+        p.parallel_callers[parallel] = caller;
+      } else if (caller == kNoCaller) {
+        // A worker thread (it runs no Python): the call that opened the region.
+        auto it = p.parallel_callers.find(parallel);
+        if (it != p.parallel_callers.end()) caller = it->second;
+      }
+    }
     open.push_back({provider, region, caller, e.ts_ns});
     return;
+  }
+  if (e.aux == 1 && batch.string(e.str[1]) == "parallel") {
+    p.parallel_callers.erase({e.code_id, e.extra});
   }
   for (size_t i = open.size(); i-- > 0;) {
     if (open[i].provider != provider || open[i].region != region) continue;

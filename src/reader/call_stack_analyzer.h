@@ -165,6 +165,9 @@ struct NativeProcess {
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> unmatched;
   uint64_t ends_without_begin = 0;
   std::unordered_map<int32_t, std::vector<NativeOpen>> open;  // by vtid
+  // Open OpenMP parallel regions (codeptr, record id) -> the caller that opened
+  // them: a worker thread's regions inside them go to that caller.
+  std::map<std::pair<uint64_t, uint64_t>, SymbolId> parallel_callers;
 };
 
 struct DiscardRecord {

@@ -195,6 +195,12 @@ const EventDecoder::ClassInfo &EventDecoder::class_info(const bt_event *event) {
         info.kind = kind;
         info.provider = std::string(full.substr(0, colon));
         info.region = std::string(event_name.substr(0, event_name.size() - suffix.size()));
+        const bt_field_class *payload =
+            bt_event_class_borrow_payload_field_class_const(event_class);
+        info.parallel_codeptr.index =
+            member_index(payload, "parallel_codeptr", &info.parallel_codeptr.is_signed);
+        info.parallel_record_id.index =
+            member_index(payload, "parallel_record_id", &info.parallel_record_id.is_signed);
       }
     }
   }
@@ -314,9 +320,12 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
     case EventKind::NativeEnd:
       out.str[0] = batch.add_string(info.provider.data(), info.provider.size());
       out.str[1] = batch.add_string(info.region.data(), info.region.size());
-      out.code_id = 0;
       out.python_thread_id = -1;
-      out.lineno = out.aux = 0;
+      out.lineno = 0;
+      // aux: 1 when the region names its enclosing parallel region (code_id, extra).
+      out.aux = info.parallel_codeptr.index >= 0 && info.parallel_record_id.index >= 0 ? 1 : 0;
+      out.code_id = static_cast<uint64_t>(read_integer(payload, info.parallel_codeptr, 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, info.parallel_record_id, 0));
       out.transition = 0;
       break;
     case EventKind::ThreadStart:

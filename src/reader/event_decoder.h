@@ -42,6 +42,10 @@ class EventDecoder {
     bool ours = false;
     bool native = false;           // another provider's NAME_begin / NAME_end
     std::string provider, region;  // native: PROVIDER and NAME
+    // native, OpenMP: the enclosing parallel region's identity (OMPT's
+    // parallel_codeptr and PInsight's parallel_record_id), joining a worker
+    // thread's regions to the thread that opened the parallel region.
+    FieldSlot parallel_codeptr, parallel_record_id;
     bool has_clock = false;
     uint16_t host = 0;  // events without a clock get the previous timestamp
     EventKind kind = EventKind::FunctionBegin;

@@ -31,7 +31,8 @@ enum class EventKind : uint8_t {
   ImportEnd,
   AllocSample,  // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
   FreeSample,   // code_id: address
-  NativeBegin,  // another provider's NAME_begin; str[0]: provider, str[1]: NAME
+  NativeBegin,  // another provider's NAME_begin; str[0]: provider, str[1]: NAME;
+                // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
   NativeEnd,    // its NAME_end
 };
 
