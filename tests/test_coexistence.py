@@ -601,6 +601,20 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
     tasks = _native_rows(report, "openmp", "implicit_task")
     assert set(tasks) == {caller}, tasks
     assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
+
+    # The flame graph: each region a child frame of its caller, nested as it ran.
+    folded = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "flamegraph", "--folded", "--pid", str(pid),
+         str(out)], capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    weights: Dict[str, int] = collections.defaultdict(int)
+    for line in folded.splitlines():
+        path, weight = line.rsplit(" ", 1)
+        weights[path] += int(weight)
+    under = {path.split(f";{caller};", 1)[1]: w for path, w in weights.items()
+             if f";{caller};" in path}
+    assert under.get("[OpenMP] parallel", 0) > 0, folded
+    assert under.get("[OpenMP] parallel;[OpenMP] implicit_task", 0) > 0, folded
     unmatched = {(u["domain"], u["name"]): u["count"] for u in report["native_unmatched"]}
     assert unmatched[("openmp", "parallel")] == unmatched[("openmp", "implicit_task")] == 1
 

@@ -71,11 +71,6 @@ uint64_t thread_key(const RawEvent &e) {
 }
 }  // namespace
 
-const ThreadState *CallStackAnalyzer::find_thread(const RawEvent &e) const {
-  auto it = threads_.find(thread_key(e));
-  return it == threads_.end() ? nullptr : it->second.get();
-}
-
 void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
   uint64_t process_key = (static_cast<uint64_t>(e.host) << 32) | static_cast<uint32_t>(e.vpid);
   auto selected = processes_.find(process_key);
@@ -89,28 +84,31 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
   uint32_t provider = intern(batch.string(e.str[0]));
   uint32_t region = intern(batch.string(e.str[1]));
   std::vector<NativeOpen> &open = p.open[e.vtid];
+  ThreadState *t = nullptr;
+  if (auto found = threads_.find(thread_key(e)); found != threads_.end()) t = found->second.get();
   if (e.kind == EventKind::NativeBegin) {
+    NativeOpen opened{provider, region, kNoCaller, e.ts_ns};
     // The innermost frame of this thread that the filters keep.
-    SymbolId caller = kNoCaller;
-    if (const ThreadState *t = find_thread(e)) {
-      for (auto it = t->stack.rbegin(); it != t->stack.rend(); ++it) {
-        if (!it->hidden) {
-          caller = it->symbol;
-          break;
-        }
+    for (size_t i = t ? t->stack.size() : 0; i-- > 0;) {
+      if (!t->stack[i].hidden) {
+        opened.caller = t->stack[i].symbol;
+        opened.depth = static_cast<uint32_t>(i);
+        opened.frame_start_ns = t->stack[i].start_ns;
+        opened.child_ns = t->stack[i].child_ns;
+        break;
       }
     }
     if (e.aux == 1) {
       std::pair<uint64_t, uint64_t> parallel{e.code_id, e.extra};
       if (batch.string(e.str[1]) == "parallel") {
-        p.parallel_callers[parallel] = caller;
-      } else if (caller == kNoCaller) {
+        p.parallel_callers[parallel] = opened.caller;
+      } else if (opened.caller == kNoCaller) {
         // A worker thread (it runs no Python): the call that opened the region.
         auto it = p.parallel_callers.find(parallel);
-        if (it != p.parallel_callers.end()) caller = it->second;
+        if (it != p.parallel_callers.end()) opened.caller = it->second;
       }
     }
-    open.push_back({provider, region, caller, e.ts_ns});
+    open.push_back(opened);
     return;
   }
   if (e.aux == 1 && batch.string(e.str[1]) == "parallel") {
@@ -123,10 +121,81 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
     NativeRegionStats &stats = p.regions[{open[i].caller, provider, region}];
     ++stats.count;
     stats.total_ns += e.ts_ns >= open[i].start_ns ? e.ts_ns - open[i].start_ns : 0;
+    if (build_call_trees_ && t != nullptr && open[i].depth != UINT32_MAX) {
+      native_region_ended(*t, p, open[i], e.ts_ns);
+    }
     open.resize(i);
     return;
   }
   ++p.ends_without_begin;
+}
+
+void CallStackAnalyzer::native_region_ended(ThreadState &t, NativeProcess &p,
+                                            const NativeOpen &region, uint64_t ts) {
+  if (region.depth >= t.stack.size() || t.stack[region.depth].start_ns != region.frame_start_ns) {
+    return;  // its frame has ended: not drawn
+  }
+  uint64_t key = (static_cast<uint64_t>(region.provider) << 32) | region.region;
+  auto [it, added] = p.tree_symbols.try_emplace(key, kNoSymbol);
+  if (added) {
+    static const std::pair<std::string_view, std::string_view> kLabels[] = {
+        {"ompt_pinsight_lttng_ust", "OpenMP"},
+        {"pmpi_pinsight_lttng_ust", "MPI"},
+        {"cupti_pinsight_lttng_ust", "CUDA"}};
+    std::string_view domain = p.names[region.provider];
+    for (const auto &[provider, label] : kLabels) {
+      if (provider == domain) domain = label;
+    }
+    it->second =
+        symbols_.native_function("[" + std::string(domain) + "] " + p.names[region.region]);
+  }
+  if (t.frame_regions.size() <= region.depth) t.frame_regions.resize(region.depth + 1);
+  uint64_t python_ns = t.stack[region.depth].child_ns - region.child_ns;
+  t.frame_regions[region.depth].push_back({region.start_ns, ts, python_ns, it->second});
+}
+
+uint64_t CallStackAnalyzer::draw_regions(ThreadState &t, size_t depth, uint32_t node) {
+  if (depth >= t.frame_regions.size() || t.frame_regions[depth].empty()) return 0;
+  std::vector<EndedRegion> &regions = t.frame_regions[depth];
+  // Outer regions first: by start, the longer first.
+  std::sort(regions.begin(), regions.end(), [](const EndedRegion &a, const EndedRegion &b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  struct Open {
+    const EndedRegion *region;
+    uint32_t node;
+    uint64_t nested_ns;
+  };
+  std::vector<Open> open;
+  uint64_t outermost_ns = 0;
+  auto inside = [](const EndedRegion &r) {
+    uint64_t duration = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+    return duration > r.python_ns ? duration - r.python_ns : 0;
+  };
+  auto close_region = [&](const Open &o) {
+    uint64_t own = inside(*o.region);
+    t.tree[o.node].self_ns += own > o.nested_ns ? own - o.nested_ns : 0;
+  };
+  for (const EndedRegion &r : regions) {
+    while (!open.empty() && open.back().region->end_ns < r.end_ns) {
+      close_region(open.back());
+      open.pop_back();
+    }
+    if (open.empty()) {
+      outermost_ns += inside(r);
+    } else {
+      open.back().nested_ns += inside(r);
+    }
+    uint32_t child = t.tree.child(open.empty() ? node : open.back().node, r.symbol);
+    ++t.tree[child].calls;
+    open.push_back({&r, child, 0});
+  }
+  while (!open.empty()) {
+    close_region(open.back());
+    open.pop_back();
+  }
+  regions.clear();
+  return outermost_ns;
 }
 
 ThreadState &CallStackAnalyzer::thread(const RawEvent &e) {
@@ -360,7 +429,10 @@ void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
     if (frame.outermost_pair) frame.native_call->total_ns += duration;
     if (failed) ++frame.native_call->raised;
   }
-  if (build_call_trees_) t.tree[frame.node].self_ns += self;
+  if (build_call_trees_) {
+    uint64_t regions = draw_regions(t, t.stack.size(), frame.node);
+    t.tree[frame.node].self_ns += self > regions ? self - regions : 0;
+  }
   if (!t.stack.empty()) t.stack.back().child_ns += duration;
   // Frames open at the end last, in the Chrome export, until the end of the
   // trace, so that its events stay in time order.

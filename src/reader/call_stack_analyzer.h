@@ -95,6 +95,14 @@ struct Frame {
   bool hidden;          // left out by the filter: its time is its parent's
 };
 
+// A native region that ended on the thread of the frame it belongs to (call
+// trees): drawn, when that frame ends, as a child of its node, nested by time.
+struct EndedRegion {
+  uint64_t start_ns, end_ns;
+  uint64_t python_ns;  // Python called back inside it: the frame's child, not the region's
+  SymbolId symbol;     // "[OpenMP] parallel"
+};
+
 struct ProcessState;
 
 struct ThreadState {
@@ -121,6 +129,8 @@ struct ThreadState {
   std::unordered_map<SymbolId, ImportStats> import_stats;
   std::vector<ImportChain> import_chains;
   std::unordered_map<uint32_t, uint64_t> alloc_nodes;  // call-tree node -> sampled bytes
+  // Per stack depth: native regions of the frame there, drawn when it ends.
+  std::vector<std::vector<EndedRegion>> frame_regions;
 };
 
 struct ProcessState {
@@ -155,6 +165,11 @@ struct NativeOpen {
   uint32_t region;
   SymbolId caller;
   uint64_t start_ns;
+  // The caller's frame on this thread (call trees): its index on the stack, its
+  // start (which frame it is) and its child time at the region's begin.
+  uint32_t depth = UINT32_MAX;
+  uint64_t frame_start_ns = 0;
+  uint64_t child_ns = 0;
 };
 struct NativeProcess {
   std::vector<std::string> names;  // providers and region names, interned
@@ -168,6 +183,8 @@ struct NativeProcess {
   // Open OpenMP parallel regions (codeptr, record id) -> the caller that opened
   // them: a worker thread's regions inside them go to that caller.
   std::map<std::pair<uint64_t, uint64_t>, SymbolId> parallel_callers;
+  // provider << 32 | region -> the call-tree symbol "[OpenMP] parallel"
+  std::unordered_map<uint64_t, SymbolId> tree_symbols;
 };
 
 struct DiscardRecord {
@@ -233,7 +250,10 @@ class CallStackAnalyzer {
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
   void on_native(const RawEvent &e, const EventBatch &batch);
-  const ThreadState *find_thread(const RawEvent &e) const;
+  void native_region_ended(ThreadState &t, NativeProcess &p, const NativeOpen &region, uint64_t ts);
+  // The frame at `depth` ends: its regions become nodes; the time they take from
+  // its self time.
+  uint64_t draw_regions(ThreadState &t, size_t depth, uint32_t node);
   void on_process_info(const RawEvent &e, const EventBatch &batch);
   // resource_events.cpp
   void on_import_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
