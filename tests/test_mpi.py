@@ -478,3 +478,68 @@ def test_report_warns_of_missing_ranks(tracer: Tracer,
         text = cli_output(["report", str(run.trace.path)], capsys)
         assert "\nWARNING: the MPI job has 4 ranks but the trace holds only rank 1: " in text
         assert "MPI ranks: 1 process of 4 on 1 host" in text
+
+
+# ---------------------------------------------------------------------------- PInsight's MPI domain
+
+LATE_RANK_APP = """
+import time
+
+import numpy
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+
+
+def arrive():
+    if rank == 1:  # the late rank: rank 0 waits for it in every allreduce
+        time.sleep(0.2)
+
+
+def exchange(step):
+    # The buffer form: one MPI_Allreduce (the pickling allreduce is Send/Recv + Bcast).
+    total = numpy.zeros(1)
+    comm.Allreduce(numpy.array([float(step)]), total)
+    return total[0]
+
+
+for step in range(5):
+    arrive()
+    exchange(step)
+"""
+
+
+def test_mpi_wait_goes_to_its_python_caller_and_the_imbalance_shows(tmp_path: Path) -> None:
+    """mpi4py under mpirun -np 2 with PInsight's PMPI (libpinsight.so preloaded): each
+    MPI_Allreduce is under the Python call that made it, on each rank, and the early
+    rank's wait for the late one shows as the slowest rank."""
+    _check_prerequisites()
+    from pinsight_python.analysis import read_trace as read_with_reader
+    from pinsight_python.report import build_report, render_text
+
+    from .tracing import PINSIGHT_LIB
+
+    script = tmp_path / "late.py"
+    script.write_text(textwrap.dedent(LATE_RANK_APP))
+    out = tmp_path / "trace"
+    env = {**os.environ, **MPI_ENV, "LD_PRELOAD": str(PINSIGHT_LIB.resolve())}
+    command = [sys.executable, "-m", "pinsight_python.cli", "trace", "-o", str(out),
+               "--no-summary", "--", "mpirun", "-np", "2", "--oversubscribe", "-x", "LD_PRELOAD",
+               sys.executable, str(script)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = build_report(read_with_reader(out), top=0)
+    caller = "mpi4py.MPI.Comm.Allreduce" if MPI4PY_VISIBLE else "exchange"
+    rows = [r for r in report["native"] if (r["domain"], r["name"]) == ("mpi", "MPI_Allreduce")]
+    assert [r["caller"]["qualname"] for r in rows] == [caller], rows
+    row = rows[0]
+    assert row["count"] == 10  # 5 per rank
+    assert set(row["ranks"]) == {"0", "1"}
+    # Rank 0 waits about 0.2 s in each of its 5 calls; rank 1 hardly waits.
+    assert row["ranks"]["0"] > 0.5e9, row
+    assert row["imbalance"]["slowest_rank"] == 0 and row["imbalance"]["fastest_rank"] == 1
+    assert row["imbalance"]["ratio"] > 3, row
+    text = render_text(report)
+    assert "[MPI] MPI_Allreduce" in text and "ranks: slowest 0" in text, text
