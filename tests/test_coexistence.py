@@ -615,6 +615,22 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
              if f";{caller};" in path}
     assert under.get("[OpenMP] parallel", 0) > 0, folded
     assert under.get("[OpenMP] parallel;[OpenMP] implicit_task", 0) > 0, folded
+
+    # Perfetto: each region a slice on its own thread; the workers' with an arrow
+    # from the thread of the call that opened their parallel region.
+    exported = tmp_path / "trace.json"
+    subprocess.run([sys.executable, "-m", "pinsight_python.cli", "export", "--pid", str(pid),
+                    "-o", str(exported), str(out)], capture_output=True, check=True, timeout=120)
+    events = json.loads(exported.read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] == "openmp"]
+    main_tid = windows[0][2]
+    assert sum(e["name"] == "[OpenMP] parallel" and e["tid"] == main_tid for e in slices) == CALLS
+    workers = [e for e in slices if e["name"] == "[OpenMP] implicit_task" and e["tid"] != main_tid]
+    assert len(workers) >= CALLS * (TEAM - 1) - 1, len(workers)
+    starts = [e for e in events if e["ph"] == "s" and e["cat"] == "native_flow"]
+    ends = [e for e in events if e["ph"] == "f" and e["cat"] == "native_flow"]
+    assert {e["tid"] for e in starts} == {main_tid}
+    assert len(starts) == len(ends) >= len(workers)
     unmatched = {(u["domain"], u["name"]): u["count"] for u in report["native_unmatched"]}
     assert unmatched[("openmp", "parallel")] == unmatched[("openmp", "implicit_task")] == 1
 

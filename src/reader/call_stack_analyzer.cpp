@@ -101,11 +101,14 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
     if (e.aux == 1) {
       std::pair<uint64_t, uint64_t> parallel{e.code_id, e.extra};
       if (batch.string(e.str[1]) == "parallel") {
-        p.parallel_callers[parallel] = opened.caller;
+        p.parallel_callers[parallel] = {opened.caller, e.vtid};
       } else if (opened.caller == kNoCaller) {
         // A worker thread (it runs no Python): the call that opened the region.
         auto it = p.parallel_callers.find(parallel);
-        if (it != p.parallel_callers.end()) opened.caller = it->second;
+        if (it != p.parallel_callers.end()) {
+          opened.caller = it->second.first;
+          if (opened.caller != kNoCaller) opened.opener_tid = it->second.second;
+        }
       }
     }
     open.push_back(opened);
@@ -124,10 +127,36 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
     if (build_call_trees_ && t != nullptr && open[i].depth != UINT32_MAX) {
       native_region_ended(*t, p, open[i], e.ts_ns);
     }
+    if (chrome_) {
+      chrome_->native_region(chrome_pid(e.host, e.vpid), e.vtid, p.label(provider, region),
+                             p.domain(provider), open[i].start_ns, e.ts_ns, open[i].opener_tid);
+    }
     open.resize(i);
     return;
   }
   ++p.ends_without_begin;
+}
+
+namespace {
+// PInsight's providers: (provider, label in views, domain in JSON).
+constexpr std::string_view kDomains[][3] = {{"ompt_pinsight_lttng_ust", "OpenMP", "openmp"},
+                                            {"pmpi_pinsight_lttng_ust", "MPI", "mpi"},
+                                            {"cupti_pinsight_lttng_ust", "CUDA", "cuda"}};
+}  // namespace
+
+std::string NativeProcess::label(uint32_t provider, uint32_t region) const {
+  std::string_view shown = names[provider];
+  for (const auto &known : kDomains) {
+    if (known[0] == shown) shown = known[1];
+  }
+  return "[" + std::string(shown) + "] " + names[region];
+}
+
+std::string NativeProcess::domain(uint32_t provider) const {
+  for (const auto &known : kDomains) {
+    if (known[0] == names[provider]) return std::string(known[2]);
+  }
+  return names[provider];
 }
 
 void CallStackAnalyzer::native_region_ended(ThreadState &t, NativeProcess &p,
@@ -137,18 +166,7 @@ void CallStackAnalyzer::native_region_ended(ThreadState &t, NativeProcess &p,
   }
   uint64_t key = (static_cast<uint64_t>(region.provider) << 32) | region.region;
   auto [it, added] = p.tree_symbols.try_emplace(key, kNoSymbol);
-  if (added) {
-    static const std::pair<std::string_view, std::string_view> kLabels[] = {
-        {"ompt_pinsight_lttng_ust", "OpenMP"},
-        {"pmpi_pinsight_lttng_ust", "MPI"},
-        {"cupti_pinsight_lttng_ust", "CUDA"}};
-    std::string_view domain = p.names[region.provider];
-    for (const auto &[provider, label] : kLabels) {
-      if (provider == domain) domain = label;
-    }
-    it->second =
-        symbols_.native_function("[" + std::string(domain) + "] " + p.names[region.region]);
-  }
+  if (added) it->second = symbols_.native_function(p.label(region.provider, region.region));
   if (t.frame_regions.size() <= region.depth) t.frame_regions.resize(region.depth + 1);
   uint64_t python_ns = t.stack[region.depth].child_ns - region.child_ns;
   t.frame_regions[region.depth].push_back({region.start_ns, ts, python_ns, it->second});

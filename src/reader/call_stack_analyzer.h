@@ -167,6 +167,7 @@ struct NativeOpen {
   uint64_t start_ns;
   // The caller's frame on this thread (call trees): its index on the stack, its
   // start (which frame it is) and its child time at the region's begin.
+  int32_t opener_tid = -1;  // a worker's region: the thread of the call that opened it
   uint32_t depth = UINT32_MAX;
   uint64_t frame_start_ns = 0;
   uint64_t child_ns = 0;
@@ -182,9 +183,12 @@ struct NativeProcess {
   std::unordered_map<int32_t, std::vector<NativeOpen>> open;  // by vtid
   // Open OpenMP parallel regions (codeptr, record id) -> the caller that opened
   // them: a worker thread's regions inside them go to that caller.
-  std::map<std::pair<uint64_t, uint64_t>, SymbolId> parallel_callers;
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<SymbolId, int32_t>> parallel_callers;
   // provider << 32 | region -> the call-tree symbol "[OpenMP] parallel"
   std::unordered_map<uint64_t, SymbolId> tree_symbols;
+  // provider index -> "OpenMP", "MPI", "CUDA" or the provider; and "openmp", ...
+  std::string label(uint32_t provider, uint32_t region) const;
+  std::string domain(uint32_t provider) const;
 };
 
 struct DiscardRecord {

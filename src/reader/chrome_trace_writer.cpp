@@ -132,6 +132,30 @@ void ChromeTraceWriter::discarded(uint64_t ts_ns, uint64_t count, bool packets, 
   flush_if_full();
 }
 
+void ChromeTraceWriter::native_region(int64_t pid, int32_t tid, const std::string &label,
+                                      const std::string &domain, uint64_t begin_ns, uint64_t end_ns,
+                                      int32_t flow_from_tid) {
+  event_head("X", pid, tid, begin_ns);
+  buffer_ += ",\"dur\":";
+  append_ns_as_us(buffer_, static_cast<int64_t>(end_ns > begin_ns ? end_ns - begin_ns : 0));
+  buffer_ += ",\"name\":";
+  append_json_string(buffer_, label);
+  buffer_ += ",\"cat\":";
+  append_json_string(buffer_, domain);
+  buffer_ += ",\"args\":{\"kind\":\"native_region\"}}";
+  if (flow_from_tid >= 0) {
+    uint64_t id = next_flow_id_++;
+    for (const char *ph : {"s", "f"}) {
+      event_head(ph, pid, *ph == 's' ? flow_from_tid : tid, begin_ns);
+      buffer_ += ",\"id\":";
+      append_int(buffer_, static_cast<int64_t>(id));
+      buffer_ += ",\"name\":\"started\",\"cat\":\"native_flow\"";
+      buffer_ += *ph == 'f' ? ",\"bp\":\"e\"}" : "}";
+    }
+  }
+  flush_if_full();
+}
+
 void ChromeTraceWriter::process_metadata(int64_t pid, const std::string &label,
                                          int64_t sort_index) {
   begin_event();

@@ -37,6 +37,11 @@ class ChromeTraceWriter {
                    uint64_t ts_ns);
   void end_frame(int64_t pid, int32_t tid, uint64_t ts_ns, FrameExit exit);
   void discarded(uint64_t ts_ns, uint64_t count, bool packets, int32_t stream_id);
+  // Another provider's region, a complete ("X") slice on its own thread; written at
+  // its end. With flow_from_tid >= 0, an arrow from that thread (the Python call
+  // that opened it) at its start.
+  void native_region(int64_t pid, int32_t tid, const std::string &label, const std::string &domain,
+                     uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid);
   void process_metadata(int64_t pid, const std::string &label, int64_t sort_index);
   void thread_metadata(int64_t pid, int32_t tid, const std::string &label, int64_t sort_index);
 
@@ -62,6 +67,7 @@ class ChromeTraceWriter {
   bool first_event_ = true;
   uint64_t events_written_ = 0;
   bool write_failed_ = false;
+  uint64_t next_flow_id_ = 1;
 };
 
 }  // namespace pinsight_reader
