@@ -76,10 +76,13 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
   auto selected = processes_.find(process_key);
   if (selected != processes_.end() && !selected->second.selected) return;
   NativeProcess &p = native_[process_key];
+  // A process has a few dozen region names at most: a scan, no allocation.
   auto intern = [&p](std::string_view name) {
-    auto [it, added] = p.name_ids.try_emplace(std::string(name), p.names.size());
-    if (added) p.names.push_back(it->first);
-    return it->second;
+    for (uint32_t i = 0; i < p.names.size(); ++i) {
+      if (p.names[i] == name) return i;
+    }
+    p.names.emplace_back(name);
+    return static_cast<uint32_t>(p.names.size() - 1);
   };
   uint32_t provider = intern(batch.string(e.str[0]));
   uint32_t region = intern(batch.string(e.str[1]));

@@ -174,7 +174,6 @@ struct NativeOpen {
 };
 struct NativeProcess {
   std::vector<std::string> names;  // providers and region names, interned
-  std::unordered_map<std::string, uint32_t> name_ids;
   // (caller, provider, region) -> stats
   std::map<std::tuple<SymbolId, uint32_t, uint32_t>, NativeRegionStats> regions;
   // (provider, region) -> begins that never ended (listed, never timed)
