@@ -616,6 +616,12 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
     assert under.get("[OpenMP] parallel", 0) > 0, folded
     assert under.get("[OpenMP] parallel;[OpenMP] implicit_task", 0) > 0, folded
 
+    # trace's summary names the heaviest regions and their callers.
+    from pinsight_python.summary import summarize
+
+    native = [ln for ln in summarize(out, progress="never") if ln.startswith("native time")]
+    assert len(native) == 1 and "[OpenMP] parallel" in native[0] and caller in native[0], native
+
     # Perfetto: each region a slice on its own thread; the workers' with an arrow
     # from the thread of the call that opened their parallel region.
     exported = tmp_path / "trace.json"

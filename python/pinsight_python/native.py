@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .analysis import Symbol, TraceData, format_ns
 
-__all__ = ["DOMAINS", "domain_of", "native_lines", "native_section"]
+__all__ = ["DOMAINS", "domain_label", "domain_of", "native_lines", "native_section"]
 
 # PInsight's providers and the domain names the views use (lttng.NATIVE_DOMAINS).
 DOMAINS = {

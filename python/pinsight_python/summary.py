@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Dict, List, Tuple
 
 from .analysis import ORIGINS, TraceData, TraceNotFoundError, TraceReadError, format_ns, read_trace
+from .native import domain_label, domain_of
 
 __all__ = ["summarize", "summary_lines"]
 
@@ -80,8 +81,24 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
         best = sorted(chosen, key=lambda s: (-calls[s], trace.symbols[s].qualname))[:top]
         listed = ", ".join(f"{trace.symbols[s].qualname} ({calls[s]:,})" for s in best)
         lines.append(f"top {title} by calls: {listed}")
+    lines += _native_lines(trace, top)
     lines.append("details: pinsight-python report " + shlex.quote(str(trace.path)))
     return lines
+
+
+def _native_lines(trace: TraceData, top: int) -> List[str]:
+    """The heaviest native regions (PInsight's OpenMP, MPI...) and their Python callers."""
+    totals: Dict[Tuple[int, str, str], int] = defaultdict(int)
+    for _vpid, _rank, caller, provider, region, _count, total_ns in trace.raw.get("native", ()):
+        totals[(caller, domain_label(domain_of(provider)), region)] += total_ns
+    if not totals:
+        return []
+    best = sorted(totals, key=lambda k: -totals[k])[:top]
+    listed = ", ".join(
+        f"[{domain}] {region} {format_ns(totals[(caller, domain, region)])} under "
+        + (trace.symbols[caller].qualname if caller >= 0 else "no Python caller")
+        for caller, domain, region in best)
+    return [f"native time by Python caller: {listed}"]
 
 
 def summarize(trace_dir: os.PathLike[str] | str, progress: str = "auto") -> List[str]:
