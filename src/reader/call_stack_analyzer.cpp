@@ -75,6 +75,7 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
   uint64_t process_key = (static_cast<uint64_t>(e.host) << 32) | static_cast<uint32_t>(e.vpid);
   auto selected = processes_.find(process_key);
   if (selected != processes_.end() && !selected->second.selected) return;
+  if (!filter_.thread_selected(e.vtid)) return;
   NativeProcess &p = native_[process_key];
   // A process has a few dozen region names at most: a scan, no allocation.
   auto intern = [&p](std::string_view name) {
