@@ -24,14 +24,14 @@ import textwrap
 import time
 import timeit
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
 import pinsight_python
-from pinsight_python import _startup, lttng
+from pinsight_python import _startup
 
-from .tracing import OWN_VARIABLES, Trace, check_balanced, read_trace
+from .tracing import OWN_VARIABLES, Trace, check_balanced, isolated_session, read_trace
 
 PY = sys.executable
 ACTIVATE_PY = _startup.startup_file()
@@ -55,11 +55,13 @@ class Ran:
 
 
 def run_plain(
-    cmd: Sequence[str], cwd: Path, env: Optional[Dict[str, str]] = None, stdin: str = ""
+    cmd: Sequence[str], cwd: Path, env: Optional[Dict[str, str]] = None, stdin: str = "",
+    preexec_fn: Optional[Callable[[], None]] = None,
 ) -> Ran:
     with subprocess.Popen(
         list(cmd),
         cwd=cwd,
+        preexec_fn=preexec_fn,  # noqa: PLW1509 (a setgid only, before exec)
         env=env if env is not None else env_with(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -76,12 +78,13 @@ _sessions = 0
 def run_traced(
     cmd: Sequence[str], cwd: Path, env: Optional[Dict[str, str]] = None, stdin: str = ""
 ) -> Tuple[Ran, Trace]:
-    """Run cmd inside a fresh LTTng session; the trace is read back afterwards."""
+    """Run cmd inside a fresh LTTng session that records it alone (other programs of
+    the user, the test runner included, stay out); the trace is read back afterwards."""
     global _sessions
     _sessions += 1
     out = cwd / f"session-trace-{_sessions}"
-    with lttng.Session(out):
-        ran = run_plain(cmd, cwd, env, stdin)
+    with isolated_session(out) as run_as:
+        ran = run_plain(cmd, cwd, env, stdin, run_as)
     return ran, read_trace(out)
 
 

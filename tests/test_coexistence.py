@@ -38,7 +38,15 @@ import pytest
 from pinsight_python import lttng
 from pinsight_python.report import render_text
 
-from .tracing import PINSIGHT_LIB, SETPROFILE, Event, Trace, check_balanced, read_trace
+from .tracing import (
+    PINSIGHT_LIB,
+    SETPROFILE,
+    Event,
+    Trace,
+    check_balanced,
+    isolated_session,
+    read_trace,
+)
 
 NATIVE = Path(__file__).resolve().parent / "native" / "pinsight_like"
 STANDIN = "pinsight_like_lttng_ust"
@@ -289,9 +297,10 @@ def run_traced(
     prologue = "import pinsight_python\npinsight_python.activate()\n" if activate else ""
     script.write_text(prologue + body)
     out = tmp_path / f"trace-{name}"
-    with lttng.Session(out, events=events):
+    with isolated_session(out, events=events) as run_as:
         proc = subprocess.run(
             [sys.executable, str(script)],
+            preexec_fn=run_as,
             capture_output=True,
             text=True,
             env=env,
