@@ -71,12 +71,7 @@ def join_run(recording: Optional[Callable[[], bool]] = None) -> None:
             conn.settimeout(REGISTER_TIMEOUT)
             conn.connect(path)
             conn.sendall(f"{pid}\n".encode())
-            answer = b""
-            while not answer.endswith(b"\n"):
-                chunk = conn.recv(256)
-                if not chunk:
-                    break
-                answer += chunk
+            answer = _read_line(conn)
         if answer.strip() != b"ok":
             problem = answer.decode(errors="replace").strip() or "the run's keeper did not answer"
     except OSError as e:
@@ -169,15 +164,20 @@ def end_processes(marker: bytes, first: int = signal.SIGTERM, grace: float = GRA
             pass
 
 
-def _read_pid(conn: socket.socket) -> int:
-    """The pid line a process of the run sends; OSError or ValueError if it sent none."""
+def _read_line(conn: socket.socket) -> bytes:
+    """One line of the keeper's protocol (a pid, or the answer), up to the peer's close."""
     line = b""
     while not line.endswith(b"\n"):
-        chunk = conn.recv(64)
+        chunk = conn.recv(256)
         if not chunk:
             break
         line += chunk
-    return int(line.strip())
+    return line
+
+
+def _read_pid(conn: socket.socket) -> int:
+    """The pid line a process of the run sends; OSError or ValueError if it sent none."""
+    return int(_read_line(conn).strip())
 
 
 class _Keeper:

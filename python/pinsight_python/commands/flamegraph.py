@@ -41,23 +41,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis import read_trace
     from ..flamegraph import alloc_weighted, render_svg, write_folded
 
-    reading.check_output(args.output)
-    trace = read_trace(args.trace_dir, call_trees=True, progress=args.progress,
-                       filters=reading.filters(args))
-    reading.warn_discards(trace)
+    trace = reading.read(args, call_trees=True)
     if args.alloc and args.folded:
         trace = alloc_weighted(trace)
     svg = None if args.folded else render_svg(trace, title=args.title, width=args.width,
                                               min_width=args.min_width, alloc=args.alloc)
-    out = reading.open_output(args.output)
-    try:
+    with reading.output(args.output) as out:
         if svg is None:
             write_folded(trace, out)
         else:
             out.write(svg)
-    finally:
-        reading.close_output(out)
     return EXIT_OK

@@ -5,10 +5,11 @@ the output, and the warning about discarded events."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
-from typing import Any, List, TextIO, Tuple
+from typing import Any, Iterator, List, TextIO, Tuple
 
 from ..analysis import PROGRESS_MODES, ReadFilter, TraceData
 
@@ -112,15 +113,26 @@ def check_output(path: str) -> None:
         raise OSError(f"cannot write {path}: directory {parent} is not writable")
 
 
-def open_output(path: str) -> TextIO:
+@contextlib.contextmanager
+def output(path: str) -> Iterator[TextIO]:
+    """The file to write (stdout for '-'), closed afterwards unless it is stdout."""
     if path == "-":
-        return sys.stdout
-    return open(path, "w", encoding="utf-8")
+        yield sys.stdout
+        return
+    with open(path, "w", encoding="utf-8") as out:
+        yield out
 
 
-def close_output(out: TextIO) -> None:
-    if out is not sys.stdout:
-        out.close()
+def read(args: argparse.Namespace, call_trees: bool) -> TraceData:
+    """The trace the arguments name, read through their filters, after checking the
+    output can be written; the discard warning said."""
+    from ..analysis import read_trace
+
+    check_output(args.output)
+    trace = read_trace(args.trace_dir, call_trees=call_trees, progress=args.progress,
+                       filters=filters(args))
+    warn_discards(trace)
+    return trace
 
 
 def warn_discards(trace: TraceData) -> None:

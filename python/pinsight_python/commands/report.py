@@ -29,21 +29,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis import read_trace
     from ..report import build_report, render_text
 
-    reading.check_output(args.output)
-    trace = read_trace(args.trace_dir, call_trees=False, progress=args.progress,
-                       filters=reading.filters(args))
-    reading.warn_discards(trace)
-    report = build_report(trace, top=args.top)
-    out = reading.open_output(args.output)
-    try:
+    report = build_report(reading.read(args, call_trees=False), top=args.top)
+    with reading.output(args.output) as out:
         if args.json:
             json.dump(report, out, indent=2)
             out.write("\n")
         else:
             out.write(render_text(report))
-    finally:
-        reading.close_output(out)
     return EXIT_OK
