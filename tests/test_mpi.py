@@ -30,7 +30,7 @@ import pytest
 import pinsight_python
 from pinsight_python import cli, lttng
 
-from .tracing import Trace, Tracer, check_balanced, read_trace
+from .tracing import PINSIGHT_LIB, Trace, Tracer, check_balanced, read_trace
 
 RANKS = 4
 STEPS = 40  # calls of exchange(), hence of comm.allreduce, on every rank
@@ -517,8 +517,6 @@ def test_mpi_wait_goes_to_its_python_caller_and_the_imbalance_shows(tmp_path: Pa
     _check_prerequisites()
     from pinsight_python.analysis import read_trace as read_with_reader
     from pinsight_python.report import build_report, render_text
-
-    from .tracing import PINSIGHT_LIB
 
     script = tmp_path / "late.py"
     script.write_text(textwrap.dedent(LATE_RANK_APP))

@@ -13,25 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .analysis import Symbol, TraceData, format_ns
 
-__all__ = ["DOMAINS", "domain_label", "domain_of", "native_lines", "native_section"]
-
-# PInsight's providers and the domain names the views use (lttng.NATIVE_DOMAINS).
-DOMAINS = {
-    "ompt_pinsight_lttng_ust": "openmp",
-    "pmpi_pinsight_lttng_ust": "mpi",
-    "cupti_pinsight_lttng_ust": "cuda",
-}
-_LABELS = {"openmp": "OpenMP", "mpi": "MPI", "cuda": "CUDA"}
-
-
-def domain_of(provider: str) -> str:
-    """"openmp", "mpi", "cuda", or the provider's own name."""
-    return DOMAINS.get(provider, provider)
-
-
-def domain_label(domain: str) -> str:
-    return _LABELS.get(domain, domain)
-
+__all__ = ["native_lines", "native_section"]
 
 Key = Tuple[int, str, str]  # (caller symbol or -1, domain, region)
 
@@ -45,8 +27,9 @@ def native_section(
     raw = trace.raw
     totals: Dict[Key, List[int]] = defaultdict(lambda: [0, 0])
     ranks: Dict[Key, Dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for _vpid, rank, caller, provider, region, count, total_ns in raw.get("native", ()):
-        key = (caller, domain_of(provider), region)
+    # The reader names the domains ("openmp", "mpi", "cuda", else the provider's name).
+    for _vpid, rank, caller, domain, region, count, total_ns in raw.get("native", ()):
+        key = (caller, domain, region)
         totals[key][0] += count
         totals[key][1] += total_ns
         if rank >= 0:
@@ -73,13 +56,14 @@ def native_section(
             row["imbalance"] = _imbalance(per_rank)
         rows.append(row)
     unmatched: Dict[Tuple[str, str], int] = defaultdict(int)
-    for _vpid, _rank, provider, region, count in raw.get("native_unmatched", ()):
-        unmatched[(domain_of(provider), region)] += count
+    for _vpid, _rank, domain, region, count in raw.get("native_unmatched", ()):
+        unmatched[(domain, region)] += count
     return {
         "native": rows,
         "native_unmatched": [{"domain": d, "name": n, "count": c}
                              for (d, n), c in sorted(unmatched.items())],
         "native_ends_without_begin": raw.get("native_ends_without_begin", 0),
+        "native_labels": dict(raw.get("native_labels", {})),
     }
 
 
@@ -108,7 +92,8 @@ def native_lines(section: Dict[str, Any]) -> List[str]:
         return []
     lines = ["Native time by Python caller:"]
     width = max([len(_caller_text(r["caller"])) for r in rows] + [6])
-    names = [f"[{domain_label(r['domain'])}] {r['name']}" for r in rows]
+    labels = section["native_labels"]
+    names = [f"[{labels.get(r['domain'], r['domain'])}] {r['name']}" for r in rows]
     name_width = max([len(n) for n in names] + [6])
     lines.append(f"  {'caller':<{width}}  {'region':<{name_width}}  {'count':>8}  "
                  f"{'total':>10}  {'of caller':>9}")
@@ -126,7 +111,8 @@ def native_lines(section: Dict[str, Any]) -> List[str]:
                 f"({format_ns(ranks[str(imbalance['fastest_rank'])])}), "
                 f"ratio {imbalance['ratio']:g}")
     for entry in unmatched:
-        lines.append(f"  unmatched: {entry['count']:,} [{domain_label(entry['domain'])}] "
+        label = labels.get(entry["domain"], entry["domain"])
+        lines.append(f"  unmatched: {entry['count']:,} [{label}] "
                      f"{entry['name']} begin(s) without an end (not counted as regions)")
     if section["native_ends_without_begin"]:
         lines.append(f"  {section['native_ends_without_begin']:,} native end(s) without a begin")

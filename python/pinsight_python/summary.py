@@ -15,7 +15,6 @@ from collections import defaultdict
 from typing import Dict, List, Tuple
 
 from .analysis import ORIGINS, TraceData, TraceNotFoundError, TraceReadError, format_ns, read_trace
-from .native import domain_label, domain_of
 
 __all__ = ["summarize", "summary_lines"]
 
@@ -89,8 +88,9 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
 def _native_lines(trace: TraceData, top: int) -> List[str]:
     """The heaviest native regions (PInsight's OpenMP, MPI...) and their Python callers."""
     totals: Dict[Tuple[int, str, str], int] = defaultdict(int)
-    for _vpid, _rank, caller, provider, region, _count, total_ns in trace.raw.get("native", ()):
-        totals[(caller, domain_label(domain_of(provider)), region)] += total_ns
+    labels = trace.raw.get("native_labels", {})
+    for _vpid, _rank, caller, domain, region, _count, total_ns in trace.raw.get("native", ()):
+        totals[(caller, labels.get(domain, domain), region)] += total_ns
     if not totals:
         return []
     best = sorted(totals, key=lambda k: -totals[k])[:top]

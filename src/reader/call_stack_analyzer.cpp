@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <utility>
 
 namespace pinsight_reader {
 namespace {
@@ -128,14 +129,22 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
     NativeRegionStats &stats = p.regions[{open[i].caller, provider, region}];
     ++stats.count;
     stats.total_ns += e.ts_ns >= open[i].start_ns ? e.ts_ns - open[i].start_ns : 0;
-    if (build_call_trees_ && t != nullptr && open[i].depth != UINT32_MAX) {
-      native_region_ended(*t, p, open[i], e.ts_ns);
-    }
+    bool logged = build_call_trees_ && t != nullptr && open[i].depth != UINT32_MAX &&
+                  native_region_ended(*t, p, open[i], e.ts_ns);
+    uint32_t depth = open[i].depth;
+    uint64_t frame_start = open[i].frame_start_ns;
     if (chrome_) {
       chrome_->native_region(chrome_pid(e.host, e.vpid), e.vtid, p.label(provider, region),
                              p.domain(provider), open[i].start_ns, e.ts_ns, open[i].opener_tid);
     }
     open.resize(i);
+    // Nothing of this frame open any more: its regions so far are complete, drawn
+    // now, so that a long frame keeps no log of its regions.
+    if (logged && std::none_of(open.begin(), open.end(), [&](const NativeOpen &o) {
+          return o.depth == depth && o.frame_start_ns == frame_start;
+        })) {
+      draw_regions(*t, depth, t->stack[depth].node);
+    }
     return;
   }
   ++p.ends_without_begin;
@@ -148,14 +157,6 @@ constexpr std::string_view kDomains[][3] = {{"ompt_pinsight_lttng_ust", "OpenMP"
                                             {"cupti_pinsight_lttng_ust", "CUDA", "cuda"}};
 }  // namespace
 
-std::string NativeProcess::label(uint32_t provider, uint32_t region) const {
-  std::string_view shown = names[provider];
-  for (const auto &known : kDomains) {
-    if (known[0] == shown) shown = known[1];
-  }
-  return "[" + std::string(shown) + "] " + names[region];
-}
-
 std::string NativeProcess::domain(uint32_t provider) const {
   for (const auto &known : kDomains) {
     if (known[0] == names[provider]) return std::string(known[2]);
@@ -163,22 +164,34 @@ std::string NativeProcess::domain(uint32_t provider) const {
   return names[provider];
 }
 
-void CallStackAnalyzer::native_region_ended(ThreadState &t, NativeProcess &p,
+std::string NativeProcess::domain_label(uint32_t provider) const {
+  for (const auto &known : kDomains) {
+    if (known[0] == names[provider]) return std::string(known[1]);
+  }
+  return names[provider];
+}
+
+std::string NativeProcess::label(uint32_t provider, uint32_t region) const {
+  return "[" + domain_label(provider) + "] " + names[region];
+}
+
+bool CallStackAnalyzer::native_region_ended(ThreadState &t, NativeProcess &p,
                                             const NativeOpen &region, uint64_t ts) {
   if (region.depth >= t.stack.size() || t.stack[region.depth].start_ns != region.frame_start_ns) {
-    return;  // its frame has ended: not drawn
+    return false;  // its frame has ended: not drawn
   }
   uint64_t key = (static_cast<uint64_t>(region.provider) << 32) | region.region;
   auto [it, added] = p.tree_symbols.try_emplace(key, kNoSymbol);
   if (added) it->second = symbols_.native_function(p.label(region.provider, region.region));
   if (t.frame_regions.size() <= region.depth) t.frame_regions.resize(region.depth + 1);
   uint64_t python_ns = t.stack[region.depth].child_ns - region.child_ns;
-  t.frame_regions[region.depth].push_back({region.start_ns, ts, python_ns, it->second});
+  t.frame_regions[region.depth].ended.push_back({region.start_ns, ts, python_ns, it->second});
+  return true;
 }
 
-uint64_t CallStackAnalyzer::draw_regions(ThreadState &t, size_t depth, uint32_t node) {
-  if (depth >= t.frame_regions.size() || t.frame_regions[depth].empty()) return 0;
-  std::vector<EndedRegion> &regions = t.frame_regions[depth];
+void CallStackAnalyzer::draw_regions(ThreadState &t, size_t depth, uint32_t node) {
+  if (depth >= t.frame_regions.size() || t.frame_regions[depth].ended.empty()) return;
+  std::vector<EndedRegion> &regions = t.frame_regions[depth].ended;
   // Outer regions first: by start, the longer first.
   std::sort(regions.begin(), regions.end(), [](const EndedRegion &a, const EndedRegion &b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
@@ -189,7 +202,7 @@ uint64_t CallStackAnalyzer::draw_regions(ThreadState &t, size_t depth, uint32_t 
     uint64_t nested_ns;
   };
   std::vector<Open> open;
-  uint64_t outermost_ns = 0;
+  uint64_t &outermost_ns = t.frame_regions[depth].drawn_ns;
   auto inside = [](const EndedRegion &r) {
     uint64_t duration = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
     return duration > r.python_ns ? duration - r.python_ns : 0;
@@ -217,7 +230,6 @@ uint64_t CallStackAnalyzer::draw_regions(ThreadState &t, size_t depth, uint32_t 
     open.pop_back();
   }
   regions.clear();
-  return outermost_ns;
 }
 
 ThreadState &CallStackAnalyzer::thread(const RawEvent &e) {
@@ -452,7 +464,11 @@ void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
     if (failed) ++frame.native_call->raised;
   }
   if (build_call_trees_) {
-    uint64_t regions = draw_regions(t, t.stack.size(), frame.node);
+    uint64_t regions = 0;
+    if (t.stack.size() < t.frame_regions.size()) {
+      draw_regions(t, t.stack.size(), frame.node);
+      regions = std::exchange(t.frame_regions[t.stack.size()].drawn_ns, 0);
+    }
     t.tree[frame.node].self_ns += self > regions ? self - regions : 0;
   }
   if (!t.stack.empty()) t.stack.back().child_ns += duration;

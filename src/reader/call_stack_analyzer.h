@@ -129,8 +129,12 @@ struct ThreadState {
   std::unordered_map<SymbolId, ImportStats> import_stats;
   std::vector<ImportChain> import_chains;
   std::unordered_map<uint32_t, uint64_t> alloc_nodes;  // call-tree node -> sampled bytes
-  // Per stack depth: native regions of the frame there, drawn when it ends.
-  std::vector<std::vector<EndedRegion>> frame_regions;
+  // Per stack depth: native regions of the frame there.
+  struct FrameRegions {
+    std::vector<EndedRegion> ended;  // not drawn yet: a region of theirs may still be open
+    uint64_t drawn_ns = 0;           // drawn: taken from the frame's self time at its end
+  };
+  std::vector<FrameRegions> frame_regions;
 };
 
 struct ProcessState {
@@ -185,9 +189,9 @@ struct NativeProcess {
   std::map<std::pair<uint64_t, uint64_t>, std::pair<SymbolId, int32_t>> parallel_callers;
   // provider << 32 | region -> the call-tree symbol "[OpenMP] parallel"
   std::unordered_map<uint64_t, SymbolId> tree_symbols;
-  // provider index -> "OpenMP", "MPI", "CUDA" or the provider; and "openmp", ...
-  std::string label(uint32_t provider, uint32_t region) const;
-  std::string domain(uint32_t provider) const;
+  std::string domain(uint32_t provider) const;                  // "openmp", or the provider
+  std::string domain_label(uint32_t provider) const;            // "OpenMP", or the provider
+  std::string label(uint32_t provider, uint32_t region) const;  // "[OpenMP] parallel"
 };
 
 struct DiscardRecord {
@@ -253,10 +257,11 @@ class CallStackAnalyzer {
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
   void on_native(const RawEvent &e, const EventBatch &batch);
-  void native_region_ended(ThreadState &t, NativeProcess &p, const NativeOpen &region, uint64_t ts);
-  // The frame at `depth` ends: its regions become nodes; the time they take from
-  // its self time.
-  uint64_t draw_regions(ThreadState &t, size_t depth, uint32_t node);
+  // Logs a region that ended for its frame's drawing; false when the frame is gone.
+  bool native_region_ended(ThreadState &t, NativeProcess &p, const NativeOpen &region, uint64_t ts);
+  // The logged regions of the frame at `depth` become nodes under `node`, nested by
+  // time (none of them may still have an open region around it).
+  void draw_regions(ThreadState &t, size_t depth, uint32_t node);
   void on_process_info(const RawEvent &e, const EventBatch &batch);
   // resource_events.cpp
   void on_import_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);

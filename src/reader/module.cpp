@@ -130,9 +130,10 @@ py::dict result_dict(const Analysis &analysis) {
     processes.append(pd);
   }
   d["processes"] = processes;
-  // Native regions: (vpid, mpi_rank, caller symbol or -1, provider, region, count, total_ns);
-  // unmatched begins: (vpid, mpi_rank, provider, region, count).
+  // Native regions: (vpid, mpi_rank, caller symbol or -1, domain, region, count, total_ns);
+  // unmatched begins: (vpid, mpi_rank, domain, region, count); domain -> its label.
   py::list native, unmatched;
+  py::dict labels;
   uint64_t ends_without_begin = 0;
   for (const auto &[key, p] : a.native()) {
     const ProcessState *process = a.find_process(key);
@@ -142,15 +143,18 @@ py::dict result_dict(const Analysis &analysis) {
       const auto &[caller, provider, region] = k;
       native.append(py::make_tuple(vpid, rank,
                                    caller == kNoCaller ? -1 : static_cast<int64_t>(caller),
-                                   p.names[provider], p.names[region], s.count, s.total_ns));
+                                   p.domain(provider), p.names[region], s.count, s.total_ns));
+      labels[py::str(p.domain(provider))] = p.domain_label(provider);
     }
     for (const auto &[k, count] : p.unmatched) {
-      unmatched.append(py::make_tuple(vpid, rank, p.names[k.first], p.names[k.second], count));
+      unmatched.append(py::make_tuple(vpid, rank, p.domain(k.first), p.names[k.second], count));
+      labels[py::str(p.domain(k.first))] = p.domain_label(k.first);
     }
     ends_without_begin += p.ends_without_begin;
   }
   d["native"] = native;
   d["native_unmatched"] = unmatched;
+  d["native_labels"] = labels;
   d["native_ends_without_begin"] = ends_without_begin;
   py::dict kinds;
   const std::pair<const char *, EventKind> kind_names[] = {

@@ -282,11 +282,8 @@ void activate(const ActivateOptions &options) {
   control::start(&on_reload_signal);
 }
 
-void deactivate() {
-  if (!tracer().active()) return;
-  tracer().stop();
-  sync_alloc();
-}
+// The tracer's stop() tells mode_changed (sync_alloc): sampling stops with it.
+void deactivate() { tracer().stop(); }
 
 Status status() {
   Status s;
