@@ -404,6 +404,61 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, free_sample,
     )
 )
 
+/* Which calls released the GIL and took it back (gil_released). */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, gil_source,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("save_restore", PINSIGHT_GIL_SAVE_RESTORE) /* Py_BEGIN/END_ALLOW_THREADS */
+        lttng_ust_field_enum_value("gilstate", PINSIGHT_GIL_GILSTATE)         /* PyGILState_Release/Ensure */
+    )
+)
+
+/*
+ * events = gil. A thread runs again after another thread produced events
+ * (a hand-off). Since its previous such point it was off CPU for wait_ns +
+ * released_ns: wait_ns waiting to take the GIL back (wall time minus thread CPU
+ * time), or, when it was inside a native call, released_ns (the call released
+ * the GIL itself, e.g. a lock or sleep inside libpython). previous_thread_id:
+ * the thread that produced the events before (-1: unknown).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, gil_switch,
+    LTTNG_UST_TP_ARGS(
+        int, python_thread_id,
+        int, previous_thread_id,
+        unsigned long, wait_ns,
+        unsigned long, released_ns
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer(int, previous_thread_id, previous_thread_id)
+        lttng_ust_field_integer(unsigned long, wait_ns, wait_ns)
+        lttng_ust_field_integer(unsigned long, released_ns, released_ns)
+    )
+)
+
+/*
+ * events = gil. Native code (an extension module) released the GIL and took it
+ * back; emitted once the GIL is held again. At this event's timestamp T: the GIL
+ * was released during [T - wait_ns - released_ns, T - wait_ns], then waited for
+ * during [T - wait_ns, T]. before_ns: time waited for the GIL between the
+ * thread's previous gil event and the release.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, gil_released,
+    LTTNG_UST_TP_ARGS(
+        int, python_thread_id,
+        unsigned long, released_ns,
+        unsigned long, wait_ns,
+        unsigned long, before_ns,
+        int, source
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer(unsigned long, released_ns, released_ns)
+        lttng_ust_field_integer(unsigned long, wait_ns, wait_ns)
+        lttng_ust_field_integer(unsigned long, before_ns, before_ns)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, gil_source, int, source, source)
+    )
+)
+
 #endif /* PINSIGHT_PYTHON_LTTNG_UST_H */
 
 #include <lttng/tracepoint-event.h>

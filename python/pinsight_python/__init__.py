@@ -214,8 +214,10 @@ def activate(
     """Start tracing this process.
 
     events: any of "function" (function_begin/end), "c_call" (c_call_begin/end),
-        "import" (import_begin/end) and "alloc" (alloc_sample/free_sample); import
-        and alloc are also on when the configuration names them.
+        "import" (import_begin/end), "alloc" (alloc_sample/free_sample) and "gil"
+        (gil_switch/gil_released: the GIL's hand-offs, releases and waits; refused
+        on a free-threaded CPython); import and alloc are also on when the
+        configuration names them.
     config: a PInsight trace configuration file; default PINSIGHT_TRACE_CONFIG_FILE,
         else ./pinsight_trace_config.txt if present, else trace everything.
     mode: OFF, STANDBY, MONITORING or TRACING; default PINSIGHT_TRACE_PYTHON, else
@@ -288,6 +290,7 @@ def activate(
             report_config=not config_reported,
             import_events="import" in chosen,
             alloc_events="alloc" in chosen,
+            gil_events="gil" in chosen,
             payload=payload,
         )
 

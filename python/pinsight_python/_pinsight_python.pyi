@@ -18,6 +18,7 @@ def activate(
     argv: str,
     import_events: bool = False,
     alloc_events: bool = False,
+    gil_events: bool = False,
     module_filter: Optional[Sequence[str]] = None,
     module_exclude: Sequence[str] = (),
     report_config: bool = True,

@@ -77,7 +77,8 @@ ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
 
 EVENT_NAMES = ("function", "c_call")  # the default
 # import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
-ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc")
+# gil: gil_switch/gil_released (docs/analysis.md, "The GIL").
+ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc", "gil")
 MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
 BACKENDS = ("auto", "sys.monitoring", "setprofile")
 PAYLOADS = ("full", "compact")  # README, "Payloads: full and compact"
@@ -117,7 +118,7 @@ def _one_of(value: str, choices: Sequence[str], source: str, what: str, given: s
 
 def parse_events(text: str, source: str) -> List[str]:
     events = [e.strip() for e in text.split(",") if e.strip()]
-    expected = "a list of function, c_call, import, alloc"
+    expected = "a list of function, c_call, import, alloc, gil"
     if not events:
         raise SettingsError(f"{source}: no event named (expected {expected})")
     for event in events:
@@ -291,7 +292,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("what to trace")
     group.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     group.add_argument("--events", metavar="LIST",
-                       help="any of function, c_call, import, alloc (default: function,c_call)")
+                       help="any of function, c_call, import, alloc, gil (default: function,c_call)")
     group.add_argument("--mode", metavar="MODE",
                        help="TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON "
                        "if set, else the configuration's trace_mode, TRACING without one)")

@@ -40,6 +40,7 @@ py::dict status_dict() {
   d["alloc_sampling"] = s.alloc_sampling;
   d["alloc_native"] = s.alloc_native;
   d["alloc_samples"] = s.alloc_samples;
+  d["gil_hooks"] = s.gil_hooks;
   d["code_objects_seen"] = s.code_objects_seen;
   d["code_objects_live"] = s.code_objects_live;
   d["threads_seen"] = s.threads_seen;
@@ -92,7 +93,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       [](bool function_events, bool c_call_events, const std::string &config_path,
          const std::string &mode, const std::string &backend, unsigned long main_thread_ident,
          int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv,
-         bool import_events, bool alloc_events,
+         bool import_events, bool alloc_events, bool gil_events,
          std::optional<std::vector<std::string>> module_filter,
          const std::vector<std::string> &module_exclude, bool report_config,
          const std::string &payload) {
@@ -101,6 +102,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.c_call_events = c_call_events;
         options.import_events = import_events;
         options.alloc_events = alloc_events;
+        options.gil_events = gil_events;
         options.config_path = config_path;
         options.mode = mode;
         options.backend = backend;
@@ -119,7 +121,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
-      py::arg("alloc_events") = false, py::arg("module_filter") = py::none(),
+      py::arg("alloc_events") = false, py::arg("gil_events") = false, py::arg("module_filter") = py::none(),
       py::arg("module_exclude") = std::vector<std::string>(), py::arg("report_config") = true,
       py::arg("payload") = "");
   m.def(

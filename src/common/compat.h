@@ -52,6 +52,19 @@ inline std::string unverified_cpython(unsigned long hexversion, bool free_thread
   return std::string();
 }
 
+#ifdef Py_GIL_DISABLED
+constexpr bool kFreeThreaded = true;
+#else
+constexpr bool kFreeThreaded = false;
+#endif
+
+// Why gil events cannot be traced on this build; empty when they can.
+inline std::string gil_events_refusal(bool free_threaded) {
+  if (!free_threaded) return std::string();
+  return "gil events: this CPython is free-threaded (built with Py_GIL_DISABLED): there is no GIL "
+         "to wait for; trace without gil";
+}
+
 // The running thread's state, or null without raising (no GIL needed).
 inline PyThreadState *thread_state() {
 #if PY_VERSION_HEX >= 0x030D0000

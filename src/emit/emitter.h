@@ -131,6 +131,20 @@ inline void free_sample(const void *address) {
                        reinterpret_cast<unsigned long>(address));
 }
 
+// events = gil: a hand-off seen by the thread switched in, and a released GIL taken back.
+inline void gil_switch(int python_thread_id, int previous_thread_id, uint64_t wait_ns,
+                       uint64_t released_ns) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, gil_switch, python_thread_id, previous_thread_id,
+                       static_cast<unsigned long>(wait_ns), static_cast<unsigned long>(released_ns));
+}
+
+inline void gil_released(int python_thread_id, uint64_t released_ns, uint64_t wait_ns,
+                         uint64_t before_ns, int source) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, gil_released, python_thread_id,
+                       static_cast<unsigned long>(released_ns), static_cast<unsigned long>(wait_ns),
+                       static_cast<unsigned long>(before_ns), source);
+}
+
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname);

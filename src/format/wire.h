@@ -30,6 +30,12 @@ enum {
   PINSIGHT_ALLOC_NATIVE = 3         /* malloc from native code (the preload library) */
 };
 
+/* gil_released_source: which pair of CPython calls released the GIL and took it back. */
+enum {
+  PINSIGHT_GIL_SAVE_RESTORE = 0, /* PyEval_SaveThread / PyEval_RestoreThread (Py_BEGIN/END_ALLOW_THREADS) */
+  PINSIGHT_GIL_GILSTATE = 1      /* PyGILState_Release / PyGILState_Ensure */
+};
+
 #ifdef __cplusplus
 namespace pinsight::wire {
 
@@ -50,6 +56,10 @@ enum ImportTransition : int {
   kImportLoad = PINSIGHT_IMPORT_LOAD,
   kImportReturn = PINSIGHT_IMPORT_RETURN,
   kImportRaise = PINSIGHT_IMPORT_RAISE,
+};
+enum GilSource : int {
+  kGilSaveRestore = PINSIGHT_GIL_SAVE_RESTORE,
+  kGilState = PINSIGHT_GIL_GILSTATE,
 };
 enum AllocSource : int {
   kPythonRaw = PINSIGHT_ALLOC_PYTHON_RAW,

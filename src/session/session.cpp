@@ -12,6 +12,8 @@
 
 #include "alloc/sampler.h"
 #include "backends/factory.h"
+#include "gil/gil_hooks.h"
+#include "tracer/gil_accounting.h"
 #include "config/config_store.h"
 #include "session/control_thread.h"
 #include "tracer/imports.h"
@@ -29,6 +31,7 @@ struct State {
   std::string backend_name = "auto";
   bool imports_requested = false;  // activate(events=[..., "import"])
   bool alloc_requested = false;    // activate(events=[..., "alloc"])
+  bool gil_requested = false;      // activate(events=[..., "gil"])
   std::atomic<bool> alloc_wanted{false};
   std::atomic<uint64_t> alloc_interval{kDefaultAllocSampleInterval};
   std::string lttng_error;
@@ -76,11 +79,7 @@ T overridden_setting(const std::string &given, const char *option, T fallback,
 
 // Non-empty: this CPython's internals were not verified (compat.h).
 std::string cpython_refusal() {
-#ifdef Py_GIL_DISABLED
-  constexpr bool free_threaded = true;
-#else
-  constexpr bool free_threaded = false;
-#endif
+  constexpr bool free_threaded = compat::kFreeThreaded;
   // The headers this build was compiled with, then the interpreter running it.
   std::string reason = compat::unverified_cpython(PY_VERSION_HEX, free_threaded);
   if (!reason.empty()) return reason;
@@ -99,8 +98,26 @@ std::unique_ptr<Backend> installed_backend() {
   return backend;
 }
 
-// Allocation sampling follows what is wanted, the mode and activation (GIL held).
+// gil events: the GOT hooks are in place while the tracer is active; events
+// follow the mode (GIL held).
+void sync_gil() {
+  bool active = tracer().active() && state.gil_requested;
+  if (active && !gil_hooks::installed()) {
+    std::string why_not;
+    if (!gil_hooks::install(&why_not)) {
+      std::fprintf(stderr, "pinsight-python: %s; gil_released events are not recorded\n",
+                   why_not.c_str());
+    }
+  } else if (!active && gil_hooks::installed()) {
+    gil_hooks::uninstall();
+  }
+  gil_accounting::set_enabled(active && tracer().mode() == TraceMode::Tracing);
+}
+
+// Allocation sampling and gil events follow what is wanted, the mode and
+// activation (GIL held).
 void sync_alloc() {
+  sync_gil();
   if (tracer().active() && state.alloc_wanted.load() && tracer().mode() == TraceMode::Tracing) {
     alloc::start(state.alloc_interval.load());
   } else if (alloc::active()) {
@@ -202,6 +219,10 @@ std::unique_ptr<Config> initial_config(const ActivateOptions &options) {
 
 void activate(const ActivateOptions &options) {
   if (tracer().active()) return;
+  if (options.gil_events) {
+    std::string refusal = compat::gil_events_refusal(compat::kFreeThreaded);
+    if (!refusal.empty()) throw ActivationError(refusal);
+  }
   std::string unverified = cpython_refusal();
   if (!unverified.empty()) {
     // The program runs untraced; status() says why.
@@ -232,6 +253,7 @@ void activate(const ActivateOptions &options) {
   apply_module_options(*config);
   state.imports_requested = options.import_events;
   state.alloc_requested = options.alloc_events;
+  state.gil_requested = options.gil_events;
   update_extra_events(*config);
   {
     std::lock_guard<std::mutex> lock(state.config_path_mutex);
@@ -301,6 +323,8 @@ Status status() {
   if (t.requested_events() & kEventCCall) s.events.push_back("c_call");
   if (t.imports_possible()) s.events.push_back("import");
   if (state.alloc_wanted.load()) s.events.push_back("alloc");
+  if (state.gil_requested && t.active()) s.events.push_back("gil");
+  s.gil_hooks = gil_hooks::patched_count();
   s.alloc_sampling = alloc::active();
   s.alloc_native = alloc::native_hooked();
   s.alloc_samples = alloc::samples_taken();
@@ -346,6 +370,7 @@ bool reload(std::string *error) {
 }
 
 void after_fork_child() {
+  gil_hooks::after_fork_child();
   tracer().after_fork_child();
   if (tracer().active()) {
     emit_process_info(tracer().backend_name());

@@ -29,6 +29,7 @@ struct ActivateOptions {
   bool c_call_events = true;
   bool import_events = false;    // also when the configuration names import
   bool alloc_events = false;     // also when the configuration names alloc
+  bool gil_events = false;       // gil_switch / gil_released (refused on free-threaded builds)
   std::string config_path;       // empty: the built-in default configuration
   std::string mode;              // empty: the configuration's trace_mode
   std::string backend = "auto";  // auto | sys.monitoring | setprofile
@@ -69,6 +70,7 @@ struct Status {
   bool alloc_sampling = false;  // allocation hooks sampling now
   bool alloc_native = false;    // the preload library's malloc hooks are in place
   uint64_t alloc_samples = 0;
+  size_t gil_hooks = 0;  // GOT entries patched for gil events
 };
 
 namespace session {

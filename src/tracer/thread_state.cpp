@@ -11,6 +11,7 @@
 namespace pinsight::thread_states {
 
 thread_local ThreadState *current_ptr __attribute__((tls_model("initial-exec"))) = nullptr;
+std::atomic<ThreadState *> gil_holder{nullptr};
 
 namespace {
 std::atomic<int> live_threads{0};
@@ -37,6 +38,8 @@ struct Owner {
         registry().erase(state.get());
       }
       current_ptr = nullptr;
+      ThreadState *self = state.get();
+      gil_holder.compare_exchange_strong(self, nullptr);
       // The last thread that ran Python code: the session looks whether the
       // program has any thread left (a child forked from a thread).
       if (live_threads.fetch_sub(1, std::memory_order_relaxed) == 1) {

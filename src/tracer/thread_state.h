@@ -3,6 +3,7 @@
 // the thread's first callback and destroyed when the OS thread exits.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -36,6 +37,16 @@ struct FrameRecord {
   uint8_t flags;
 };
 
+// events = gil: the thread's last accounting point (tracer/gil_accounting.h).
+// Touched only by the thread itself.
+struct GilPoint {
+  uint64_t wall_ns = 0;      // CLOCK_MONOTONIC at the point; 0: no point yet
+  uint64_t cpu_ns = 0;       // the thread's CPU time then
+  uint64_t released_at = 0;  // native code released the GIL then (our hooks); 0: not released
+  uint64_t before_ns = 0;    // time waited for the GIL between the point and that release
+  uint32_t epoch = 0;        // gil_accounting's epoch of the point: older points are void
+};
+
 struct ThreadState {
   int python_thread_id = -1;
   unsigned long thread_ident = 0;
@@ -44,6 +55,7 @@ struct ThreadState {
   // will resume with an exception, by the generator thrown into (identities
   // only: the pair outlives neither the call nor the generator).
   std::vector<std::pair<const void *, const void *>> pending_throws;
+  GilPoint gil;
 };
 
 namespace thread_states {
@@ -67,6 +79,11 @@ void set_last_thread_exit_hook(void (*hook)());
 // In a forked child (GIL held): only the forking thread survives; its
 // inherited records stay (their ends are recognised) but emit nothing.
 void forked_child();
+
+// The thread whose callback ran last (any mode): a callback of another thread
+// means the GIL changed hands in between (events = gil). Cleared when that
+// thread exits, so that a new state at the same address is not taken for it.
+extern std::atomic<ThreadState *> gil_holder;
 
 extern thread_local ThreadState *current_ptr __attribute__((tls_model("initial-exec")));
 

@@ -22,6 +22,7 @@
 #include "tracer/callable_names.h"
 #include "tracer/code_info.h"
 #include "tracer/generators.h"
+#include "tracer/gil_accounting.h"
 #include "tracer/thread_state.h"
 
 namespace pinsight {
@@ -191,6 +192,7 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
     return Verdict::Continue;
   }
   ThreadState *state = thread_states::current();
+  gil_accounting::note_thread(*state);
   if (transition == wire::kStart) return begin_start(*info, *state, frame);
   return begin_resume(*info, *state, frame, transition);
 }
@@ -279,6 +281,7 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
 inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition) {
   ThreadState *state = thread_states::current_ptr;
   if (state && !state->stack.empty()) {
+    gil_accounting::note_thread(*state);
     if (state->stack.back().frame == frame && state->stack.back().kind == RecordKind::CCall) {
       close_stale_calls(*state, frame);
     }
@@ -327,6 +330,7 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, Py
   if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return disable(code);
   ThreadState *state = thread_states::current_ptr;
   if (!state || state->stack.empty()) return Verdict::Continue;
+  gil_accounting::note_thread(*state);
   FrameRecord *top = &state->stack.back();
   if (top->frame != frame) {
     // The caller is not traced: its executions were rate-limited or filtered.
@@ -364,6 +368,7 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, Py
 inline void Tracer::on_c_end(const void *frame, PyObject *callable, bool raised) {
   ThreadState *state = thread_states::current_ptr;
   if (!state) return;
+  gil_accounting::note_thread(*state);
   // Normally the top record is this call. Calls CPython reported no end for
   // (stale) are closed here too, so the stack never keeps them.
   while (!state->stack.empty() && state->stack.back().frame == frame &&

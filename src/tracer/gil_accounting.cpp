@@ -1,0 +1,96 @@
+#include "tracer/gil_accounting.h"
+
+#include <time.h>
+
+#include "emit/emitter.h"
+
+namespace pinsight::gil_accounting {
+
+std::atomic<bool> enabled{false};
+
+namespace {
+// Advanced each time gil events turn on: a point taken before (or while they were off) is void.
+std::atomic<uint32_t> epoch{1};
+}  // namespace
+
+void set_enabled(bool on) {
+  if (on && !enabled.load()) epoch.fetch_add(1);
+  enabled.store(on);
+}
+
+namespace {
+
+uint64_t read_clock(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Off-CPU time of the thread since its point, and a new point now.
+uint64_t advance(GilPoint &point) {
+  uint64_t wall = monotonic_ns();
+  uint64_t cpu = read_clock(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t off = 0;
+  uint32_t now_epoch = epoch.load(std::memory_order_relaxed);
+  if (point.epoch != now_epoch) {
+    point.epoch = now_epoch;
+    point.wall_ns = 0;
+    point.released_at = 0;
+  }
+  if (point.wall_ns != 0) {
+    uint64_t elapsed = wall - point.wall_ns;
+    uint64_t ran = cpu - point.cpu_ns;
+    off = elapsed > ran ? elapsed - ran : 0;
+  }
+  point.wall_ns = wall;
+  point.cpu_ns = cpu;
+  return off;
+}
+
+}  // namespace
+
+uint64_t monotonic_ns() { return read_clock(CLOCK_MONOTONIC); }
+
+void switched_in(ThreadState &state) {
+  ThreadState *previous = thread_states::gil_holder.exchange(&state, std::memory_order_relaxed);
+  if (!enabled.load(std::memory_order_relaxed)) return;
+  bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
+  uint64_t off = advance(state.gil);
+  if (first) return;
+  // Inside a native call, only the call itself can have released the GIL: the
+  // eval loop drops it at the switch interval in Python code only.
+  bool in_native = !state.stack.empty() && state.stack.back().kind == RecordKind::CCall;
+  int previous_id = previous ? previous->python_thread_id : -1;
+  emitter::gil_switch(state.python_thread_id, previous_id, in_native ? 0 : off, in_native ? off : 0);
+}
+
+void before_release(ThreadState &state) {
+  if (!enabled.load(std::memory_order_relaxed)) return;
+  bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
+  uint64_t off = advance(state.gil);
+  state.gil.before_ns = first ? 0 : off;
+  state.gil.released_at = state.gil.wall_ns;
+}
+
+void after_take_back(ThreadState &state, uint64_t take_back_start, int source) {
+  uint64_t released_at = state.gil.released_at;
+  // Released before gil events were on (or in an earlier epoch).
+  if (released_at == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed)) return;
+  state.gil.released_at = 0;
+  thread_states::gil_holder.store(&state, std::memory_order_relaxed);
+  if (!enabled.load(std::memory_order_relaxed)) return;
+  advance(state.gil);
+  uint64_t now = state.gil.wall_ns;
+  uint64_t released = take_back_start > released_at ? take_back_start - released_at : 0;
+  uint64_t waited = now > take_back_start ? now - take_back_start : 0;
+  emitter::gil_released(state.python_thread_id, released, waited, state.gil.before_ns, source);
+}
+
+void after_first_take(ThreadState &state, uint64_t waited, int source) {
+  thread_states::gil_holder.store(&state, std::memory_order_relaxed);
+  if (!enabled.load(std::memory_order_relaxed)) return;
+  advance(state.gil);
+  emitter::gil_released(state.python_thread_id, 0, waited, 0, source);
+}
+
+}  // namespace pinsight::gil_accounting

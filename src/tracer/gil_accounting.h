@@ -1,0 +1,47 @@
+// events = gil: where each thread's time went with respect to the GIL,
+// measured by the thread itself at a few points only, never per call.
+//
+// A hand-off is seen by the thread switched in: its callback finds that another
+// thread produced the last one (thread_states::gil_holder, one compare on the
+// hot path). It then reads its wall and CPU clocks: since its previous point it
+// was off CPU for (wall elapsed - CPU consumed), which is GIL wait, or, when a
+// native call is open on its stack, time that call spent with the GIL released
+// by code we cannot hook (libpython's own sleep, lock and I/O calls). Native code
+// of extension modules releasing the GIL goes through src/gil's hooks, which call
+// before_release / after_take_back: the release and the wait to take the GIL back
+// are then measured exactly. Points are per thread, so the sum of a thread's
+// waits is exact however rarely it produces events; only where a wait is
+// attributed depends on them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "tracer/thread_state.h"
+
+namespace pinsight::gil_accounting {
+
+// gil events are on: asked for, the tracer active and TRACING (set by the session).
+extern std::atomic<bool> enabled;
+// Turns gil events on or off (GIL held); points taken before are then void.
+void set_enabled(bool on);
+
+void switched_in(ThreadState &state);  // slow path of note_thread
+
+// Every hot path, with the calling thread's state: one compare.
+inline void note_thread(ThreadState &state) {
+  if (thread_states::gil_holder.load(std::memory_order_relaxed) != &state) switched_in(state);
+}
+
+uint64_t monotonic_ns();
+
+// The GIL hooks, on the releasing thread: just before native code releases the
+// GIL (still held), and once it is held again (take_back_start: monotonic_ns()
+// before the take-back began). Nothing happens for a thread the tracer never saw.
+void before_release(ThreadState &state);
+void after_take_back(ThreadState &state, uint64_t take_back_start, int source);
+// The thread took the GIL without a release we saw (a foreign thread's first
+// PyGILState_Ensure): `waited` is the wait measured around it.
+void after_first_take(ThreadState &state, uint64_t waited, int source);
+
+}  // namespace pinsight::gil_accounting
