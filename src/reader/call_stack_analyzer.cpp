@@ -318,6 +318,10 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     case EventKind::FreeSample:
       on_free_sample(e);
       break;
+    case EventKind::GilSwitch:
+    case EventKind::GilReleased:
+      on_gil(t, e);
+      break;
     case EventKind::ThreadStart:
       t.python_thread_id = e.python_thread_id;
       t.thread_ident = e.code_id;
@@ -536,6 +540,7 @@ void CallStackAnalyzer::finish() {
     }
   }
   assign_labels();
+  for (auto &[key, t] : threads_) gil_finish(*t);
   if (chrome_) {
     int64_t index = 0;
     for (const ProcessState *p : processes()) {
@@ -543,6 +548,10 @@ void CallStackAnalyzer::finish() {
       int64_t thread_index = 0;
       for (const ThreadState *t : threads_of(*p)) {
         chrome_->thread_metadata(t->chrome_pid, t->vtid, t->label, thread_index++);
+        if (t->gil.seen) {
+          chrome_->thread_metadata(t->chrome_pid, ChromeTraceWriter::gil_track(t->vtid),
+                                   "GIL: " + t->label, thread_index++);
+        }
       }
     }
   }

@@ -37,7 +37,25 @@ struct FunctionStats {
   uint64_t total_ns = 0;
   uint64_t self_ns = 0;
   uint64_t exceptions = 0;  // left by unwind / native call raised
-  uint32_t active = 0;      // frames of this function on the stack now
+  uint64_t gil_wait_ns = 0;  // waits for the GIL while it was the innermost Python frame
+  uint32_t active = 0;       // frames of this function on the stack now
+};
+
+// events = gil (gil_events.cpp): where a thread's time went with respect to the GIL.
+struct GilStats {
+  bool seen = false;             // the thread has gil events
+  uint64_t switch_wait_ns = 0;   // waits at hand-offs (gil_switch; gil_released's before_ns)
+  uint64_t take_back_wait_ns = 0;  // waits to take the GIL back after a release
+  uint64_t released_ns = 0;      // native code ran with the GIL released
+  uint64_t switches = 0;         // gil_switch events
+  uint64_t releases = 0;         // gil_released events
+  uint64_t mark_ns = 0;          // Chrome GIL track: drawn up to here
+};
+// Per native callee (the innermost open native call at the event), or kNoSymbol.
+struct GilReleaseStats {
+  uint64_t count = 0;
+  uint64_t released_ns = 0;
+  uint64_t wait_ns = 0;  // waiting to take the GIL back
 };
 
 struct NativeCallStats {
@@ -129,6 +147,8 @@ struct ThreadState {
   std::unordered_map<SymbolId, ImportStats> import_stats;
   std::vector<ImportChain> import_chains;
   std::unordered_map<uint32_t, uint64_t> alloc_nodes;  // call-tree node -> sampled bytes
+  GilStats gil;
+  std::unordered_map<SymbolId, GilReleaseStats> gil_releases;
   // Per stack depth: native regions of the frame there.
   struct FrameRegions {
     std::vector<EndedRegion> ended;  // not drawn yet: a region of theirs may still be open
@@ -268,6 +288,10 @@ class CallStackAnalyzer {
   void on_import_end(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   void on_alloc_sample(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   void on_free_sample(const RawEvent &e);
+  // gil_events.cpp
+  void on_gil(ThreadState &t, const RawEvent &e);
+  void gil_slice(ThreadState &t, const char *state, uint64_t begin_ns, uint64_t end_ns);
+  void gil_finish(ThreadState &t);
   void assign_labels();
   void set_origin(uint64_t ts);
 

@@ -42,6 +42,10 @@ class ChromeTraceWriter {
   // that opened it) at its start.
   void native_region(int64_t pid, int32_t tid, const std::string &label, const std::string &domain,
                      uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid);
+  // events = gil: a thread's GIL state ("holding", "waiting", "released"), a
+  // complete slice on the thread's GIL track (its own tid, gil_track()).
+  void gil_slice(int64_t pid, int32_t track, const char *state, uint64_t begin_ns, uint64_t end_ns);
+  static int32_t gil_track(int32_t vtid) { return vtid | 0x40000000; }  // above any Linux tid
   void process_metadata(int64_t pid, const std::string &label, int64_t sort_index);
   void thread_metadata(int64_t pid, int32_t tid, const std::string &label, int64_t sort_index);
 

@@ -88,6 +88,16 @@ constexpr EventLayout kLayouts[] = {
      EventKind::FreeSample,
      false,
      {nullptr, nullptr, nullptr, "address", nullptr, nullptr, nullptr, nullptr}},
+    {"gil_switch",
+     EventKind::GilSwitch,
+     false,
+     {nullptr, nullptr, "previous_thread_id", "wait_ns", "python_thread_id", nullptr, "released_ns",
+      nullptr}},
+    {"gil_released",
+     EventKind::GilReleased,
+     false,
+     {nullptr, nullptr, nullptr, "wait_ns", "python_thread_id", "source", "released_ns",
+      "before_ns"}},
     {"mode_change",
      EventKind::ModeChange,
      false,
@@ -328,6 +338,23 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.extra = static_cast<uint64_t>(read_integer(payload, info.parallel_record_id, 0));
       out.transition = 0;
       break;
+    case EventKind::GilSwitch:
+    case EventKind::GilReleased: {
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[3], 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[6], 0));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[4], -1));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[5], 0));
+      if (info.kind == EventKind::GilSwitch) {
+        out.lineno = static_cast<int32_t>(read_integer(payload, slot[2], -1));
+        out.aux = 0;
+      } else {
+        // No 64-bit field is left in a record: before_ns is split over two.
+        auto before = static_cast<uint64_t>(read_integer(payload, slot[7], 0));
+        out.lineno = static_cast<int32_t>(static_cast<uint32_t>(before));
+        out.aux = static_cast<int32_t>(static_cast<uint32_t>(before >> 32));
+      }
+      break;
+    }
     case EventKind::ThreadStart:
       out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[0], -1));
       out.code_id = static_cast<uint64_t>(read_integer(payload, slot[1], 0));

@@ -54,6 +54,28 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
     for (const auto &[node, bytes] : t.alloc_nodes) alloc_nodes.append(py::make_tuple(node, bytes));
   }
   d["alloc_tree"] = alloc_nodes;
+  if (t.gil.seen) {
+    py::dict gil;
+    gil["switch_wait_ns"] = t.gil.switch_wait_ns;
+    gil["take_back_wait_ns"] = t.gil.take_back_wait_ns;
+    gil["released_ns"] = t.gil.released_ns;
+    gil["switches"] = t.gil.switches;
+    gil["releases"] = t.gil.releases;
+    py::list releases;  // (callee symbol or -1, count, released_ns, wait_ns)
+    for (const auto &[symbol, r] : t.gil_releases) {
+      releases.append(py::make_tuple(symbol == kNoSymbol ? -1 : static_cast<int64_t>(symbol),
+                                     r.count, r.released_ns, r.wait_ns));
+    }
+    gil["releases_by_callee"] = releases;
+    py::list waits;  // (function symbol, gil_wait_ns)
+    for (const auto &[symbol, s] : t.functions) {
+      if (s.gil_wait_ns) waits.append(py::make_tuple(symbol, s.gil_wait_ns));
+    }
+    gil["function_waits"] = waits;
+    d["gil"] = gil;
+  } else {
+    d["gil"] = py::none();
+  }
   if (with_tree) {
     // Node 0 is the thread itself; parents precede their children.
     py::list nodes;
@@ -164,6 +186,7 @@ py::dict result_dict(const Analysis &analysis) {
       {"mode_change", EventKind::ModeChange},       {"import_begin", EventKind::ImportBegin},
       {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
       {"free_sample", EventKind::FreeSample},       {"native_begin", EventKind::NativeBegin},
+      {"gil_switch", EventKind::GilSwitch},         {"gil_released", EventKind::GilReleased},
       {"native_end", EventKind::NativeEnd}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   d["event_counts"] = kinds;

@@ -31,6 +31,9 @@ enum class EventKind : uint8_t {
   ImportEnd,
   AllocSample,  // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
   FreeSample,   // code_id: address
+  GilSwitch,    // code_id: wait_ns, extra: released_ns, lineno: previous_thread_id
+  GilReleased,  // code_id: wait_ns, extra: released_ns, before_ns: lineno (low 32 bits)
+                // and aux (high 32 bits), transition: source
   NativeBegin,  // another provider's NAME_begin; str[0]: provider, str[1]: NAME;
                 // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
   NativeEnd,    // its NAME_end
