@@ -269,6 +269,9 @@ def activate(
     config_reported = bool(os.environ.get(_settings.ENV_CONFIG_REPORTED))
     if _IN_SUBINTERPRETER:
         raise ActivationError(_subinterpreter.REASON)
+    refusal = _settings.gil_refusal(chosen)
+    if refusal:
+        raise ActivationError(refusal)
     mpi_rank, mpi_size = _mpi_rank_and_size()
     with _lock:
         if not _core.status()["active"]:

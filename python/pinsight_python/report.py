@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns
+from .gil import gil_lines, gil_process_section, gil_thread_section
 from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
@@ -267,6 +268,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
                 "end_ns": thread["last_ns"],
             }
             entry.update(_activity(symbols, [thread], top))
+            entry["gil"] = gil_thread_section(symbols, thread, top)
             threads.append(entry)
         has_info = proc["has_info"]
         entry = {
@@ -285,6 +287,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         }
         entry.update(_activity(symbols, proc["threads"], top))
         entry["allocations"] = alloc_section(symbols, proc.get("allocations", ()), top)
+        entry["gil"] = gil_process_section(symbols, proc["threads"], top)
         entry["threads"] = threads
         processes.append(entry)
         if entry["mpi_rank"] is not None:
@@ -546,10 +549,14 @@ def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
     if len(active) > 1:
         lines += ["", f"--- all {len(active)} threads ---"]
         lines += _activity_lines(proc, top)
+    if proc.get("gil"):
+        lines += ["", *gil_lines(proc["gil"])]
     for thread in active:
         span = format_ns(thread["end_ns"] - thread["begin_ns"])
         lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span} ---"]
         lines += _activity_lines(thread, top)
+        if thread.get("gil") and len(active) > 1:
+            lines += gil_lines(thread["gil"], threads=False)
     if idle:
         labels = ", ".join(t["label"] for t in idle)
         lines += ["", f"Threads without function events: {labels}"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import stat
+import sysconfig
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -56,6 +57,8 @@ __all__ = [
     "did_you_mean",
     "from_environment",
     "parse_backend",
+    "free_threaded",
+    "gil_refusal",
     "parse_events",
     "parse_mode",
     "parse_modules",
@@ -124,6 +127,20 @@ def parse_events(text: str, source: str) -> List[str]:
     for event in events:
         _one_of(event, ALL_EVENT_NAMES, source, "event", event, expected)
     return events
+
+
+def free_threaded() -> bool:
+    """This CPython was built without the GIL (PEP 703, Py_GIL_DISABLED)."""
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def gil_refusal(events: Iterable[str]) -> str:
+    """Why these events cannot be traced on this CPython (gil on a free-threaded
+    build), or "". The core says the same (src/common/compat.h)."""
+    if "gil" in events and free_threaded():
+        return ("gil events: this CPython is free-threaded (built with Py_GIL_DISABLED): "
+                "there is no GIL to wait for; trace without gil")
+    return ""
 
 
 def parse_mode(text: str, source: str) -> str:

@@ -1,0 +1,267 @@
+"""events = gil: the GIL's hand-offs, releases and waits, checked against ground truth.
+
+Each workload measures itself (time.perf_counter, time.thread_time inside the
+thread) and prints it; the trace, read back by `report --json`, must agree.
+Runs on the interpreter of the test run: 3.13 (.venv, sys.monitoring) and 3.11
+(.venv-fallback, setprofile) alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+import pinsight_python
+from pinsight_python import cli, settings
+
+from pinsight_python import lttng
+
+from .tracing import Tracer, isolated_session
+
+
+GIL = 'pinsight_python.activate(events=["function", "c_call", "gil"])'
+
+# Two threads run pure-Python loops for about a second each, at the same time.
+# With `call`, the loop calls a small function every 200 iterations; without, it
+# makes no call but perf_counter's (the only events are the thread's own).
+TWO_LOOPS = """
+import json, sys, threading, time
+
+def step(x):
+    return x + 1
+
+def work(name, out, call):
+    w0 = time.perf_counter()
+    c0 = time.thread_time()
+    x = 0
+    while time.perf_counter() - w0 < 1.0:
+        if call:
+            for _ in range(10):
+                for _ in range(200):
+                    x = x + 1
+                x = step(x)
+        else:
+            for _ in range(2000):
+                x = x + 1
+    out[name] = {"wall": time.perf_counter() - w0, "cpu": time.thread_time() - c0,
+                 "tid": threading.get_native_id()}
+
+def main():
+    call = sys.argv[1] == "call"
+    out = {}
+    threads = [threading.Thread(target=work, args=(n, out, call)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps(out))
+
+main()
+"""
+
+# One thread compresses 100 MB with zlib while another runs Python.
+ZLIB = """
+import json, random, threading, time, zlib
+
+def spin(stop):
+    x = 0
+    while not stop:
+        x += 1
+
+def main():
+    data = random.Random(1).randbytes(50 << 20).hex().encode()  # 100 MB, half compressible
+    stop = []
+    t = threading.Thread(target=spin, args=(stop,))
+    t.start()
+    w0 = time.perf_counter()
+    zlib.compress(data, 1)
+    wall = time.perf_counter() - w0
+    stop.append(True)
+    t.join()
+    print(json.dumps({"wall": wall}))
+
+main()
+"""
+
+
+@dataclass
+class Traced:
+    stdout: str
+    path: Path
+
+
+def run_traced(tmp_path: Path, code: str, *args: str, events: str = "function,c_call,gil",
+               python: str = sys.executable) -> Traced:
+    """Runs `code` with tracing activated for `events`; the trace is read by our reader only
+    (these workloads make millions of events: too many for babeltrace2's Python bindings)."""
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(code))
+    out = tmp_path / "trace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+    env.update(PINSIGHT_PYTHON="1", PINSIGHT_PYTHON_EVENTS=events)
+    with isolated_session(out, events=(f"{lttng.PROVIDER}:*",), contexts=lttng.CONTEXTS) as run_as:
+        proc = subprocess.run([python, str(script), *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=240, check=False, preexec_fn=run_as)
+    assert proc.returncode == 0, proc.stderr
+    return Traced(proc.stdout, out)
+
+
+def report_of(path: Path, capsys: pytest.CaptureFixture[str]) -> Dict[str, Any]:
+    code = cli.main(["report", str(path), "--json", "--top", "0"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report: Dict[str, Any] = json.loads(captured.out)
+    return report
+
+
+def threads_by_tid(report: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
+    (proc,) = report["processes"]
+    return {t["vtid"]: t for t in proc["threads"]}
+
+
+@pytest.mark.parametrize("calls", ["call", "nocall"])
+def test_two_python_threads_wait_is_wall_minus_cpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: str
+) -> None:
+    run = run_traced(tmp_path, TWO_LOOPS, calls)
+    truth = json.loads(run.stdout)
+    report = report_of(run.path, capsys)
+    assert report["event_counts"]["gil_switch"] > 0, "no hand-off seen"
+    threads = threads_by_tid(report)
+    for name in ("a", "b"):
+        measured = truth[name]
+        gil = threads[measured["tid"]]["gil"]
+        assert gil is not None, f"thread {name}: no gil section"
+        expected_wait = (measured["wall"] - measured["cpu"]) * 1e9
+        # The two threads share the GIL: each waits for a good part of its second.
+        assert expected_wait > 0.2 * measured["wall"] * 1e9, measured
+        assert abs(gil["gil_wait_ns"] - expected_wait) <= 0.1 * measured["wall"] * 1e9, (
+            name, gil, measured)
+        assert gil["released_ns"] == 0, gil  # pure Python: nothing released the GIL
+        # held + waited + released = the thread's wall time (first to last event)
+        assert gil["gil_held_ns"] + gil["gil_wait_ns"] == gil["wall_ns"]
+        (work,) = [f for f in gil["functions"] if f["name"] == "work"]
+        # The waits happen in work's loop (or in step, which it calls).
+        in_work = work["gil_wait_ns"] + sum(
+            f["gil_wait_ns"] for f in gil["functions"] if f["name"] == "step")
+        assert in_work >= 0.9 * gil["gil_wait_ns"], gil["functions"]
+
+
+def test_zlib_compress_releases_the_gil_for_its_whole_duration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = run_traced(tmp_path, ZLIB)
+    truth = json.loads(run.stdout)
+    report = report_of(run.path, capsys)
+    assert report["event_counts"]["gil_released"] > 0
+    (proc,) = report["processes"]
+    main = next(t for t in proc["threads"] if t["python_thread_id"] == 0)
+    (compress,) = [f for f in main["functions"] if f["name"] == "zlib.compress"]
+    duration = compress["total_ns"]
+    assert abs(duration - truth["wall"] * 1e9) <= 0.05 * duration
+    (released,) = [n for n in main["gil"]["native"] if n["callee"] == "zlib.compress"]
+    assert released["releases"] >= 1
+    assert abs(released["released_ns"] - duration) <= 0.1 * duration, (released, duration)
+    # The process-wide section agrees, and the other thread ran Python meanwhile.
+    (process_row,) = [n for n in proc["gil"]["native"] if n["callee"] == "zlib.compress"]
+    assert process_row == released
+    spinner = next(t for t in proc["threads"] if t["python_thread_id"] == 1)
+    assert spinner["gil"]["gil_held_ns"] > 0.3 * duration
+
+
+def test_gil_events_off_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = run_traced(tmp_path, ZLIB, events="function,c_call")
+    report = report_of(run.path, capsys)
+    assert report["event_counts"]["gil_switch"] == 0
+    assert report["event_counts"]["gil_released"] == 0
+    assert report["processes"][0]["gil"] is None
+
+
+def test_gil_in_status_and_hooks_removed_on_deactivate(tracer: Tracer) -> None:
+    # A small trace: read back with babeltrace2 (tests/tracing.py).
+    run = tracer.run(
+        """
+        import zlib
+        from pinsight_python import _pinsight_python as core
+        zlib.compress(b"x" * 100000)
+        s = pinsight_python.status()
+        print("gil" in s["events"], core.status()["gil_hooks"] > 0)
+        pinsight_python.deactivate()
+        print(core.status()["gil_hooks"])
+        """,
+        activate=GIL,
+    )
+    assert run.stdout.split() == ["True", "True", "0"]
+    assert run.trace.named("gil_released")
+
+
+def test_trace_command_events_gil(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text("import zlib\nzlib.compress(bytes(10_000_000), 1)\n")
+    out = tmp_path / "trace"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "trace", "--events", "function,c_call,gil",
+         "-o", str(out), "--no-summary", "--", sys.executable, str(script)],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "report", str(out)],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert "Native calls releasing the GIL" in report
+    assert "zlib.compress" in report.split("Native calls releasing the GIL")[1]
+
+
+def test_events_list_accepts_gil() -> None:
+    assert settings.parse_events("function,gil", "test") == ["function", "gil"]
+
+
+def test_gil_refused_on_free_threaded_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No free-threaded CPython on this machine: the refusal path is checked as a unit.
+    monkeypatch.setattr(settings, "free_threaded", lambda: True)
+    with pytest.raises(pinsight_python.ActivationError, match="free-threaded"):
+        pinsight_python.activate(events=["function", "gil"])
+    assert not pinsight_python.status()["active"]
+
+
+def _chrome(path: Path) -> List[Dict[str, Any]]:
+    events: List[Dict[str, Any]] = json.loads(path.read_text())["traceEvents"]
+    return events
+
+
+def test_export_has_a_gil_track_per_thread(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = run_traced(tmp_path, TWO_LOOPS, "call")
+    truth = json.loads(run.stdout)
+    out = tmp_path / "chrome.json"
+    assert cli.main(["export", str(run.path), "-o", str(out)]) == 0
+    capsys.readouterr()
+    events = _chrome(out)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    for measured in truth.values():
+        track = measured["tid"] | 0x40000000
+        assert any(tid == track and name.startswith("GIL: ") for (_, tid), name in names.items())
+        slices = [e for e in events if e.get("tid") == track and e.get("ph") == "X"]
+        by_state: Dict[str, float] = {}
+        for e in slices:
+            by_state[e["name"]] = by_state.get(e["name"], 0.0) + e["dur"]
+        assert set(by_state) <= {"holding", "waiting", "released"}
+        waiting_us = by_state.get("waiting", 0.0)
+        expected_us = (measured["wall"] - measured["cpu"]) * 1e6
+        assert abs(waiting_us - expected_us) <= 0.1 * measured["wall"] * 1e6, by_state
+        # Slices of one track never overlap.
+        spans: List[Tuple[float, float]] = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices)
+        for (_, end), (begin, _) in zip(spans, spans[1:]):
+            assert begin >= end - 0.002
