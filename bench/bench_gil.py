@@ -100,7 +100,8 @@ def main() -> int:
         base = best["function,c_call"]
         print(f"{workload}:")
         for name, seconds in best.items():
-            print(f"  {name:22} {seconds * 1e3:8.1f} ms   {seconds / best['untraced']:6.3f}x untraced"
+            print(f"  {name:22} {seconds * 1e3:8.1f} ms"
+                  f"   {seconds / best['untraced']:6.3f}x untraced"
                   f"   {seconds / base:6.3f}x function,c_call")
     return 0
 

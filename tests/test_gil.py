@@ -20,12 +20,9 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import pinsight_python
-from pinsight_python import cli, settings
-
-from pinsight_python import lttng
+from pinsight_python import cli, lttng, settings
 
 from .tracing import Tracer, isolated_session
-
 
 GIL = 'pinsight_python.activate(events=["function", "c_call", "gil"])'
 

@@ -68,15 +68,17 @@ def _section(symbols: Sequence[Symbol], threads: List[Dict[str, Any]],
         out = symbols[symbol].as_json()
         out["gil_wait_ns"] = ns
         functions.append(out)
-    native = []
-    for symbol, (count, released_ns, wait_ns) in callees.items():
-        native.append({
+    ordered = sorted(callees.items(), key=lambda kv: (
+        -kv[1][1], symbols[kv[0]].qualname if kv[0] >= 0 else ""))
+    native: List[Dict[str, Any]] = [
+        {
             "callee": symbols[symbol].qualname if symbol >= 0 else None,
             "releases": count,
             "released_ns": released_ns,
             "wait_ns": wait_ns,
-        })
-    native.sort(key=lambda r: (-r["released_ns"], r["callee"] or ""))
+        }
+        for symbol, (count, released_ns, wait_ns) in ordered
+    ]
     total = {key: sum(r[key] for r in rows) for key in (
         "wall_ns", "gil_held_ns", "gil_wait_ns", "switch_wait_ns", "take_back_wait_ns",
         "released_ns", "switches", "releases")}

@@ -55,10 +55,10 @@ __all__ = [
     "activation_payload",
     "check_config_path",
     "did_you_mean",
-    "from_environment",
-    "parse_backend",
     "free_threaded",
+    "from_environment",
     "gil_refusal",
+    "parse_backend",
     "parse_events",
     "parse_mode",
     "parse_modules",
@@ -309,7 +309,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("what to trace")
     group.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     group.add_argument("--events", metavar="LIST",
-                       help="any of function, c_call, import, alloc, gil (default: function,c_call)")
+                       help="any of function, c_call, import, alloc, gil "
+                       "(default: function,c_call)")
     group.add_argument("--mode", metavar="MODE",
                        help="TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON "
                        "if set, else the configuration's trace_mode, TRACING without one)")

@@ -121,9 +121,9 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
       py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
-      py::arg("alloc_events") = false, py::arg("gil_events") = false, py::arg("module_filter") = py::none(),
-      py::arg("module_exclude") = std::vector<std::string>(), py::arg("report_config") = true,
-      py::arg("payload") = "");
+      py::arg("alloc_events") = false, py::arg("gil_events") = false,
+      py::arg("module_filter") = py::none(), py::arg("module_exclude") = std::vector<std::string>(),
+      py::arg("report_config") = true, py::arg("payload") = "");
   m.def(
       "check_config",
       [](const std::string &path) {

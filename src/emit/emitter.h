@@ -135,7 +135,8 @@ inline void free_sample(const void *address) {
 inline void gil_switch(int python_thread_id, int previous_thread_id, uint64_t wait_ns,
                        uint64_t released_ns) {
   lttng_ust_tracepoint(python_pinsight_lttng_ust, gil_switch, python_thread_id, previous_thread_id,
-                       static_cast<unsigned long>(wait_ns), static_cast<unsigned long>(released_ns));
+                       static_cast<unsigned long>(wait_ns),
+                       static_cast<unsigned long>(released_ns));
 }
 
 inline void gil_released(int python_thread_id, uint64_t released_ns, uint64_t wait_ns,

@@ -32,8 +32,9 @@ enum {
 
 /* gil_released_source: which pair of CPython calls released the GIL and took it back. */
 enum {
-  PINSIGHT_GIL_SAVE_RESTORE = 0, /* PyEval_SaveThread / PyEval_RestoreThread (Py_BEGIN/END_ALLOW_THREADS) */
-  PINSIGHT_GIL_GILSTATE = 1      /* PyGILState_Release / PyGILState_Ensure */
+  PINSIGHT_GIL_SAVE_RESTORE =
+      0, /* PyEval_SaveThread / PyEval_RestoreThread (Py_BEGIN/END_ALLOW_THREADS) */
+  PINSIGHT_GIL_GILSTATE = 1 /* PyGILState_Release / PyGILState_Ensure */
 };
 
 #ifdef __cplusplus

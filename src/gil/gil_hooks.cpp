@@ -154,7 +154,7 @@ struct Tables {
   bool plt_is_rela = true;
 };
 
-void patch_relocations(const dl_phdr_info *info, const Tables &t, const ElfW(Rela) *relocs,
+void patch_relocations(const dl_phdr_info *info, const Tables &t, const ElfW(Rela) * relocs,
                        size_t size, uintptr_t relro_start, uintptr_t relro_end) {
   if (!relocs) return;
   for (size_t i = 0; i < size / sizeof(ElfW(Rela)); ++i) {

@@ -36,20 +36,20 @@ struct FunctionStats {
   uint64_t segments = 0;  // frame segments, resumes included
   uint64_t total_ns = 0;
   uint64_t self_ns = 0;
-  uint64_t exceptions = 0;  // left by unwind / native call raised
+  uint64_t exceptions = 0;   // left by unwind / native call raised
   uint64_t gil_wait_ns = 0;  // waits for the GIL while it was the innermost Python frame
   uint32_t active = 0;       // frames of this function on the stack now
 };
 
 // events = gil (gil_events.cpp): where a thread's time went with respect to the GIL.
 struct GilStats {
-  bool seen = false;             // the thread has gil events
-  uint64_t switch_wait_ns = 0;   // waits at hand-offs (gil_switch; gil_released's before_ns)
+  bool seen = false;               // the thread has gil events
+  uint64_t switch_wait_ns = 0;     // waits at hand-offs (gil_switch; gil_released's before_ns)
   uint64_t take_back_wait_ns = 0;  // waits to take the GIL back after a release
-  uint64_t released_ns = 0;      // native code ran with the GIL released
-  uint64_t switches = 0;         // gil_switch events
-  uint64_t releases = 0;         // gil_released events
-  uint64_t mark_ns = 0;          // Chrome GIL track: drawn up to here
+  uint64_t released_ns = 0;        // native code ran with the GIL released
+  uint64_t switches = 0;           // gil_switch events
+  uint64_t releases = 0;           // gil_released events
+  uint64_t mark_ns = 0;            // Chrome GIL track: drawn up to here
 };
 // Per native callee (the innermost open native call at the event), or kNoSymbol.
 struct GilReleaseStats {

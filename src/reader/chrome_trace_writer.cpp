@@ -156,8 +156,8 @@ void ChromeTraceWriter::native_region(int64_t pid, int32_t tid, const std::strin
   flush_if_full();
 }
 
-void ChromeTraceWriter::gil_slice(int64_t pid, int32_t track, const char *state,
-                                  uint64_t begin_ns, uint64_t end_ns) {
+void ChromeTraceWriter::gil_slice(int64_t pid, int32_t track, const char *state, uint64_t begin_ns,
+                                  uint64_t end_ns) {
   event_head("X", pid, track, begin_ns);
   buffer_ += ",\"dur\":";
   append_ns_as_us(buffer_, static_cast<int64_t>(end_ns > begin_ns ? end_ns - begin_ns : 0));

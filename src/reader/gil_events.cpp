@@ -12,10 +12,10 @@ void CallStackAnalyzer::on_gil(ThreadState &t, const RawEvent &e) {
   const bool released_event = e.kind == EventKind::GilReleased;
   const uint64_t wait = e.code_id;
   const uint64_t released = e.extra;
-  const uint64_t before =
-      released_event ? (static_cast<uint64_t>(static_cast<uint32_t>(e.aux)) << 32) |
-                           static_cast<uint32_t>(e.lineno)
-                     : 0;
+  const uint64_t before = released_event
+                              ? (static_cast<uint64_t>(static_cast<uint32_t>(e.aux)) << 32) |
+                                    static_cast<uint32_t>(e.lineno)
+                              : 0;
   GilStats &gil = t.gil;
   if (!gil.seen) {
     gil.seen = true;

@@ -12,10 +12,10 @@
 
 #include "alloc/sampler.h"
 #include "backends/factory.h"
-#include "gil/gil_hooks.h"
-#include "tracer/gil_accounting.h"
 #include "config/config_store.h"
+#include "gil/gil_hooks.h"
 #include "session/control_thread.h"
+#include "tracer/gil_accounting.h"
 #include "tracer/imports.h"
 
 namespace pinsight::session {

@@ -61,7 +61,8 @@ void switched_in(ThreadState &state) {
   // eval loop drops it at the switch interval in Python code only.
   bool in_native = !state.stack.empty() && state.stack.back().kind == RecordKind::CCall;
   int previous_id = previous ? previous->python_thread_id : -1;
-  emitter::gil_switch(state.python_thread_id, previous_id, in_native ? 0 : off, in_native ? off : 0);
+  emitter::gil_switch(state.python_thread_id, previous_id, in_native ? 0 : off,
+                      in_native ? off : 0);
 }
 
 void before_release(ThreadState &state) {
