@@ -68,6 +68,14 @@ void switched_in(ThreadState &state) {
 void before_release(ThreadState &state) {
   if (!enabled.load(std::memory_order_relaxed)) return;
   bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
+  if (!first && thread_states::gil_holder.load(std::memory_order_relaxed) == &state) {
+    // No other thread produced an event since this one's: a hand-off since its
+    // point would have been seen there. The thread CPU clock (a system call, most
+    // of a release's cost) is read once, at the take-back.
+    state.gil.before_ns = 0;
+    state.gil.released_at = monotonic_ns();
+    return;
+  }
   uint64_t off = advance(state.gil);
   state.gil.before_ns = first ? 0 : off;
   state.gil.released_at = state.gil.wall_ns;
