@@ -248,7 +248,7 @@ def test_header_parser_sees_the_whole_contract() -> None:
             "compact_function_begin compact_function_end compact_c_call_begin "
             "compact_c_call_end code_info callable_info "
             "process_info thread_start mode_change import_begin import_end "
-            "alloc_sample free_sample"
+            "alloc_sample free_sample gil_switch gil_released"
         ).split()
     }
     assert OURS.events[f"{OUR_PROVIDER}:c_call_end"] >= {"callee_name", "caller_qualname"}
@@ -865,6 +865,41 @@ def test_crossdomain_stack_shows_which_python_call_opened_what() -> None:
         if f.name in {"main", "step", "run_parallel", "exchange", "Comm.Allreduce", "gpu_step"}
     ]
     assert python_frames[("4242", "4242")] == cross_python
+
+
+GIL_VIEW_ID = "pinsight.python.tracecompass.gil.timeGraphView"
+
+
+def test_gil_view_follows_the_holder() -> None:
+    """events = gil: a thread holds the GIL from its own gil event until another
+    thread's of its process."""
+    trace = SyntheticTrace()
+    trace.emit(f"{OUR_PROVIDER}:process_info", MAIN, pid=4242, argv="python3 app.py")
+    trace.emit(f"{OUR_PROVIDER}:thread_start", MAIN, python_thread_id=0)
+    trace.emit(f"{OUR_PROVIDER}:thread_start", WORKER, python_thread_id=1)
+    trace.py("function_begin", "main")
+    trace.py("function_begin", "work", WORKER)
+    trace.emit(f"{OUR_PROVIDER}:gil_switch", MAIN, python_thread_id=0, previous_thread_id=1,
+               wait_ns=50)
+    main_holds = trace.ts
+    trace.emit(f"{OUR_PROVIDER}:gil_switch", WORKER, python_thread_id=1, previous_thread_id=0,
+               wait_ns=70)
+    worker_holds = trace.ts
+    trace.emit(f"{OUR_PROVIDER}:gil_released", MAIN, python_thread_id=0, released_ns=40,
+               wait_ns=10, source="save_restore")
+    main_again = trace.ts
+    trace.py("function_end", "work", WORKER)
+    trace.py("function_end", "main")
+    analysis, result = replay(CALLSTACK_XML, CALLSTACK_ID, trace.events)
+    assert_clean(result)
+    rows = rows_by_path(analysis.views[GIL_VIEW_ID], result.ss)
+    main = rows["Processes/4242/Threads/4242"]
+    worker = rows["Processes/4242/Threads/4243"]
+    assert main.name == "Python thread 0 (tid 4242)"
+    assert [(s.start, s.value) for s in main.states] == [
+        (main_holds, "holding"), (worker_holds, "not holding"), (main_again, "holding")]
+    assert [(s.start, s.value) for s in worker.states] == [
+        (worker_holds, "holding"), (main_again, "not holding")]
 
 
 def test_crossdomain_view_rows_per_thread() -> None:
