@@ -285,7 +285,8 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
     for proc in report["processes"]:
         assert activity | {"vpid", "host", "label", "mpi_rank", "mpi_size", "pid", "hostname",
                            "argv", "python_version", "backend", "procname", "events",
-                           "threads", "allocations"} == set(proc)
+                           "threads", "allocations", "gil"} == set(proc)
+        assert proc["gil"] is None  # no gil events in this trace
         assert set(proc["imports"]) == {"modules_total", "cumulative_ns", "modules",
                                         "slowest_chains"}
         assert set(proc["allocations"]) == {"functions_total", "sampled_bytes",
@@ -295,7 +296,8 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
         sections = [proc, *proc["threads"]]
         for thread in proc["threads"]:
             assert activity | {"vtid", "python_thread_id", "label", "events", "begin_ns",
-                               "end_ns"} == set(thread)
+                               "end_ns", "gil"} == set(thread)
+            assert thread["gil"] is None
         for section in sections:
             # --top 3: the union of the top 3 by self and by total time.
             assert len(section["functions"]) <= 6

@@ -371,6 +371,7 @@ bool reload(std::string *error) {
 
 void after_fork_child() {
   gil_hooks::after_fork_child();
+  gil_accounting::after_fork_child();
   tracer().after_fork_child();
   if (tracer().active()) {
     emit_process_info(tracer().backend_name());

@@ -13,6 +13,11 @@ namespace {
 std::atomic<uint32_t> epoch{1};
 }  // namespace
 
+void after_fork_child() {
+  epoch.fetch_add(1);
+  thread_states::gil_holder.store(thread_states::current_ptr);
+}
+
 void set_enabled(bool on) {
   if (on && !enabled.load()) epoch.fetch_add(1);
   enabled.store(on);

@@ -25,6 +25,9 @@ namespace pinsight::gil_accounting {
 extern std::atomic<bool> enabled;
 // Turns gil events on or off (GIL held); points taken before are then void.
 void set_enabled(bool on);
+// In a forked child: the parent's points are void (the child's CPU clocks start
+// at zero) and the other threads are gone.
+void after_fork_child();
 
 void switched_in(ThreadState &state);  // slow path of note_thread
 

@@ -81,7 +81,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="PInsight trace configuration file")
     parser.add_argument(
-        "--events", metavar="LIST", help="function, c_call or function,c_call (default: both)"
+        "--events", metavar="LIST",
+        help="any of function, c_call, import, alloc, gil (default: function,c_call)",
     )
     parser.add_argument(
         "--mode",
