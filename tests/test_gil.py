@@ -272,3 +272,49 @@ def test_export_has_a_gil_track_per_thread(
         spans: List[Tuple[float, float]] = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices)
         for (_, end), (begin, _) in zip(spans, spans[1:]):
             assert begin >= end - 0.002
+
+
+def test_ctypes_callbacks_take_the_gil_back_through_gilstate(tracer: Tracer) -> None:
+    # libc's qsort runs with the GIL released (ctypes' CDLL); each call of the Python
+    # comparison takes it back through PyGILState_Ensure and gives it up again.
+    run = tracer.run(
+        """
+        import ctypes, ctypes.util
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                               ctypes.POINTER(ctypes.c_int))
+        def compare(a, b):
+            return a[0] - b[0]
+        values = (ctypes.c_int * 8)(5, 3, 8, 1, 9, 2, 7, 4)
+        libc.qsort(values, len(values), ctypes.sizeof(ctypes.c_int), CMP(compare))
+        print(list(values))
+        """,
+        activate=GIL,
+    )
+    assert run.stdout.strip() == "[1, 2, 3, 4, 5, 7, 8, 9]"
+    released = run.trace.named("gil_released")
+    sources = {e.fields["source"] for e in released}
+    assert "gilstate" in sources, sources
+    assert "save_restore" in sources, sources
+    compares = len([e for e in run.trace.named("function_begin")
+                    if e.fields["qualname"] == "compare"])
+    gilstate = [e for e in released if e.fields["source"] == "gilstate"]
+    assert len(gilstate) == compares  # one take-back per callback
+    assert all(e.fields["released_ns"] > 0 for e in gilstate)
+
+
+def test_forked_child_keeps_gil_events(tracer: Tracer) -> None:
+    run = tracer.run(
+        """
+        import os, zlib
+        pid = os.fork()
+        if pid == 0:
+            zlib.compress(bytes(1_000_000))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        zlib.compress(bytes(1_000_000))
+        """,
+        activate=GIL,
+    )
+    pids = {e.ctx["vpid"] for e in run.trace.named("gil_released")}
+    assert len(pids) == 2, pids  # the parent's compress and the child's
