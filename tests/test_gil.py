@@ -318,3 +318,23 @@ def test_forked_child_keeps_gil_events(tracer: Tracer) -> None:
     )
     pids = {e.ctx["vpid"] for e in run.trace.named("gil_released")}
     assert len(pids) == 2, pids  # the parent's compress and the child's
+
+
+def test_extension_imported_later_is_hooked_as_it_loads(tracer: Tracer) -> None:
+    run = tracer.run(
+        """
+        import sys
+        from pinsight_python import _pinsight_python as core
+        assert "_sqlite3" not in sys.modules
+        before = core.status()["gil_hooks"]
+        import sqlite3  # loads _sqlite3 (dlopen): its GOT is patched as it loads
+        print(core.status()["gil_hooks"] > before)
+        db = sqlite3.connect(":memory:")  # sqlite's calls run with the GIL released
+        db.execute("create table t (x)")
+        db.executemany("insert into t values (?)", [(i,) for i in range(1000)])
+        db.execute("select sum(x) from t").fetchone()
+        """,
+        activate=GIL,
+    )
+    assert run.stdout.split() == ["True"]
+    assert run.trace.named("gil_released")

@@ -97,13 +97,17 @@ void *dlopen_hook(const char *file, int mode);
 struct Hook {
   const char *name;
   void *wrapper;
+  // Only in the interpreter's own object (libpython or the executable), whose
+  // dlopen loads extension modules by full path: glibc resolves a relative name
+  // with the *caller's* RUNPATH, so a library's own dlopen calls stay its own.
+  bool core_only;
 };
 const Hook kHooks[] = {
-    {"PyEval_SaveThread", reinterpret_cast<void *>(&save_thread)},
-    {"PyEval_RestoreThread", reinterpret_cast<void *>(&restore_thread)},
-    {"PyGILState_Ensure", reinterpret_cast<void *>(&gilstate_ensure)},
-    {"PyGILState_Release", reinterpret_cast<void *>(&gilstate_release)},
-    {"dlopen", reinterpret_cast<void *>(&dlopen_hook)},
+    {"PyEval_SaveThread", reinterpret_cast<void *>(&save_thread), false},
+    {"PyEval_RestoreThread", reinterpret_cast<void *>(&restore_thread), false},
+    {"PyGILState_Ensure", reinterpret_cast<void *>(&gilstate_ensure), false},
+    {"PyGILState_Release", reinterpret_cast<void *>(&gilstate_release), false},
+    {"dlopen", reinterpret_cast<void *>(&dlopen_hook), true},
 };
 
 struct Patch {
@@ -154,8 +158,19 @@ struct Tables {
   bool plt_is_rela = true;
 };
 
+// The object holds CPython's own code (it defines PyEval_SaveThread).
+bool is_core(const dl_phdr_info *info) {
+  auto address = reinterpret_cast<uintptr_t>(&PyEval_SaveThread);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && address >= start && address < start + ph.p_memsz) return true;
+  }
+  return false;
+}
+
 void patch_relocations(const dl_phdr_info *info, const Tables &t, const ElfW(Rela) * relocs,
-                       size_t size, uintptr_t relro_start, uintptr_t relro_end) {
+                       size_t size, uintptr_t relro_start, uintptr_t relro_end, bool core) {
   if (!relocs) return;
   for (size_t i = 0; i < size / sizeof(ElfW(Rela)); ++i) {
     const ElfW(Rela) &r = relocs[i];
@@ -166,6 +181,7 @@ void patch_relocations(const dl_phdr_info *info, const Tables &t, const ElfW(Rel
     const char *name = t.strtab + sym.st_name;
     for (const Hook &hook : kHooks) {
       if (std::strcmp(name, hook.name) != 0) continue;
+      if (hook.core_only && !core) break;
       auto **slot = reinterpret_cast<void **>(info->dlpi_addr + r.r_offset);
       void *current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
       if (current == hook.wrapper) break;  // patched by an earlier scan
@@ -226,8 +242,9 @@ int scan_object(dl_phdr_info *info, size_t, void *) {
     }
   }
   if (!t.symtab || !t.strtab || !t.plt_is_rela) return 0;
-  patch_relocations(info, t, t.jmprel, t.jmprel_size, relro_start, relro_end);
-  patch_relocations(info, t, t.rela, t.rela_size, relro_start, relro_end);
+  bool core = is_core(info);
+  patch_relocations(info, t, t.jmprel, t.jmprel_size, relro_start, relro_end, core);
+  patch_relocations(info, t, t.rela, t.rela_size, relro_start, relro_end, core);
   return 0;
 }
 

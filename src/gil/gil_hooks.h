@@ -2,10 +2,11 @@
 // patching the GOT entries of PyEval_SaveThread / PyEval_RestoreThread
 // (Py_BEGIN/END_ALLOW_THREADS) and PyGILState_Ensure / PyGILState_Release in
 // the loaded objects that import them (extension modules, the libraries they
-// load), and of dlopen, so that an extension module imported later is patched
-// as it loads. Never patched: our own objects, and calls an object makes to
-// functions it defines itself (libpython's internal calls, which are direct).
-// The wrappers call the real functions and tell tracer/gil_accounting.
+// load), and of dlopen in the interpreter's own object, so that an extension
+// module imported later is patched as it loads. Never patched: our own
+// objects, and calls an object makes to functions it defines itself
+// (libpython's internal calls, which are direct). The wrappers call the real
+// functions and tell tracer/gil_accounting.
 #pragma once
 
 #include <cstddef>
