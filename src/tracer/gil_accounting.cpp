@@ -11,11 +11,21 @@ std::atomic<bool> enabled{false};
 namespace {
 // Advanced each time gil events turn on: a point taken before (or while they were off) is void.
 std::atomic<uint32_t> epoch{1};
+// python_thread_id of gil_holder's thread: the pointer is only ever compared
+// (its thread may exit and free it at any time), never followed.
+std::atomic<int> holder_id{-1};
+
+// `state`'s thread holds the GIL now; the previous holder's python_thread_id.
+int take_holder(ThreadState &state) {
+  thread_states::gil_holder.store(&state, std::memory_order_relaxed);
+  return holder_id.exchange(state.python_thread_id, std::memory_order_relaxed);
+}
 }  // namespace
 
 void after_fork_child() {
   epoch.fetch_add(1);
   thread_states::gil_holder.store(thread_states::current_ptr);
+  holder_id.store(thread_states::current_ptr ? thread_states::current_ptr->python_thread_id : -1);
 }
 
 void set_enabled(bool on) {
@@ -57,7 +67,7 @@ uint64_t advance(GilPoint &point) {
 uint64_t monotonic_ns() { return read_clock(CLOCK_MONOTONIC); }
 
 void switched_in(ThreadState &state) {
-  ThreadState *previous = thread_states::gil_holder.exchange(&state, std::memory_order_relaxed);
+  int previous_id = take_holder(state);
   if (!enabled.load(std::memory_order_relaxed)) return;
   bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
   uint64_t off = advance(state.gil);
@@ -65,7 +75,6 @@ void switched_in(ThreadState &state) {
   // Inside a native call, only the call itself can have released the GIL: the
   // eval loop drops it at the switch interval in Python code only.
   bool in_native = !state.stack.empty() && state.stack.back().kind == RecordKind::CCall;
-  int previous_id = previous ? previous->python_thread_id : -1;
   emitter::gil_switch(state.python_thread_id, previous_id, in_native ? 0 : off,
                       in_native ? off : 0);
 }
@@ -91,7 +100,7 @@ void after_take_back(ThreadState &state, uint64_t take_back_start, int source) {
   // Released before gil events were on (or in an earlier epoch).
   if (released_at == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed)) return;
   state.gil.released_at = 0;
-  thread_states::gil_holder.store(&state, std::memory_order_relaxed);
+  take_holder(state);
   if (!enabled.load(std::memory_order_relaxed)) return;
   advance(state.gil);
   uint64_t now = state.gil.wall_ns;
@@ -101,7 +110,7 @@ void after_take_back(ThreadState &state, uint64_t take_back_start, int source) {
 }
 
 void after_first_take(ThreadState &state, uint64_t waited, int source) {
-  thread_states::gil_holder.store(&state, std::memory_order_relaxed);
+  take_holder(state);
   if (!enabled.load(std::memory_order_relaxed)) return;
   advance(state.gil);
   emitter::gil_released(state.python_thread_id, 0, waited, 0, source);
