@@ -216,11 +216,12 @@ def test_trace_command_events_gil(tmp_path: Path) -> None:
     out = tmp_path / "trace"
     proc = subprocess.run(
         [sys.executable, "-m", "pinsight_python.cli", "trace", "--events", "function,c_call,gil",
-         "-o", str(out), "--no-summary", "--", sys.executable, str(script)],
+         "-o", str(out), "--", sys.executable, str(script)],
         capture_output=True, text=True, check=False, cwd=tmp_path,
         env={k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")},
     )
     assert proc.returncode == 0, proc.stderr
+    assert "GIL: main thread" in proc.stdout + proc.stderr  # the summary's line
     report = subprocess.run(
         [sys.executable, "-m", "pinsight_python.cli", "report", str(out)],
         capture_output=True, text=True, check=True,

@@ -81,6 +81,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
         listed = ", ".join(f"{trace.symbols[s].qualname} ({calls[s]:,})" for s in best)
         lines.append(f"top {title} by calls: {listed}")
     lines += _native_lines(trace, top)
+    lines += _gil_lines(trace, top)
     lines.append("details: pinsight-python report " + shlex.quote(str(trace.path)))
     return lines
 
@@ -99,6 +100,27 @@ def _native_lines(trace: TraceData, top: int) -> List[str]:
         + (trace.symbols[caller].qualname if caller >= 0 else "no Python caller")
         for caller, domain, region in best)
     return [f"native time by Python caller: {listed}"]
+
+
+def _gil_lines(trace: TraceData, top: int) -> List[str]:
+    """events = gil: the threads that waited longest for the GIL, as a share of their time."""
+    rows = []
+    for proc in trace.processes:
+        for thread in proc["threads"]:
+            gil = thread.get("gil")
+            if not gil:
+                continue
+            wall = max(1, thread["last_ns"] - thread["first_ns"])
+            wait = gil["switch_wait_ns"] + gil["take_back_wait_ns"]
+            rows.append((wait, wall, gil["released_ns"], thread["label"]))
+    if not rows:
+        return []
+    rows.sort(key=lambda r: (-r[0], r[3]))
+    listed = ", ".join(
+        f"{label} waited {format_ns(wait)} ({100 * wait / wall:.0f}%), "
+        f"released {format_ns(released)}"
+        for wait, wall, released, label in rows[:top])
+    return [f"GIL: {listed}"]
 
 
 def summarize(trace_dir: os.PathLike[str] | str, progress: str = "auto") -> List[str]:
