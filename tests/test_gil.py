@@ -203,11 +203,16 @@ def test_gil_in_status_and_hooks_removed_on_deactivate(tracer: Tracer) -> None:
         print("gil" in s["events"], core.status()["gil_hooks"] > 0)
         pinsight_python.deactivate()
         print(core.status()["gil_hooks"])
+        zlib.compress(b"y" * 100000)  # untraced: no event
+        pinsight_python.activate(events=["function", "c_call", "gil"])
+        print(core.status()["gil_hooks"] > 0)
+        zlib.compress(b"z" * 100000)
         """,
         activate=GIL,
     )
-    assert run.stdout.split() == ["True", "True", "0"]
-    assert run.trace.named("gil_released")
+    assert run.stdout.split() == ["True", "True", "0", "True"]
+    # One release for each traced compress (one deflate call each), none in between.
+    assert len(run.trace.named("gil_released")) == 2
 
 
 def test_trace_command_events_gil(tmp_path: Path) -> None:
