@@ -247,6 +247,19 @@ def test_gil_refused_on_free_threaded_build(monkeypatch: pytest.MonkeyPatch) -> 
     assert not pinsight_python.status()["active"]
 
 
+def test_core_refuses_gil_events_on_free_threaded_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The core's own check (src/common/compat.h), which its activate() runs before
+    # anything else when gil is asked for: the same words as the Python layer's.
+    from pinsight_python import _pinsight_python_testing as testing
+
+    assert testing._gil_events_refusal(False) == ""
+    assert settings.gil_refusal(["function", "gil"]) == ""
+    monkeypatch.setattr(settings, "free_threaded", lambda: True)
+    assert testing._gil_events_refusal(True) == settings.gil_refusal(["function", "gil"])
+    assert settings.gil_refusal(["function", "c_call"]) == ""  # only gil is refused
+    assert "free-threaded" in testing._gil_events_refusal(True)
+
+
 def _chrome(path: Path) -> List[Dict[str, Any]]:
     events: List[Dict[str, Any]] = json.loads(path.read_text())["traceEvents"]
     return events

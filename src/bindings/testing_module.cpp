@@ -65,5 +65,11 @@ PYBIND11_MODULE(_pinsight_python_testing, m) {
       py::arg("hexversion"), py::arg("free_threaded"),
       "Why activate() refuses on that CPython (sys.hexversion encoding); '' when verified.");
 
+  m.def(
+      "_gil_events_refusal",
+      [](bool free_threaded) { return pinsight::compat::gil_events_refusal(free_threaded); },
+      py::arg("free_threaded"),
+      "Why activate(events=[..., 'gil']) refuses on such a build; '' when it may trace them.");
+
   pinsight::register_config_probes(m);
 }
