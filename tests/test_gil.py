@@ -357,3 +357,46 @@ def test_extension_imported_later_is_hooked_as_it_loads(tracer: Tracer) -> None:
     )
     assert run.stdout.split() == ["True"]
     assert run.trace.named("gil_released")
+
+
+def build_gilmod(directory: Path) -> Path:
+    """tests/native/gilmod, built with full RELRO (its GOT read-only once loaded)."""
+    import shutil
+    import sysconfig
+
+    gcc = shutil.which("gcc")
+    assert gcc is not None, "gcc not found: run scripts/setup.sh"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    out = directory / f"gilmod{suffix}"
+    subprocess.run(
+        [gcc, "-O2", "-shared", "-fPIC", "-Wl,-z,relro,-z,now",
+         f"-I{sysconfig.get_paths()['include']}",
+         str(Path(__file__).parent / "native" / "gilmod" / "gilmod.c"), "-o", str(out)],
+        check=True,
+    )
+    flags = subprocess.run(["readelf", "-d", str(out)], capture_output=True, text=True).stdout
+    assert "NOW" in flags, flags  # BIND_NOW / FLAGS_1 NOW: full RELRO
+    return directory
+
+
+def test_full_relro_extension_imported_later(tracer: Tracer, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    build_gilmod(tmp_path)
+    run = tracer.run(
+        """
+        import gilmod  # imported after activation, GOT read-only: patched all the same
+        for _ in range(3):
+            gilmod.sleep(50)
+        """,
+        activate=GIL,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    released = [e for e in run.trace.named("gil_released")
+                if e.fields["source"] == "save_restore"]
+    assert len(released) == 3, [e.fields for e in released]
+    for e in released:
+        assert 45e6 <= e.fields["released_ns"] <= 500e6, e.fields
+    report = report_of(run.trace.path, capsys)
+    (main,) = [t for t in report["processes"][0]["threads"] if t["python_thread_id"] == 0]
+    (row,) = [n for n in main["gil"]["native"] if n["callee"] == "gilmod.sleep"]
+    assert row["releases"] == 3 and row["released_ns"] >= 135e6

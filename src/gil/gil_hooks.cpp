@@ -145,7 +145,7 @@ bool ours(const char *name) {
   // Our other objects (the test module, the provider, the malloc interposer).
   const char *base = std::strrchr(name, '/');
   base = base ? base + 1 : name;
-  return std::strstr(base, "pinsight_python") != nullptr || std::strncmp(base, "linux-", 6) == 0;
+  return std::strstr(base, "pinsight") != nullptr || std::strncmp(base, "linux-", 6) == 0;
 }
 
 struct Tables {
