@@ -374,7 +374,8 @@ def build_gilmod(directory: Path) -> Path:
          str(Path(__file__).parent / "native" / "gilmod" / "gilmod.c"), "-o", str(out)],
         check=True,
     )
-    flags = subprocess.run(["readelf", "-d", str(out)], capture_output=True, text=True).stdout
+    flags = subprocess.run(["readelf", "-d", str(out)], capture_output=True, text=True,
+                           check=True).stdout
     assert "NOW" in flags, flags  # BIND_NOW / FLAGS_1 NOW: full RELRO
     return directory
 
