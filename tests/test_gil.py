@@ -192,7 +192,7 @@ def test_gil_events_off_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert report["processes"][0]["gil"] is None
 
 
-def test_gil_in_status_and_hooks_removed_on_deactivate(tracer: Tracer) -> None:
+def test_gil_in_status_and_hooks_removed_on_deactivate_and_off(tracer: Tracer) -> None:
     # A small trace: read back with babeltrace2 (tests/tracing.py).
     run = tracer.run(
         """
@@ -206,11 +206,14 @@ def test_gil_in_status_and_hooks_removed_on_deactivate(tracer: Tracer) -> None:
         zlib.compress(b"y" * 100000)  # untraced: no event
         pinsight_python.activate(events=["function", "c_call", "gil"])
         print(core.status()["gil_hooks"] > 0)
+        pinsight_python.set_mode("OFF")
+        print(core.status()["gil_hooks"])
+        pinsight_python.set_mode("TRACING")
         zlib.compress(b"z" * 100000)
         """,
         activate=GIL,
     )
-    assert run.stdout.split() == ["True", "True", "0", "True"]
+    assert run.stdout.split() == ["True", "True", "0", "True", "0"]
     # One release for each traced compress (one deflate call each), none in between.
     assert len(run.trace.named("gil_released")) == 2
 

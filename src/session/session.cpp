@@ -98,10 +98,10 @@ std::unique_ptr<Backend> installed_backend() {
   return backend;
 }
 
-// gil events: the GOT hooks are in place while the tracer is active; events
-// follow the mode (GIL held).
+// gil events: the GOT hooks are in place while the tracer is active and not
+// OFF; events follow the mode (GIL held).
 void sync_gil() {
-  bool active = tracer().active() && state.gil_requested;
+  bool active = tracer().active() && state.gil_requested && tracer().mode() != TraceMode::Off;
   if (active && !gil_hooks::installed()) {
     std::string why_not;
     if (!gil_hooks::install(&why_not)) {
