@@ -3,7 +3,8 @@ in the same run.
 
     .venv/bin/python bench/bench_core.py [--repeat N] [--workloads fib,objects,native]
 
-Workloads: recursive calls (fib), method-heavy object code, many native calls.
+Workloads: recursive calls (fib), method-heavy object code, many native calls,
+generator instances (generators: a generator_end each).
 Configurations, run interleaved (every configuration once per round, rounds
 repeated; the minimum is kept): untraced; cProfile; VizTracer (the bench extra:
 pip install -e ".[bench]"); an empty C sys.monitoring callback (the floor of any
@@ -73,6 +74,17 @@ def workload():
         out.append(math.sqrt(i))
         len(out)
     return sum(out)
+""",
+    # Generator instances (a generator_end each) and their resumptions.
+    "generators": """
+def pairs(n):
+    for i in range(n):
+        yield i, i * i
+def workload():
+    s = 0
+    for i in range(20000):
+        s += any(b > 20 for _, b in pairs(8))
+    return s
 """,
 }
 

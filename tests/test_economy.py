@@ -27,7 +27,7 @@ import pytest
 
 from pinsight_python import lttng
 from tests import tc_replay
-from tests.tracing import Event, Trace, Tracer, read_trace
+from tests.tracing import Event, Trace, Tracer, cli, read_trace
 
 REPO = Path(__file__).resolve().parent.parent
 CALLSTACK_XML = REPO / "tracecompass" / "pinsight_python_callstack.xml"
@@ -86,18 +86,6 @@ main()
 """
 
 
-def cli(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from pinsight_python.cli import main; "
-         "sys.exit(main(sys.argv[1:]))", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def stream_bytes(trace_dir: Path) -> int:
     return sum(
         p.stat().st_size
@@ -108,7 +96,8 @@ def stream_bytes(trace_dir: Path) -> int:
 
 # ---------------------------------------------------------------------------- normalizing
 
-_TIME_KEYS = {"begin_ns", "end_ns", "duration_ns", "total_ns", "self_ns", "trace", "trace_dirs"}
+_TIME_KEYS = {"begin_ns", "end_ns", "duration_ns", "total_ns", "self_ns", "trace", "trace_dirs",
+              "wall_ns", "running_ns", "mean_wall_ns"}
 _ID_KEYS = {"vpid", "vtid", "pid", "label"}
 
 

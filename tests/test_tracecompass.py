@@ -246,13 +246,15 @@ def test_header_parser_sees_the_whole_contract() -> None:
         for name in (
             "function_begin function_end c_call_begin c_call_end "
             "compact_function_begin compact_function_end compact_c_call_begin "
-            "compact_c_call_end code_info callable_info "
+            "compact_c_call_end code_info callable_info generator_end "
             "process_info thread_start mode_change import_begin import_end "
             "alloc_sample free_sample"
         ).split()
     }
     assert OURS.events[f"{OUR_PROVIDER}:c_call_end"] >= {"callee_name", "caller_qualname"}
     assert OURS.enums[(f"{OUR_PROVIDER}:function_end", "transition")] >= {"return", "unwind"}
+    assert OURS.enums[(f"{OUR_PROVIDER}:generator_end", "how")] == {"returned", "raised",
+                                                                   "collected"}
 
 
 @dataclass(frozen=True)

@@ -249,6 +249,47 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, callable_info,
     )
 )
 
+/* How a traced generator instance ended (generator_end). */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, generator_end_kind,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("returned", PINSIGHT_GENERATOR_RETURNED)
+        lttng_ust_field_enum_value("raised", PINSIGHT_GENERATOR_RAISED)
+        lttng_ust_field_enum_value("collected", PINSIGHT_GENERATOR_COLLECTED)
+    )
+)
+
+/*
+ * A traced generator, coroutine or async-generator instance ended: its
+ * lifetime from its first start (function_begin, transition start) to its
+ * final end, and how many segments (resumptions + 1) ran in between, on any
+ * thread. The frame events give the time it ran; this gives its wall time.
+ * qualname and filename are empty in the compact payload (code_info names
+ * code_id). Emitted on the thread where it ended (for "collected", where it
+ * was destroyed).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, generator_end,
+    LTTNG_UST_TP_ARGS(
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        uint64_t, lifetime_ns,
+        unsigned int, segments,
+        int, how
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(qualname, qualname)
+        lttng_ust_field_string(filename, filename)
+        lttng_ust_field_integer(int, lineno, lineno)
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer(uint64_t, lifetime_ns, lifetime_ns)
+        lttng_ust_field_integer(unsigned int, segments, segments)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, generator_end_kind, int, how, how)
+    )
+)
+
 /*
  * Once per process, at activation (and again in a forked child, with its pid):
  * lets tools label processes and MPI ranks.

@@ -56,7 +56,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
     modules: Dict[Tuple[str, str], int] = defaultdict(int)
     for proc in trace.processes:
         for thread in proc["threads"]:
-            for symbol, n_calls, _segments, _total, self_ns, _exc in thread["functions"]:
+            for symbol, n_calls, _segments, _total, self_ns, *_ in thread["functions"]:
                 s = trace.symbols[symbol]
                 calls[symbol] += n_calls
                 modules[(s.origin, "" if s.native else s.module or s.filename)] += self_ns

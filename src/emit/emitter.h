@@ -131,6 +131,10 @@ inline void free_sample(const void *address) {
                        reinterpret_cast<unsigned long>(address));
 }
 
+// A traced generator instance ended (rare: once per instance, out of line).
+void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, uint32_t segments,
+                   int how);
+
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname);

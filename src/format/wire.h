@@ -19,6 +19,13 @@ enum {
 /* c_call_transition: "call" on every c_call_begin, how the call ended on c_call_end. */
 enum { PINSIGHT_C_CALL = 0, PINSIGHT_C_RETURN = 1, PINSIGHT_C_RAISE = 2 };
 
+/* generator_end: how a traced generator, coroutine or async-generator instance ended. */
+enum {
+  PINSIGHT_GENERATOR_RETURNED = 0, /* returned (StopIteration, a coroutine's result) */
+  PINSIGHT_GENERATOR_RAISED = 1,   /* left by an exception (close() and throw() too) */
+  PINSIGHT_GENERATOR_COLLECTED = 2 /* destroyed while suspended, without running again */
+};
+
 /* import_transition: import_begin carries "load". */
 enum { PINSIGHT_IMPORT_LOAD = 0, PINSIGHT_IMPORT_RETURN = 1, PINSIGHT_IMPORT_RAISE = 2 };
 
@@ -45,6 +52,11 @@ enum CCallTransition : int {
   kCall = PINSIGHT_C_CALL,
   kCReturn = PINSIGHT_C_RETURN,
   kCRaise = PINSIGHT_C_RAISE,
+};
+enum GeneratorEnd : int {
+  kGeneratorReturned = PINSIGHT_GENERATOR_RETURNED,
+  kGeneratorRaised = PINSIGHT_GENERATOR_RAISED,
+  kGeneratorCollected = PINSIGHT_GENERATOR_COLLECTED,
 };
 enum ImportTransition : int {
   kImportLoad = PINSIGHT_IMPORT_LOAD,

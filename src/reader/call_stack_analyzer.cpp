@@ -287,7 +287,10 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   if (e.procname != kNoString) t.process->procname = batch.string(e.procname);
   if (t.python_thread_id < 0 && e.python_thread_id >= 0) t.python_thread_id = e.python_thread_id;
   if (e.kind == EventKind::ProcessInfo) on_process_info(e, batch);
-  if (e.kind == EventKind::ModeChange) ++t.mode_changes;
+  if (e.kind == EventKind::ModeChange) {
+    ++t.mode_changes;
+    if (batch.string(e.str[1]) == "debugger") step_aside(*t.process, e.ts_ns);
+  }
   if (!t.process->selected || !t.selected) return;
 
   switch (e.kind) {
@@ -318,6 +321,14 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     case EventKind::FreeSample:
       on_free_sample(e);
       break;
+    case EventKind::GeneratorEnd: {
+      SymbolId symbol = python_symbol(e, batch);
+      if (!visible(symbol)) break;
+      FunctionStats &stats = t.functions[symbol];
+      ++stats.finished;
+      stats.wall_ns += e.extra;
+      break;
+    }
     case EventKind::ThreadStart:
       t.python_thread_id = e.python_thread_id;
       t.thread_ident = e.code_id;
@@ -512,6 +523,18 @@ void CallStackAnalyzer::on_process_info(const RawEvent &e, const EventBatch &bat
   if (!script.empty() && script[0] != '-' &&
       std::find(main_scripts_.begin(), main_scripts_.end(), script) == main_scripts_.end()) {
     main_scripts_.push_back(script);
+  }
+}
+
+void CallStackAnalyzer::step_aside(const ProcessState &process, uint64_t ts) {
+  // The tracer forgot every frame there: their ends will not come, and frames
+  // running when it traces again have no begin.
+  for (auto &[key, t] : threads_) {
+    if (t->process != &process) continue;
+    while (!t->stack.empty()) {
+      pop(*t, std::max(ts, t->last_ns), FrameExit::OpenAtEnd);
+      ++t->anomalies.stepped_aside;
+    }
   }
 }
 

@@ -38,6 +38,10 @@ struct FunctionStats {
   uint64_t self_ns = 0;
   uint64_t exceptions = 0;  // left by unwind / native call raised
   uint32_t active = 0;      // frames of this function on the stack now
+  // Generator, coroutine and async-generator instances that ended on this
+  // thread (generator_end), and their lifetimes: first start to final end.
+  uint64_t finished = 0;
+  uint64_t wall_ns = 0;
 };
 
 struct NativeCallStats {
@@ -52,6 +56,7 @@ struct Anomalies {
   uint64_t ends_without_begin = 0;  // e.g. frames already running at activate()
   uint64_t implicitly_closed = 0;   // frames closed by an outer frame's end
   uint64_t open_at_end = 0;         // frames still open when the trace ended
+  uint64_t stepped_aside = 0;       // open when tracing stepped aside for a debugger
 };
 
 // Imports (import_begin/import_end): per module, and the chains of nested
@@ -252,6 +257,8 @@ class CallStackAnalyzer {
   bool is_main_script(const std::string &filename) const;
   void close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit);
   void pop(ThreadState &t, uint64_t ts, FrameExit exit);
+  // Tracing stepped aside in `process` (a debugger): its frames end there.
+  void step_aside(const ProcessState &process, uint64_t ts);
   void on_c_call_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   SymbolId python_symbol(const RawEvent &e, const EventBatch &batch);
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);

@@ -88,10 +88,15 @@ constexpr EventLayout kLayouts[] = {
      EventKind::FreeSample,
      false,
      {nullptr, nullptr, nullptr, "address", nullptr, nullptr, nullptr, nullptr}},
+    {"generator_end",
+     EventKind::GeneratorEnd,
+     false,
+     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "how", "lifetime_ns",
+      "segments"}},
     {"mode_change",
      EventKind::ModeChange,
      false,
-     {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
+     {"mode", "reason", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
 };
 
 // Positions in EventLayout::fields of function_*, c_call_*, code_info and
@@ -303,6 +308,18 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.aux = 0;
       break;
     }
+    case EventKind::GeneratorEnd:
+      out.str[0] = read_string(payload, slot[kQualname], batch);
+      out.str[1] = read_string(payload, slot[kFilename], batch);
+      // The compact payload leaves the names out: code_info gives them.
+      out.compact = batch.string(out.str[0]).empty();
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[kLineno], 0));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[kCodeId], 0));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[kThreadId], -1));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[kTransition], 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[6], 0));
+      out.aux = static_cast<int32_t>(read_integer(payload, slot[7], 0));
+      break;
     case EventKind::ProcessInfo:
       // hostname, argv, mpi_rank, pid, mpi_size, python_version, backend
       out.str[0] = read_string(payload, slot[0], batch);
@@ -326,6 +343,14 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.aux = info.parallel_codeptr.index >= 0 && info.parallel_record_id.index >= 0 ? 1 : 0;
       out.code_id = static_cast<uint64_t>(read_integer(payload, info.parallel_codeptr, 0));
       out.extra = static_cast<uint64_t>(read_integer(payload, info.parallel_record_id, 0));
+      out.transition = 0;
+      break;
+    case EventKind::ModeChange:
+      out.str[0] = read_string(payload, slot[0], batch);
+      out.str[1] = read_string(payload, slot[1], batch);
+      out.code_id = 0;
+      out.python_thread_id = -1;
+      out.lineno = out.aux = 0;
       out.transition = 0;
       break;
     case EventKind::ThreadStart:

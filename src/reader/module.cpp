@@ -24,8 +24,8 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
   d["last_ns"] = t.last_ns;
   py::list functions;
   for (const auto &[symbol, s] : t.functions) {
-    functions.append(
-        py::make_tuple(symbol, s.calls, s.segments, s.total_ns, s.self_ns, s.exceptions));
+    functions.append(py::make_tuple(symbol, s.calls, s.segments, s.total_ns, s.self_ns,
+                                    s.exceptions, s.finished, s.wall_ns));
   }
   d["functions"] = functions;
   py::list native_calls;
@@ -39,6 +39,7 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
   anomalies["ends_without_begin"] = t.anomalies.ends_without_begin;
   anomalies["implicitly_closed"] = t.anomalies.implicitly_closed;
   anomalies["open_at_end"] = t.anomalies.open_at_end;
+  anomalies["stepped_aside"] = t.anomalies.stepped_aside;
   d["anomalies"] = anomalies;
   py::list imports;
   for (const auto &[symbol, s] : t.import_stats) {
@@ -164,7 +165,7 @@ py::dict result_dict(const Analysis &analysis) {
       {"mode_change", EventKind::ModeChange},       {"import_begin", EventKind::ImportBegin},
       {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
       {"free_sample", EventKind::FreeSample},       {"native_begin", EventKind::NativeBegin},
-      {"native_end", EventKind::NativeEnd}};
+      {"native_end", EventKind::NativeEnd},         {"generator_end", EventKind::GeneratorEnd}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   d["event_counts"] = kinds;
   d["control_threads"] = a.control_threads();

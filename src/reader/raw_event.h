@@ -29,11 +29,13 @@ enum class EventKind : uint8_t {
   DiscardedPackets,
   ImportBegin,  // str[0]: module; transition: import_transition
   ImportEnd,
-  AllocSample,  // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
-  FreeSample,   // code_id: address
-  NativeBegin,  // another provider's NAME_begin; str[0]: provider, str[1]: NAME;
-                // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
-  NativeEnd,    // its NAME_end
+  AllocSample,   // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
+  FreeSample,    // code_id: address
+  GeneratorEnd,  // a generator instance's end: extra: lifetime_ns, aux: segments,
+                 // transition: generator_end_kind; compact when its names are empty
+  NativeBegin,   // another provider's NAME_begin; str[0]: provider, str[1]: NAME;
+                 // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
+  NativeEnd,     // its NAME_end
 };
 
 // The provider's enumerations (import_transition, alloc_source, frame_transition,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "backends/factory.h"
 #include "config/config_store.h"
 #include "session/control_thread.h"
+#include "session/debugger_guard.h"
 #include "tracer/imports.h"
 
 namespace pinsight::session {
@@ -101,7 +103,8 @@ std::unique_ptr<Backend> installed_backend() {
 
 // Allocation sampling follows what is wanted, the mode and activation (GIL held).
 void sync_alloc() {
-  if (tracer().active() && state.alloc_wanted.load() && tracer().mode() == TraceMode::Tracing) {
+  if (tracer().active() && !tracer().stepped_aside() && state.alloc_wanted.load() &&
+      tracer().mode() == TraceMode::Tracing) {
     alloc::start(state.alloc_interval.load());
   } else if (alloc::active()) {
     alloc::stop();
@@ -183,6 +186,21 @@ void on_reload_signal() {
   }
 }
 
+// A debugger traces the program (debugger_guard): no events until it is done,
+// the place marked in the trace (readers close the frames open there).
+void step_aside_for_debugger() {
+  if (!tracer().active() || tracer().stepped_aside()) return;
+  emitter::mode_change("OFF", "debugger", tracer().generation());
+  tracer().step_aside();
+}
+
+// The debugger is done: trace again in the current mode, from the frames running now.
+void step_back_after_debugger() {
+  if (!tracer().stepped_aside()) return;
+  emitter::mode_change(trace_mode_name(tracer().mode()), "debugger_done", tracer().generation());
+  tracer().step_back();
+}
+
 std::unique_ptr<Config> initial_config(const ActivateOptions &options) {
   if (options.config_path.empty()) return default_config();
   ParseResult parsed = parse_config_file(options.config_path);
@@ -202,6 +220,7 @@ std::unique_ptr<Config> initial_config(const ActivateOptions &options) {
 
 void activate(const ActivateOptions &options) {
   if (tracer().active()) return;
+  debugger_guard::disarm();
   std::string unverified = cpython_refusal();
   if (!unverified.empty()) {
     // The program runs untraced; status() says why.
@@ -280,10 +299,16 @@ void activate(const ActivateOptions &options) {
   tracer().start(std::move(backend), initial, generation, requested);
   sync_alloc();
   control::start(&on_reload_signal);
+  if (tracer().backend_name() && std::strcmp(tracer().backend_name(), "sys.monitoring") == 0) {
+    debugger_guard::install({&step_aside_for_debugger, &step_back_after_debugger});
+  }
 }
 
 // The tracer's stop() tells mode_changed (sync_alloc): sampling stops with it.
-void deactivate() { tracer().stop(); }
+void deactivate() {
+  debugger_guard::disarm();
+  tracer().stop();
+}
 
 Status status() {
   Status s;
