@@ -249,3 +249,25 @@ def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
     assert traced.tests_run == untraced.tests_run, report
     begun = read_trace(tmp_path / "trace").named("function_begin")
     assert any("/test/" in e.fields["filename"] for e in begun), len(begun)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(DEFAULT_BACKEND != "sys.monitoring",
+                    reason="3.8-3.11: a thread has one profile function, ours (docs/activation.md)")
+def test_profile_suites_pass_traced_without_native_call_events(tmp_path: Path) -> None:
+    """The narrower set of our events behind profile.py's "Bad return" (issue 22,
+    point 9): native-call events. Traced with function events only, as
+    docs/activation.md advises for the pure-Python profiler, test_profile and
+    test_cprofile pass as untraced, nothing left out."""
+    suites = ("test_profile", "test_cprofile")
+    untraced = run_suites(tmp_path / "untraced", {}, frozenset(), suites=suites, jobs=1)
+    assert untraced.tests_run > 20, _summary(untraced)
+    with isolated(tmp_path / "trace") as (_, run_as):
+        traced = run_suites(tmp_path / "traced", {**SHIM, "PINSIGHT_PYTHON_EVENTS": "function"},
+                            frozenset(), run_as, suites=suites, jobs=1)
+    report = f"untraced:\n{_summary(untraced)}\ntraced:\n{_summary(traced)}"
+    assert traced.returncode == untraced.returncode == 0, report
+    assert traced.failed_tests == untraced.failed_tests == set(), report
+    assert traced.tests_run == untraced.tests_run, report
+    begun = read_trace(tmp_path / "trace").named("function_begin")
+    assert any("/test/" in e.fields["filename"] for e in begun), len(begun)
