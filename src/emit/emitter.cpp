@@ -28,9 +28,16 @@ ForkHook hook_after_fork_parent = nullptr;
 ForkHook hook_after_fork_child = nullptr;
 
 // liblttng-ust's fork hooks (ust-fork.h), run by fork() itself.
-void before_fork() { hook_before_fork(&fork_sigset); }
+void before_fork() {
+  // The forking thread's records go out in the parent; the child starts its own.
+  if (batched_payload) blocks::flush_current();
+  hook_before_fork(&fork_sigset);
+}
 void after_fork_parent() { hook_after_fork_parent(&fork_sigset); }
-void after_fork_child() { hook_after_fork_child(&fork_sigset); }
+void after_fork_child() {
+  hook_after_fork_child(&fork_sigset);
+  blocks::forked_child();
+}
 
 std::string module_directory() {
   Dl_info info;
@@ -78,6 +85,9 @@ bool load_provider(std::string *error) {
 bool provider_loaded() { return provider_handle != nullptr; }
 
 bool compact_payload = false;
+bool batched_payload = false;
+
+void flush_blocks() { blocks::flush_all(false); }
 std::atomic<uint32_t> naming_epoch{1};
 NamedCallable named_callables[1u << kNamedCallableBits];
 
@@ -124,6 +134,8 @@ void thread_start(int python_thread_id, unsigned long thread_ident) {
 }
 
 void mode_change(const char *mode, const char *reason, unsigned long generation) {
+  // Records before the change come before it in the trace too.
+  if (batched_payload) blocks::flush_all(false);
   lttng_ust_tracepoint(python_pinsight_lttng_ust, mode_change, mode, reason, generation);
 }
 

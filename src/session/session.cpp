@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -99,8 +100,11 @@ std::unique_ptr<Backend> installed_backend() {
   return backend;
 }
 
-// Allocation sampling follows what is wanted, the mode and activation (GIL held).
+// Allocation sampling, and the batched payload's idle flush, follow what is
+// wanted, the mode and activation (GIL held).
 void sync_alloc() {
+  emitter::blocks::set_idle_flush(emitter::batched_payload && tracer().active() &&
+                                  tracer().mode() == TraceMode::Tracing);
   if (tracer().active() && state.alloc_wanted.load() && tracer().mode() == TraceMode::Tracing) {
     alloc::start(state.alloc_interval.load());
   } else if (alloc::active()) {
@@ -109,8 +113,25 @@ void sync_alloc() {
 }
 
 void set_payload(Payload payload) {
-  bool compact = payload == Payload::Compact;
-  if (emitter::compact_payload == compact) return;
+  if (payload == Payload::Batched && std::getenv("LTTNG_UST_CLOCK_PLUGIN") != nullptr) {
+    // Blocks time their records with CLOCK_MONOTONIC, LTTng-UST's clock unless
+    // a plugin replaces it: the records would not line up with other events.
+    static bool told = false;
+    if (!told) {
+      told = true;
+      std::fprintf(stderr,
+                   "pinsight-python: payload batched is refused under LTTNG_UST_CLOCK_PLUGIN "
+                   "(its records are timed with CLOCK_MONOTONIC); compact is used instead\n");
+    }
+    payload = Payload::Compact;
+  }
+  bool compact = payload != Payload::Full;
+  bool batched = payload == Payload::Batched;
+  if (emitter::compact_payload == compact && emitter::batched_payload == batched) return;
+  // Records written so far go out before events of the other payload.
+  if (emitter::batched_payload) emitter::flush_blocks();
+  if (batched) emitter::blocks::enable();
+  emitter::batched_payload = batched;
   emitter::compact_payload = compact;
   // Names written under the other payload may be far back: write them again.
   emitter::advance_naming_epoch();
@@ -222,7 +243,7 @@ void activate(const ActivateOptions &options) {
   state.mode_override = initial;
   Payload payload =
       overridden_setting(options.payload, "activate(payload=...)", config->payload, parse_payload,
-                         "payload", "full or compact", &state.payload_override_set);
+                         "payload", "full, compact or batched", &state.payload_override_set);
   state.payload_override = payload;
 
   state.module_filter_given = options.module_filter_given;
@@ -293,7 +314,9 @@ Status status() {
   const char *backend = t.backend_name();
   s.backend = backend ? backend : (t.active() ? state.backend_name : "");
   s.mode = trace_mode_name(t.mode());
-  s.payload = emitter::compact_payload ? "compact" : "full";
+  s.payload = emitter::batched_payload   ? "batched"
+              : emitter::compact_payload ? "compact"
+                                         : "full";
   s.lttng_available = emitter::provider_loaded();
   s.lttng_error = state.lttng_error;
   s.tool_id = t.tool_id();
