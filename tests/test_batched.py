@@ -1,0 +1,361 @@
+"""Batched events (issue 26): the batched payload packs a thread's compact records
+into one event_block per block, and the reader gives what the per-event payloads give.
+
+- The same deterministic workload (threads, generators, exceptions, native calls,
+  rate control) traced compact and batched: report, folded stacks and Chrome export
+  agree on everything but times and ids.
+- Blocks are flushed at thread exit and process exit (the last block of each thread
+  says so), at fork, and at a fatal signal; kill -9 loses only the unflushed records,
+  and the reader says on which thread and after when.
+- A snapshot holds the latest events.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from pinsight_python import lttng
+from tests.test_economy import WORKLOAD, chrome_frames, cli, folded_stacks, normalized
+from tests.tracing import Trace, Tracer, read_trace
+
+RATE_CONFIG = """
+[Lexgion(Python).default]
+    max_num_traces = 7
+"""
+
+
+def report(trace: Trace) -> Dict[str, Any]:
+    return json.loads(cli("report", "--json", "--top", "0", str(trace.path)))
+
+
+def summary(trace: Trace) -> str:
+    """What `trace` prints after the run."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from pinsight_python.analysis import read_trace; "
+         "from pinsight_python.summary import summary_lines; "
+         "print('\\n'.join(summary_lines(read_trace(sys.argv[1]))))", str(trace.path)],
+        capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def mask(text: str) -> str:
+    """Each run's own script (progN.py) named alike."""
+    return re.sub(r"prog\d+", "prog", text)
+
+
+def same_run(rep: Dict[str, Any]) -> Any:
+    return normalized(json.loads(mask(json.dumps(rep))))
+
+
+def calls(rep: Dict[str, Any]) -> Dict[str, int]:
+    out: Dict[str, int] = collections.Counter()
+    for p in rep["processes"]:
+        for f in p["functions"]:
+            out[f["name"]] += f["calls"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def payload_traces(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Trace]:
+    """WORKLOAD traced compact and batched, without and with rate control."""
+    tmp = tmp_path_factory.mktemp("batched")
+    config = tmp / "rate.txt"
+    config.write_text(textwrap.dedent(RATE_CONFIG))
+    tracer = Tracer(tmp)
+    traces = {}
+    for payload in ("compact", "batched"):
+        traces[payload] = tracer.run(
+            WORKLOAD, activate=f"pinsight_python.activate(payload={payload!r})").trace
+        traces[payload + "-rate"] = tracer.run(
+            WORKLOAD,
+            activate=f"pinsight_python.activate(payload={payload!r}, config={str(config)!r})",
+        ).trace
+    return traces
+
+
+def blocks_by_thread(trace: Trace) -> Dict[int, List[Dict[str, Any]]]:
+    out: Dict[int, List[Dict[str, Any]]] = collections.defaultdict(list)
+    for e in trace.named("event_block"):
+        out[e.fields["tid"]].append(e.fields)
+    return out
+
+
+def test_batched_trace_is_blocks(payload_traces: Dict[str, Trace]) -> None:
+    batched = payload_traces["batched"]
+    kinds = collections.Counter(e.short for e in batched.events)
+    assert kinds["event_block"] >= 2
+    assert not [k for k in kinds if k.startswith("compact_") or k.startswith("function_")]
+    assert kinds["code_info"] and kinds["callable_info"]  # the names, as compact's
+    compact = payload_traces["compact"]
+    records = sum(e.fields["record_count"] for e in batched.named("event_block"))
+    assert records == sum(1 for e in compact.events if e.short.startswith("compact_"))
+    threads = blocks_by_thread(batched)
+    assert len(threads) == 2
+    for blocks in threads.values():
+        # An empty block opens the thread's stream; the numbering has no gap; the
+        # last block (thread exit, process exit) says it is the last.
+        assert blocks[0]["record_count"] == 0 and blocks[0]["first_sequence"] == 0
+        expected = 0
+        for b in blocks:
+            assert b["first_sequence"] == expected
+            expected += b["record_count"]
+        assert [b["flags"] for b in blocks].count(1) == 1 and blocks[-1]["flags"] == 1
+
+
+@pytest.mark.parametrize("rate", [False, True], ids=["all", "rate-control"])
+def test_batched_and_compact_read_alike(
+    payload_traces: Dict[str, Trace], tmp_path: Path, rate: bool
+) -> None:
+    suffix = "-rate" if rate else ""
+    traces = {name: payload_traces[name + suffix] for name in ("compact", "batched")}
+    reports = {name: report(t) for name, t in traces.items()}
+    for rep in reports.values():
+        assert not rep["missing_events"]
+        for proc in rep["processes"]:
+            assert proc["unbalanced"]["implicitly_closed"] == 0
+            assert proc["unbalanced"]["open_at_end"] == 0
+    assert same_run(reports["compact"]) == same_run(reports["batched"])
+    names = calls(reports["batched"])
+    assert {"leaf", "numbers", "Box.total", "math.sqrt", "len", "fails", "parse"} <= set(names)
+    if rate:
+        assert names["leaf"] <= 14 and names["Box.total"] == 7 + 1, names
+    else:
+        assert names["Box.total"] == 21, names
+
+    folded = {name: [mask(line) for line in folded_stacks(cli("flamegraph", "--folded",
+                                                                 str(t.path)))]
+              for name, t in traces.items()}
+    assert folded["compact"] == folded["batched"] and folded["batched"]
+
+    exported = {}
+    for name, t in traces.items():
+        out = tmp_path / f"{name}.json"
+        cli("export", "-o", str(out), str(t.path))
+        exported[name] = mask(json.dumps(chrome_frames(out)))
+    assert exported["compact"] == exported["batched"]
+
+    summaries = {name: summary(t).splitlines() for name, t in traces.items()}
+    assert "WARNING" not in "".join(summaries["batched"])
+    assert summaries["batched"][0] == summaries["compact"][0]  # events by kind
+
+
+KILLED = """
+import os, signal, sys, time
+def before(i):
+    return i * 2
+def after(i):
+    return i + 1
+def deep(n, how):
+    if n:
+        return deep(n - 1, how)
+    for i in range(10):
+        after(i)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif how == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+    else:
+        os.abort()
+for i in range(100):
+    before(i)
+# Idle: the control thread writes this thread's block (before() and the sleep's call).
+time.sleep(0.6)
+deep(5, sys.argv[1])
+"""
+
+
+def run_dying(tmp_path: Path, how: str) -> Trace:
+    out = tmp_path / f"trace-{how}"
+    script = tmp_path / "dying.py"
+    script.write_text("import pinsight_python\npinsight_python.activate(payload='batched')\n"
+                      + textwrap.dedent(KILLED))
+    gid = random.randrange(200_000, 2**31 - 1)
+    session = lttng.Session(out, track_vgid=gid)
+    session.create()
+    try:
+        session.start()
+        proc = subprocess.run([sys.executable, str(script), how], capture_output=True,
+                              text=True, timeout=120, check=False,
+                              preexec_fn=lambda: os.setgid(gid))  # noqa: PLW1509
+        assert proc.returncode < 0, (proc.returncode, proc.stderr)
+    finally:
+        session.destroy()
+    return read_trace(out)
+
+
+def test_kill9_loses_only_unflushed_blocks_and_says_where(tmp_path: Path) -> None:
+    trace = run_dying(tmp_path, "kill")
+    rep = report(trace)
+    names = calls(rep)
+    # Flushed by the control thread while the program slept: all there.
+    assert names["before"] == 100
+    assert names["time.sleep"] == 1
+    # The records written after the sleep never left the process.
+    assert names.get("after", 0) == 0
+    (missing,) = rep["missing_events"]
+    assert missing["count"] is None
+    last_block = max(e.ts for e in trace.named("event_block"))
+    assert missing["after_ns"] <= last_block
+    assert any("events missing on thread" in w and "kill -9" in w for w in rep["warnings"])
+    assert "WARNING: events missing on thread" in summary(trace)
+
+
+@pytest.mark.parametrize("how", ["term", "abort"])
+def test_fatal_signal_flushes_the_thread(tmp_path: Path, how: str) -> None:
+    trace = run_dying(tmp_path, how)
+    names = calls(report(trace))
+    assert names["before"] == 100
+    assert names["after"] == 10  # written by the signal handler
+    assert names["deep"] == 6
+
+
+FORKING = """
+import os
+def child_work():
+    return sum(range(10))
+def parent_work():
+    return sum(range(20))
+def before_fork():
+    return 1
+before_fork()
+pid = os.fork()
+if pid == 0:
+    child_work()
+else:
+    os.waitpid(pid, 0)
+    parent_work()
+"""
+
+
+def test_fork_flushes_the_parent_and_opens_the_child(tracer: Tracer) -> None:
+    run = tracer.run(FORKING, activate="pinsight_python.activate(payload='batched')")
+    rep = report(run.trace)
+    by_process = {p["vpid"]: {f["name"]: f["calls"] for f in p["functions"]}
+                  for p in rep["processes"]}
+    assert len(by_process) == 2
+    parent = [f for f in by_process.values() if "parent_work" in f]
+    child = [f for f in by_process.values() if "child_work" in f]
+    assert len(parent) == 1 and len(child) == 1
+    assert parent[0]["before_fork"] == 1 and "before_fork" not in child[0]
+    assert "parent_work" not in child[0]
+    assert not rep["missing_events"]
+    # The child numbers its records from 0 again, after its own opening block.
+    child_vpid = next(v for v, f in by_process.items() if "child_work" in f)
+    child_blocks = [e.fields for e in run.trace.named("event_block")
+                    if e.ctx["vpid"] == child_vpid]
+    assert child_blocks[0]["first_sequence"] == 0 and child_blocks[0]["record_count"] == 0
+
+
+SNAPSHOT_LOOP = """
+import os, sys, time
+import pinsight_python
+pinsight_python.activate(payload="batched")
+def tick(i):
+    return sum(range(i % 50))
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+for _ in range(40):
+    fib(18)
+end = time.monotonic() + 3
+i = 0
+while time.monotonic() < end:
+    tick(i)
+    i += 1
+    time.sleep(0.002)
+def last_call():
+    return 0
+last_call()
+"""
+
+
+def test_snapshot_holds_the_latest_events(tmp_path: Path) -> None:
+    session = lttng.Session(tmp_path / "snap", snapshot=True, subbuf_size="64K", num_subbuf=4)
+    gid = random.randrange(200_000, 2**31 - 1)
+    session.track_vgid = gid
+    cpu = min(os.sched_getaffinity(0))
+
+    def in_group() -> None:
+        os.setgid(gid)
+        os.sched_setaffinity(0, {cpu})  # one buffer, overwritten many times
+
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent(SNAPSHOT_LOOP))
+    session.create()
+    try:
+        session.start()
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                             preexec_fn=in_group, timeout=120, check=False)  # noqa: PLW1509
+        assert run.returncode == 0, run.stderr
+        session.record_snapshot()
+    finally:
+        session.destroy()
+    assert session.output is not None
+    trace = read_trace(session.output)
+    assert not trace.named("process_info"), "the buffers did not wrap"
+    names = calls(report(trace))
+    assert names.get("tick", 0) > 50, names
+    assert names.get("last_call") == 1  # the end of the run, flushed at exit
+
+
+def test_payload_batched_option(tmp_path: Path) -> None:
+    config = tmp_path / "batched.txt"
+    config.write_text("[Python]\npayload = batched\n")
+    code = ("import pinsight_python, os; pinsight_python.activate({}); "
+            "print(pinsight_python.status()['payload'])")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+
+    def payload(kwargs: str, **extra: str) -> str:
+        proc = subprocess.run([sys.executable, "-c", code.format(kwargs)], capture_output=True,
+                              text=True, env={**env, **extra}, check=True)
+        return proc.stdout.strip()
+
+    assert payload(f"config={str(config)!r}") == "batched"
+    assert payload("", PINSIGHT_PYTHON_PAYLOAD="batched") == "batched"
+    assert payload("payload='batched'") == "batched"
+    # Another clock than CLOCK_MONOTONIC: the blocks would not line up; compact then.
+    proc = subprocess.run([sys.executable, "-c", code.format("payload='batched'")],
+                          capture_output=True, text=True, check=True,
+                          env={**env, "LTTNG_UST_CLOCK_PLUGIN": "/nonexistent.so"})
+    assert proc.stdout.strip() == "compact"
+    assert "refused under LTTNG_UST_CLOCK_PLUGIN" in proc.stderr
+
+
+def test_trace_batch_option(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text("def f():\n    return 1\nfor _ in range(5):\n    f()\n")
+    out = tmp_path / "t"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "trace", "--batch", "-o", str(out), "--",
+         sys.executable, str(script)],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    trace = read_trace(out)
+    assert trace.named("event_block")
+    assert calls(report(trace))["f"] == 5
+
+
+def test_signal_handlers_leave_the_program_alone(tmp_path: Path) -> None:
+    code = textwrap.dedent("""
+        import signal, os, pinsight_python
+        pinsight_python.activate(payload="batched")
+        hits = []
+        signal.signal(signal.SIGTERM, lambda *a: hits.append(1))
+        os.kill(os.getpid(), signal.SIGTERM)
+        print(signal.getsignal(signal.SIGABRT) is signal.SIG_DFL, hits)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={k: v for k, v in os.environ.items()
+                                           if not k.startswith("PINSIGHT")})
+    # The program's own handler ran (it replaced ours), and Python sees no change.
+    assert proc.stdout.strip() == "True [1]"
