@@ -187,7 +187,7 @@ def run_dying(tmp_path: Path, how: str) -> Trace:
         session.start()
         proc = subprocess.run([sys.executable, str(script), how], capture_output=True,
                               text=True, timeout=120, check=False,
-                              preexec_fn=lambda: os.setgid(gid))  # noqa: PLW1509
+                              preexec_fn=lambda: os.setgid(gid))
         assert proc.returncode < 0, (proc.returncode, proc.stderr)
     finally:
         session.destroy()
@@ -295,7 +295,7 @@ def test_snapshot_holds_the_latest_events(tmp_path: Path) -> None:
     try:
         session.start()
         run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                             preexec_fn=in_group, timeout=120, check=False)  # noqa: PLW1509
+                             preexec_fn=in_group, timeout=120, check=False)
         assert run.returncode == 0, run.stderr
         session.record_snapshot()
     finally:

@@ -41,8 +41,8 @@ struct Block {
   uint64_t last_callable = 0;
   int python_thread_id = -1;
   int tid = 0;
-  volatile sig_atomic_t writing = 0;  // a record is half-written (signal handlers)
-  bool opened = false;                // the empty opening block went out
+  volatile sig_atomic_t writing = 0;    // a record is half-written (signal handlers)
+  bool opened = false;                  // the empty opening block went out
   std::atomic<uint64_t> last_flush{0};  // clock of the last event_block (control thread)
   Block *prev = nullptr;                // the registry of live blocks
   Block *next = nullptr;

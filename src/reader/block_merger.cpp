@@ -124,8 +124,8 @@ void BlockMerger::on_block(Thread &t, const RawEvent &e, const EventBatch &batch
     while (keep > 0 && t.queue[keep - 1].ts_ns > first) --keep;
     merged_.clear();
     auto by_time = [](const RawEvent &a, const RawEvent &b) { return a.ts_ns < b.ts_ns; };
-    std::merge(t.queue.begin() + static_cast<std::ptrdiff_t>(keep), t.queue.end(),
-               records_.begin(), records_.end(), std::back_inserter(merged_), by_time);
+    std::merge(t.queue.begin() + static_cast<std::ptrdiff_t>(keep), t.queue.end(), records_.begin(),
+               records_.end(), std::back_inserter(merged_), by_time);
     t.queue.erase(t.queue.begin() + static_cast<std::ptrdiff_t>(keep), t.queue.end());
     t.queue.insert(t.queue.end(), merged_.begin(), merged_.end());
     held_ += records_.size();

@@ -345,7 +345,8 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       // origin as the event's timestamp.
       auto base_clock = static_cast<uint64_t>(read_integer(payload, slot[4], 0));
       out.extra = ts;
-      const bt_clock_snapshot *snapshot = bt_message_event_borrow_default_clock_snapshot_const(message);
+      const bt_clock_snapshot *snapshot =
+          bt_message_event_borrow_default_clock_snapshot_const(message);
       if (info.has_clock && snapshot != nullptr && base_clock != 0) {
         uint64_t frequency =
             bt_clock_class_get_frequency(bt_clock_snapshot_borrow_clock_class_const(snapshot));

@@ -178,9 +178,9 @@ void run(PyInterpreterState *interpreter) {
   while (!stopping.load()) {
     timespec deadline = {};
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += exit_checks > 0            ? kExitWatchNanoseconds
+    deadline.tv_nsec += exit_checks > 0                        ? kExitWatchNanoseconds
                         : emitter::blocks::idle_flush_wanted() ? kBlockCheckNanoseconds
-                                                   : kCheckNanoseconds;
+                                                               : kCheckNanoseconds;
     deadline.tv_sec += deadline.tv_nsec / 1000000000L;
     deadline.tv_nsec %= 1000000000L;
     if (sem_timedwait(&wakeup, &deadline) != 0) {

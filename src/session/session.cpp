@@ -314,9 +314,7 @@ Status status() {
   const char *backend = t.backend_name();
   s.backend = backend ? backend : (t.active() ? state.backend_name : "");
   s.mode = trace_mode_name(t.mode());
-  s.payload = emitter::batched_payload   ? "batched"
-              : emitter::compact_payload ? "compact"
-                                         : "full";
+  s.payload = emitter::batched_payload ? "batched" : emitter::compact_payload ? "compact" : "full";
   s.lttng_available = emitter::provider_loaded();
   s.lttng_error = state.lttng_error;
   s.tool_id = t.tool_id();
