@@ -195,8 +195,16 @@ void emit_process_info(const char *backend) {
 // reload (a job script's `kill -USR1` must not pass unnoticed).
 void on_reload_signal() {
   static bool told_nothing_to_reload = false;
+  // The batched payload's pending records go out first: a snapshot recorded
+  // after the signal holds them (a flush with nothing to reload is no mistake).
+  bool flushed = false;
+  if (emitter::batched_payload && tracer().active() && !compat::is_finalizing()) {
+    control::ScopedGil gil;
+    emitter::flush_blocks();
+    flushed = true;
+  }
   std::string error;
-  if (!reload(&error) && !told_nothing_to_reload && config_path().empty()) {
+  if (!reload(&error) && !told_nothing_to_reload && !flushed && config_path().empty()) {
     told_nothing_to_reload = true;
     std::fprintf(stderr,
                  "pinsight-python: SIGUSR1: tracing was activated without a configuration "
