@@ -186,6 +186,7 @@ def build_reftracer(out: Path) -> Path:
             "-fPIC",
             f"-I{include}",
             f"-I{ROOT / 'tracepoints'}",
+            f"-I{ROOT / 'src'}",  # format/wire.h, which the provider's header includes
             str(ROOT / "bench" / "reftracer" / "reftracer.c"),
             "-o",
             str(target),
