@@ -26,7 +26,15 @@ from typing import Any, Dict, List
 import pytest
 
 from pinsight_python import lttng
-from tests.test_economy import WORKLOAD, chrome_frames, cli, folded_stacks, normalized
+from tests.test_economy import (
+    ANALYSES,
+    WORKLOAD,
+    chrome_frames,
+    cli,
+    folded_stacks,
+    normalized,
+    replayed_stacks,
+)
 from tests.tracing import Trace, Tracer, read_trace
 
 RATE_CONFIG = """
@@ -148,6 +156,24 @@ def test_batched_and_compact_read_alike(
     summaries = {name: summary(t).splitlines() for name, t in traces.items()}
     assert "WARNING" not in "".join(summaries["batched"])
     assert summaries["batched"][0] == summaries["compact"][0]  # events by kind
+
+
+@pytest.mark.parametrize(("path", "callstack_id"), ANALYSES, ids=["callstack", "crossdomain"])
+def test_unbatched_trace_reads_as_compact_in_trace_compass(
+    payload_traces: Dict[str, Trace], tmp_path: Path, path: Path, callstack_id: str
+) -> None:
+    out = tmp_path / "unbatched"
+    cli("unbatch", "-o", str(out), str(payload_traces["batched"].path))
+    unbatched = read_trace(out)
+    kinds = collections.Counter(e.short for e in unbatched.events)
+    assert "event_block" not in kinds and kinds["compact_function_begin"]
+    # Each thread's events in time order, as LTTng writes them.
+    for events in unbatched.by_thread().values():
+        assert [e.ts for e in events] == sorted(e.ts for e in events)
+    compact = replayed_stacks(payload_traces["compact"].events, path, callstack_id)
+    assert replayed_stacks(unbatched.events, path, callstack_id) == compact
+    # Our reader too: what the batched trace gives.
+    assert same_run(report(unbatched)) == same_run(report(payload_traces["batched"]))
 
 
 KILLED = """

@@ -17,7 +17,11 @@ import collections
 import heapq
 import sys
 
+import importlib
+
 import bt2
+
+fcs = importlib.import_module("bt2.field_class")  # the field class types (not in bt2.*)
 
 BLOCK = "python_pinsight_lttng_ust:event_block"
 RECORD_EVENTS = (
@@ -31,41 +35,41 @@ FINAL = 1  # event_block's flags
 
 def copy_class(tc, fc):  # noqa: PLR0911 - one return per field class type
     """A field class of the output trace class, like `fc` of the input's."""
-    if isinstance(fc, bt2._UnsignedEnumerationFieldClassConst):
+    if isinstance(fc, fcs._UnsignedEnumerationFieldClassConst):
         out = tc.create_unsigned_enumeration_field_class(
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
         for label, mapping in fc.items():
             out.add_mapping(label, bt2.UnsignedIntegerRangeSet(
                 [(r.lower, r.upper) for r in mapping.ranges]))
         return out
-    if isinstance(fc, bt2._SignedEnumerationFieldClassConst):
+    if isinstance(fc, fcs._SignedEnumerationFieldClassConst):
         out = tc.create_signed_enumeration_field_class(
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
         for label, mapping in fc.items():
             out.add_mapping(label, bt2.SignedIntegerRangeSet(
                 [(r.lower, r.upper) for r in mapping.ranges]))
         return out
-    if isinstance(fc, bt2._UnsignedIntegerFieldClassConst):
+    if isinstance(fc, fcs._UnsignedIntegerFieldClassConst):
         return tc.create_unsigned_integer_field_class(
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
-    if isinstance(fc, bt2._SignedIntegerFieldClassConst):
+    if isinstance(fc, fcs._SignedIntegerFieldClassConst):
         return tc.create_signed_integer_field_class(
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
-    if isinstance(fc, bt2._StringFieldClassConst):
+    if isinstance(fc, fcs._StringFieldClassConst):
         return tc.create_string_field_class()
-    if isinstance(fc, bt2._SinglePrecisionRealFieldClassConst):
+    if isinstance(fc, fcs._SinglePrecisionRealFieldClassConst):
         return tc.create_single_precision_real_field_class()
-    if isinstance(fc, bt2._DoublePrecisionRealFieldClassConst):
+    if isinstance(fc, fcs._DoublePrecisionRealFieldClassConst):
         return tc.create_double_precision_real_field_class()
-    if isinstance(fc, bt2._StructureFieldClassConst):
+    if isinstance(fc, fcs._StructureFieldClassConst):
         out = tc.create_structure_field_class()
         for name, member in fc.items():
             out.append_member(name, copy_class(tc, member.field_class))
         return out
-    if isinstance(fc, bt2._StaticArrayFieldClassConst):
+    if isinstance(fc, fcs._StaticArrayFieldClassConst):
         return tc.create_static_array_field_class(copy_class(tc, fc.element_field_class),
                                                   fc.length)
-    if isinstance(fc, bt2._DynamicArrayFieldClassConst):
+    if isinstance(fc, fcs._DynamicArrayFieldClassConst):
         # Its length member (LTTng's _NAME_length) is copied as a plain integer.
         return tc.create_dynamic_array_field_class(copy_class(tc, fc.element_field_class))
     raise ValueError(f"unsupported field class {type(fc).__name__}")
