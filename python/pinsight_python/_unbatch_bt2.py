@@ -15,9 +15,8 @@ read it as one.
 
 import collections
 import heapq
-import sys
-
 import importlib
+import sys
 
 import bt2
 
@@ -33,22 +32,24 @@ RECORD_EVENTS = (
 FINAL = 1  # event_block's flags
 
 
-def copy_class(tc, fc):  # noqa: PLR0911 - one return per field class type
-    """A field class of the output trace class, like `fc` of the input's."""
+def copy_enumeration(tc, fc):
     if isinstance(fc, fcs._UnsignedEnumerationFieldClassConst):
         out = tc.create_unsigned_enumeration_field_class(
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
-        for label, mapping in fc.items():
-            out.add_mapping(label, bt2.UnsignedIntegerRangeSet(
-                [(r.lower, r.upper) for r in mapping.ranges]))
-        return out
-    if isinstance(fc, fcs._SignedEnumerationFieldClassConst):
+        ranges = bt2.UnsignedIntegerRangeSet
+    else:
         out = tc.create_signed_enumeration_field_class(
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
-        for label, mapping in fc.items():
-            out.add_mapping(label, bt2.SignedIntegerRangeSet(
-                [(r.lower, r.upper) for r in mapping.ranges]))
-        return out
+        ranges = bt2.SignedIntegerRangeSet
+    for label, mapping in fc.items():
+        out.add_mapping(label, ranges([(r.lower, r.upper) for r in mapping.ranges]))
+    return out
+
+
+def copy_class(tc, fc):  # noqa: PLR0911 - a flat dispatch, one return per field class type
+    """A field class of the output trace class, like `fc` of the input's."""
+    if isinstance(fc, fcs._EnumerationFieldClassConst):
+        return copy_enumeration(tc, fc)
     if isinstance(fc, fcs._UnsignedIntegerFieldClassConst):
         return tc.create_unsigned_integer_field_class(
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
@@ -57,10 +58,14 @@ def copy_class(tc, fc):  # noqa: PLR0911 - one return per field class type
             fc.field_value_range, preferred_display_base=fc.preferred_display_base)
     if isinstance(fc, fcs._StringFieldClassConst):
         return tc.create_string_field_class()
-    if isinstance(fc, fcs._SinglePrecisionRealFieldClassConst):
-        return tc.create_single_precision_real_field_class()
-    if isinstance(fc, fcs._DoublePrecisionRealFieldClassConst):
+    if isinstance(fc, fcs._RealFieldClassConst):
+        if isinstance(fc, fcs._SinglePrecisionRealFieldClassConst):
+            return tc.create_single_precision_real_field_class()
         return tc.create_double_precision_real_field_class()
+    return copy_compound(tc, fc)
+
+
+def copy_compound(tc, fc):
     if isinstance(fc, fcs._StructureFieldClassConst):
         out = tc.create_structure_field_class()
         for name, member in fc.items():
