@@ -56,7 +56,7 @@ class BlockMerger {
  private:
   // Held events beyond this are handed over without waiting (a batched thread
   // stopped writing blocks without its last one, e.g. a stopped process).
-  static constexpr size_t kMaxHeld = size_t{1} << 22;
+  static constexpr size_t kMaxHeld = size_t{1} << 21;  // about 150 MB
 
   struct Thread {
     std::deque<RawEvent> queue;  // held, in time order
