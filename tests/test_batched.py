@@ -416,7 +416,7 @@ def test_lost_blocks_are_counted_where_they_were_lost(tmp_path: Path) -> None:
         session.start()
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                               timeout=120, check=True,
-                              preexec_fn=lambda: os.setgid(gid))  # noqa: PLW1509
+                              preexec_fn=lambda: os.setgid(gid))
     finally:
         session.destroy()
     assert session.output is not None
