@@ -227,6 +227,10 @@ def test_kill9_loses_only_unflushed_blocks_and_says_where(tmp_path: Path) -> Non
     # Flushed by the control thread while the program slept: all there.
     assert names["before"] == 100
     assert names["time.sleep"] == 1
+    # ... on the main thread, though the control thread wrote the block.
+    (proc,) = rep["processes"]
+    (main,) = [t for t in proc["threads"] if t["vtid"] == proc["vpid"]]
+    assert {f["name"]: f["calls"] for f in main["functions"]}["before"] == 100
     # The records written after the sleep never left the process.
     assert names.get("after", 0) == 0
     (missing,) = rep["missing_events"]
