@@ -35,6 +35,12 @@ from tests.test_economy import (
     normalized,
     replayed_stacks,
 )
+from tests.test_native_correlation import (  # noqa: F401 - omp_kernel_dir: a fixture
+    OMP,
+    OMP_PROGRAM,
+    OMP_THREADS,
+    omp_kernel_dir,
+)
 from tests.tracing import Trace, Tracer, read_trace
 
 RATE_CONFIG = """
@@ -62,8 +68,17 @@ def mask(text: str) -> str:
     return re.sub(r"prog\d+", "prog", text)
 
 
+def untimed(value: Any) -> Any:
+    """Without the shares of time (share_of_caller, ...), which normalized() keeps."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if not k.startswith("share")}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
 def same_run(rep: Dict[str, Any]) -> Any:
-    return normalized(json.loads(mask(json.dumps(rep))))
+    return normalized(untimed(json.loads(mask(json.dumps(rep)))))
 
 
 def calls(rep: Dict[str, Any]) -> Dict[str, int]:
@@ -442,3 +457,31 @@ def test_lost_blocks_are_counted_where_they_were_lost(tmp_path: Path) -> None:
     # `emitted` too; a block lost at a thread's very start or end leaves no gap.
     assert 0.5 * emitted < frames + missing <= emitted + 200
     assert any("events missing on thread" in w and "lost block" in w for w in rep["warnings"])
+
+
+def test_native_regions_go_to_the_same_python_callers(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """OpenMP regions (another provider, written per-event while a block is open)
+    attributed as in a per-event trace: to the Python call that ran them, on the
+    caller's thread and its workers'."""
+    kernel_dir = request.getfixturevalue("omp_kernel_dir")
+    tracer = Tracer(tmp_path)
+    reports = {}
+    for payload in ("compact", "batched"):
+        run = tracer.run(
+            OMP_PROGRAM.format(kernel_dir=str(kernel_dir)),
+            activate=f"pinsight_python.activate(payload={payload!r})",
+            events=(f"{lttng.PROVIDER}:*", f"{OMP}:*"),
+            env={"OMP_NUM_THREADS": str(OMP_THREADS)},
+        )
+        assert run.trace.discarded == 0
+        reports[payload] = report(run.trace)
+    native = {p: same_run({k: r[k] for k in ("native", "native_unmatched",
+                                             "native_ends_without_begin")})
+              for p, r in reports.items()}
+    assert native["compact"] == native["batched"]
+    callers = {row["caller"]["name"] for row in reports["batched"]["native"] if row["caller"]}
+    # The innermost frame at the region's begin: the native call Python made.
+    assert callers == {"omp_kernel.saxpy", "omp_kernel.dot"}, callers
+    assert same_run(reports["compact"]) == same_run(reports["batched"])
