@@ -26,6 +26,15 @@ from typing import Any, Dict, List
 import pytest
 
 from pinsight_python import lttng
+from tests.test_coexistence import (
+    CALLS,
+    TEAM,
+    _build_openmp_kernel,
+    _env,
+    _native_report,
+    _native_rows,
+    _trace_cli,
+)
 from tests.test_economy import (
     ANALYSES,
     WORKLOAD,
@@ -41,7 +50,7 @@ from tests.test_native_correlation import (  # noqa: F401 - omp_kernel_dir: a fi
     OMP_THREADS,
     omp_kernel_dir,
 )
-from tests.tracing import Trace, Tracer, read_trace
+from tests.tracing import PINSIGHT_LIB, SETPROFILE, Trace, Tracer, read_trace
 
 RATE_CONFIG = """
 [Lexgion(Python).default]
@@ -485,3 +494,22 @@ def test_native_regions_go_to_the_same_python_callers(
     # The innermost frame at the region's begin: the native call Python made.
     assert callers == {"omp_kernel.saxpy", "omp_kernel.dot"}, callers
     assert same_run(reports["compact"]) == same_run(reports["batched"])
+
+
+def test_pinsight_openmp_workers_joined_to_the_batched_call(tmp_path: Path) -> None:
+    """PInsight's real OpenMP domain: a worker thread's implicit tasks (threads that run
+    no Python) go to the Python call that opened their parallel region, which is in
+    the calling thread's blocks: the reader keeps every thread's events in time order."""
+    kernel = _build_openmp_kernel(tmp_path)
+    env = _env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
+    proc, out = _trace_cli(tmp_path, env, "--batch")
+    assert proc.returncode == 0, proc.stderr
+    pid = int(proc.stdout.split()[0])
+    assert read_trace(out).named("event_block")
+    report = _native_report(out, pid)
+    caller = "step" if SETPROFILE else "ctypes.openmp_region"
+    assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
+    tasks = _native_rows(report, "openmp", "implicit_task")
+    assert set(tasks) == {caller}, tasks
+    assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
+    assert not report["missing_events"]
