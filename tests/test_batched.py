@@ -513,3 +513,56 @@ def test_pinsight_openmp_workers_joined_to_the_batched_call(tmp_path: Path) -> N
     assert set(tasks) == {caller}, tasks
     assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
     assert not report["missing_events"]
+
+
+ON_AND_OFF = """
+import threading, time
+import pinsight_python
+def first():
+    return 1
+def hidden():
+    return 2
+def second():
+    return 3
+def waiting(stop):
+    stop.wait()
+stop = threading.Event()
+t = threading.Thread(target=waiting, args=(stop,))
+pinsight_python.activate(payload="batched")
+t.start()
+first()
+pinsight_python.set_mode("STANDBY")
+hidden()
+time.sleep(0.3)
+pinsight_python.set_mode("TRACING")
+second()
+pinsight_python.deactivate()
+hidden()
+pinsight_python.activate(payload="batched")
+first()
+stop.set()
+t.join()
+"""
+
+
+def test_blocks_follow_mode_changes_and_deactivation(tracer: Tracer) -> None:
+    run = tracer.run(ON_AND_OFF, activate=None)
+    trace = run.trace
+    rep = report(trace)
+    assert calls(rep)["first"] == 2 and calls(rep)["second"] == 1
+    assert "hidden" not in calls(rep)
+    assert not rep["missing_events"]
+    main = [e.fields for e in trace.named("event_block") if e.fields["tid"] == e.ctx["vpid"]]
+    # The main thread's stream: opened, closed (flag 1) when the mode left TRACING,
+    # opened again, closed at deactivate(), opened again, closed at exit; numbered
+    # without a gap throughout.
+    assert [b["flags"] for b in main if b["record_count"] == 0 or b["flags"]].count(1) == 3
+    expected = 0
+    for b in main:
+        assert b["first_sequence"] == expected
+        expected += b["record_count"]
+    # The records before the switch to STANDBY went out before its mode_change.
+    (standby,) = [e.ts for e in trace.named("mode_change") if e.fields["mode"] == "STANDBY"]
+    finals = [e.ts for e in trace.named("event_block")
+              if e.fields["flags"] and e.fields["tid"] == e.ctx["vpid"]]
+    assert len(finals) == 3 and finals[0] <= standby

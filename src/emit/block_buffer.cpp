@@ -149,6 +149,8 @@ void flush_all(bool final) {
   std::lock_guard<std::mutex> lock(*registry_mutex);
   for (Block *b = registry; b; b = b->next) {
     if (b->opened && (b->count != 0 || final)) write_block(*b, final);
+    // A thread's next record, if any, opens its stream again.
+    if (final) b->opened = false;
   }
 }
 

@@ -110,8 +110,9 @@ inline void append(int kind, int transition, uint64_t code_id, uint64_t callable
 // Once, when the batched payload is first chosen: the fatal-signal handlers and
 // the flush at process exit.
 void enable();
-// Every live thread's block (GIL held, or at process exit). final: the process
-// ends, these are the threads' last blocks.
+// Every live thread's block (GIL held, or at process exit). final: no record
+// follows for now (process exit, deactivate, a mode without records): readers
+// then wait for none; a later record opens the thread's stream again.
 void flush_all(bool final);
 // The calling thread's block (before fork).
 void flush_current();

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstring>
 #include <mutex>
 
 namespace pinsight::emitter {
@@ -86,10 +87,10 @@ bool provider_loaded() { return provider_handle != nullptr; }
 
 bool compact_payload = false;
 bool batched_payload = false;
-
-void flush_blocks() { blocks::flush_all(false); }
 std::atomic<uint32_t> naming_epoch{1};
 NamedCallable named_callables[1u << kNamedCallableBits];
+
+void flush_blocks(bool last) { blocks::flush_all(last); }
 
 void advance_naming_epoch() {
   // 0 is the epoch of a code object never named: skip it on wrap-around.
@@ -134,8 +135,9 @@ void thread_start(int python_thread_id, unsigned long thread_ident) {
 }
 
 void mode_change(const char *mode, const char *reason, unsigned long generation) {
-  // Records before the change come before it in the trace too.
-  if (batched_payload) blocks::flush_all(false);
+  // Records before the change come before it in the trace too; a mode that
+  // writes none leaves readers nothing to wait for.
+  if (batched_payload) blocks::flush_all(std::strcmp(mode, "TRACING") != 0);
   lttng_ust_tracepoint(python_pinsight_lttng_ust, mode_change, mode, reason, generation);
 }
 

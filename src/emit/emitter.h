@@ -31,8 +31,9 @@ extern bool compact_payload;
 // thread (block_buffer.h). compact_payload is set too.
 extern bool batched_payload;
 // Writes every thread's pending records (GIL held): a flush point of the
-// batched payload (mode change, reload, deactivate).
-void flush_blocks();
+// batched payload (mode change, reload, deactivate). last: no record follows
+// for now (blocks::flush_all's final).
+void flush_blocks(bool last);
 // Advanced about once a second by the control thread (advance_naming_epoch):
 // a code object's or callable's names go out again with its first compact
 // event after each tick, so a trace that starts late lacks names only for

@@ -129,7 +129,7 @@ void set_payload(Payload payload) {
   bool batched = payload == Payload::Batched;
   if (emitter::compact_payload == compact && emitter::batched_payload == batched) return;
   // Records written so far go out before events of the other payload.
-  if (emitter::batched_payload) emitter::flush_blocks();
+  if (emitter::batched_payload) emitter::flush_blocks(/*last=*/!batched);
   if (batched) emitter::blocks::enable();
   emitter::batched_payload = batched;
   emitter::compact_payload = compact;
@@ -200,7 +200,7 @@ void on_reload_signal() {
   bool flushed = false;
   if (emitter::batched_payload && tracer().active() && !compat::is_finalizing()) {
     control::ScopedGil gil;
-    emitter::flush_blocks();
+    emitter::flush_blocks(/*last=*/false);
     flushed = true;
   }
   std::string error;

@@ -288,7 +288,7 @@ void Tracer::stop() {
   if (!active_) return;
   active_ = false;
   mode_.store(TraceMode::Off);
-  emitter::flush_blocks();  // the batched payload's pending records
+  emitter::flush_blocks(/*last=*/true);  // the batched payload's pending records
   mode_changed();
   if (backend_) {
     try {
