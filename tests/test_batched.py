@@ -263,6 +263,9 @@ def test_kill9_loses_only_unflushed_blocks_and_says_where(tmp_path: Path) -> Non
     assert missing["after_ns"] <= last_block
     assert any("events missing on thread" in w and "kill -9" in w for w in rep["warnings"])
     assert "WARNING: events missing on thread" in summary(trace)
+    svg = tmp_path / "killed.svg"
+    cli("flamegraph", "-o", str(svg), str(trace.path))
+    assert "events missing on 1 thread(s)" in svg.read_text()
 
 
 @pytest.mark.parametrize("how", ["term", "abort"])
