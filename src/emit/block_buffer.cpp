@@ -1,8 +1,11 @@
 #include "emit/block_buffer.h"
 
+#include <signal.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -11,9 +14,35 @@
 
 namespace pinsight::emitter::blocks {
 
-thread_local Block *current_block __attribute__((tls_model("initial-exec"))) = nullptr;
-
 namespace {
+
+struct Block {
+  uint8_t bytes[kBlockBytes + kMaxRecordBytes];
+  uint32_t used = 0;
+  uint32_t count = 0;
+  uint64_t sequence = 0;  // this thread's records before the block's first
+  uint64_t base_clock = 0;
+  uint64_t last_clock = 0;
+  uint64_t last_code = 0;
+  uint64_t last_callable = 0;
+  int python_thread_id = -1;
+  int tid = 0;
+  volatile sig_atomic_t writing = 0;    // a record is half-written (signal handlers)
+  bool opened = false;                  // the empty opening block went out
+  std::atomic<uint64_t> last_flush{0};  // clock of the last event_block (control thread)
+  Block *prev = nullptr;                // the registry of live blocks
+  Block *next = nullptr;
+};
+
+// The clock LTTng-UST timestamps events with (no clock plugin: session.cpp
+// refuses batched under LTTNG_UST_CLOCK_PLUGIN).
+inline uint64_t clock_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+thread_local Block *current_block __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // Guards the registry (creation, thread exit, flushes by other threads); never
 // taken on the hot path. Placement-new'ed again in a forked child, where another
@@ -113,8 +142,21 @@ void install_signal_handlers() {
 
 void flush_at_exit() { flush_all(true); }
 
-}  // namespace
+uint8_t *put_varint(uint8_t *p, uint64_t value) {
+  while (value >= 0x80) {
+    *p++ = static_cast<uint8_t>(value) | 0x80;
+    value >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(value);
+  return p;
+}
 
+uint64_t zigzag(uint64_t delta) {
+  auto d = static_cast<int64_t>(delta);
+  return (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
+}
+
+// Slow path: the thread's first record, or its first since its stream closed.
 Block *create_current(int python_thread_id) {
   Block *b = current_block;
   if (!b) {
@@ -135,7 +177,37 @@ Block *create_current(int python_thread_id) {
   return b;
 }
 
-void flush(Block &block, bool final) { write_block(block, final); }
+}  // namespace
+
+void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
+            int python_thread_id) {
+  Block *b = current_block;
+  if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
+  uint64_t now = clock_ns();
+  if (b->count != 0 && now - b->base_clock > kMaxBlockAgeNs) write_block(*b, false);
+  if (b->count == 0) {
+    b->base_clock = b->last_clock = now;
+    b->last_code = b->last_callable = 0;
+  }
+  b->writing = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  uint8_t *p = b->bytes + b->used;
+  *p++ = static_cast<uint8_t>((kind << 3) | transition);
+  p = put_varint(p, zigzag(code_id - b->last_code));
+  b->last_code = code_id;
+  if (kind >= PINSIGHT_RECORD_C_CALL_BEGIN) {
+    p = put_varint(p, zigzag(callable_id - b->last_callable));
+    b->last_callable = callable_id;
+    p = put_varint(p, static_cast<uint32_t>(line));
+  }
+  p = put_varint(p, now - b->last_clock);
+  b->last_clock = now;
+  b->used = static_cast<uint32_t>(p - b->bytes);
+  ++b->count;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  b->writing = 0;
+  if (b->used >= kBlockBytes) write_block(*b, false);
+}
 
 void enable() {
   static std::once_flag once;
