@@ -569,3 +569,34 @@ def test_blocks_follow_mode_changes_and_deactivation(tracer: Tracer) -> None:
     finals = [e.ts for e in trace.named("event_block")
               if e.fields["flags"] and e.fields["tid"] == e.ctx["vpid"]]
     assert len(finals) == 3 and finals[0] <= standby
+
+
+EXITING = """
+import multiprocessing, os, sys
+import pinsight_python
+pinsight_python.activate(payload="batched")
+def work(n):
+    return sum(range(n))
+def child():
+    for i in range(50):
+        work(i)
+if __name__ == "__main__":
+    p = multiprocessing.get_context("fork").Process(target=child)
+    p.start()
+    p.join()
+    for i in range(5):
+        work(i)
+    sys.stdout.flush()
+    os._exit(0)
+"""
+
+
+def test_os_exit_flushes_every_block(tracer: Tracer) -> None:
+    """os._exit() runs no exit handler, and multiprocessing's forked children end with
+    it: its call writes every thread's last block first."""
+    run = tracer.run(EXITING, activate=None)
+    rep = report(run.trace)
+    assert not rep["missing_events"], rep["missing_events"]
+    by_process = [{f["name"]: f["calls"] for f in p["functions"]} for p in rep["processes"]]
+    assert sorted(f.get("work", 0) for f in by_process) == [5, 50]
+    assert all(f.get("posix._exit") == 1 for f in by_process)

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 
@@ -49,6 +50,8 @@ thread_local Block *current_block __attribute__((tls_model("initial-exec"))) = n
 // thread may have held it.
 std::mutex *registry_mutex = new std::mutex();
 std::atomic<bool> idle_flush{false};
+// The interned name of os._exit (posix._exit), once a call of it was named.
+std::atomic<const char *> exit_callable{nullptr};
 Block *registry = nullptr;
 
 void link(Block *b) {
@@ -206,7 +209,18 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
   ++b->count;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   b->writing = 0;
+  if (kind == PINSIGHT_RECORD_C_CALL_BEGIN &&
+      callable_id == reinterpret_cast<uintptr_t>(exit_callable.load(std::memory_order_relaxed))) {
+    // The process ends inside this call, without exit handlers: the last blocks
+    // of every thread go out now.
+    flush_all(true);
+    return;
+  }
   if (b->used >= kBlockBytes) write_block(*b, false);
+}
+
+void note_callable(const char *name) {
+  if (std::strcmp(name, "posix._exit") == 0) exit_callable.store(name, std::memory_order_relaxed);
 }
 
 void enable() {

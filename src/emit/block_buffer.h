@@ -31,6 +31,11 @@ constexpr uint64_t kIdleFlushNs = 200000000;
 void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
             int python_thread_id);
 
+// A native callee's interned name, as it is first named (slow path): os._exit's
+// is remembered, and a call of it flushes every thread's block first (it ends
+// the process without exit handlers; multiprocessing's forked children end so).
+void note_callable(const char *name);
+
 // Once, when the batched payload is first chosen: the fatal-signal handlers and
 // the flush at process exit.
 void enable();

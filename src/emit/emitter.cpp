@@ -108,6 +108,7 @@ void name_code(NamedCode &code, uint32_t epoch) {
 void name_callable(const char *name, uint32_t epoch) {
   uintptr_t hash = reinterpret_cast<uintptr_t>(name) * UINT64_C(0x9e3779b97f4a7c15);
   named_callables[hash >> (64 - kNamedCallableBits)] = {name, epoch};
+  if (batched_payload) blocks::note_callable(name);
   lttng_ust_tracepoint(python_pinsight_lttng_ust, callable_info,
                        reinterpret_cast<unsigned long>(name), name);
 }
