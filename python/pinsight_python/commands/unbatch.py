@@ -46,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
     proc = subprocess.run([BT2_PYTHON, str(SCRIPT), str(dirs[0]), str(out)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
+        # The traceback's last line says what went wrong (bt2 missing, an unreadable trace).
+        cause = (proc.stderr.strip().splitlines() or ["no message"])[-1]
         recording.error(PROG, f"babeltrace2 could not rewrite {dirs[0]} (with {BT2_PYTHON}, "
-                        f"which needs python3-bt2):\n{proc.stderr.strip()}")
+                        f"which needs python3-bt2 and PINSIGHT_BT2_PYTHON names): {cause}")
         return EXIT_FAILED
     print(f"wrote {out}: {dirs[0]} with its blocks as per-event compact events",
           file=sys.stderr)
