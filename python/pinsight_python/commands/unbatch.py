@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     if proc.returncode != 0:
         # The traceback's last line says what went wrong (bt2 missing, an unreadable trace).
         cause = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        recording.error(PROG, f"babeltrace2 could not rewrite {dirs[0]} (with {BT2_PYTHON}, "
-                        f"which needs python3-bt2 and PINSIGHT_BT2_PYTHON names): {cause}")
+        recording.error(PROG, f"could not rewrite {dirs[0]}: {cause} (run by {BT2_PYTHON}, "
+                        "which needs babeltrace2's Python bindings, python3-bt2; "
+                        "PINSIGHT_BT2_PYTHON names another interpreter)")
         return EXIT_FAILED
     print(f"wrote {out}: {dirs[0]} with its blocks as per-event compact events",
           file=sys.stderr)
