@@ -225,8 +225,8 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, compact_c_call_cl
  * The batched payload ([Python] payload = batched): a thread's compact frame and
  * native-call events, packed (format/wire.h says how) and written as one event
  * per block of a few KiB, or when the block's first record is 100 ms old, or at
- * a flush (thread or process exit, fork, mode change, reload, deactivate, a
- * fatal signal). base_clock is the clock LTTng-UST timestamps events with
+ * a flush (thread or process exit, os._exit, fork, mode change, reload,
+ * deactivate, SIGUSR1, a fatal signal). base_clock is the clock LTTng-UST timestamps events with
  * (CLOCK_MONOTONIC) at the block's first record; first_sequence counts the
  * thread's records before this block, so a gap is a lost block. tid is the
  * thread the records are of: an idle thread's block is flushed by the control
