@@ -110,6 +110,11 @@ def missing_events(raw: Dict[str, Any]) -> List[str]:
             lines.append(f"events missing on {where}: the process ended with calls open "
                          "and without writing its last block (kill -9 or os._exit?); "
                          "its calls open then are cut short there")
+    late = raw.get("late_records", 0)
+    if late:
+        lines.append(f"{late:,} batched records came after later events of their thread had "
+                     "been read (a block held back too long, or the 2 million events the reader "
+                     "holds ran out): their times were moved forward to keep the order")
     return lines
 
 
