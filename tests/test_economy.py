@@ -164,7 +164,9 @@ def test_payload_key_and_overrides(tmp_path: Path) -> None:
     assert parse("[Python.default]\n    payload = Compact\n")["payload"] == "compact"
     with pytest.raises(ValueError) as caught:
         parse("[Python]\npayload = tiny\n")
-    assert str(caught.value) == "cfg.txt:2: unknown payload 'tiny' (expected full or compact)"
+    assert str(caught.value) == (
+        "cfg.txt:2: unknown payload 'tiny' (expected full, compact or batched)"
+    )
 
     config = tmp_path / "compact.txt"
     config.write_text("[Python]\npayload = compact\n")
@@ -193,7 +195,8 @@ def test_payload_key_and_overrides(tmp_path: Path) -> None:
     assert payload(f"dict(config={str(config)!r})", PINSIGHT_PYTHON_PAYLOAD="full") == "full"
     assert payload("dict(payload='compact')", PINSIGHT_PYTHON_PAYLOAD="full") == "compact"
     assert payload("{}", PINSIGHT_PYTHON_PAYLOAD="small") == (
-        "error: PINSIGHT_PYTHON_PAYLOAD: unknown payload 'small' (expected full or compact)"
+        "error: PINSIGHT_PYTHON_PAYLOAD: unknown payload 'small' "
+        "(expected full, compact or batched)"
     )
 
 

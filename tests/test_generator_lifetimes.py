@@ -438,7 +438,7 @@ print(json.dumps(walls))
 """
 
 
-@pytest.mark.parametrize("payload", ["full", "compact"])
+@pytest.mark.parametrize("payload", ["full", "compact", "batched"])
 def test_generator_wall_time_is_first_start_to_final_end(tmp_path: Path, payload: str) -> None:
     run = Tracer(tmp_path).run(WALL, env={"PINSIGHT_PYTHON_PAYLOAD": payload})
     check_balanced(run.trace)

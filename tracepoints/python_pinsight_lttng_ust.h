@@ -221,6 +221,41 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, compact_c_call_cl
     )
 )
 
+/*
+ * The batched payload ([Python] payload = batched): a thread's compact frame and
+ * native-call events, packed (format/wire.h says how) and written as one event
+ * per block of a few KiB, or when the block's first record is 100 ms old, or at
+ * a flush (thread or process exit, os._exit, fork, mode change, reload,
+ * deactivate, SIGUSR1, a fatal signal). base_clock is the clock LTTng-UST timestamps events with
+ * (CLOCK_MONOTONIC) at the block's first record; first_sequence counts the
+ * thread's records before this block, so a gap is a lost block. tid is the
+ * thread the records are of: an idle thread's block is flushed by the control
+ * thread, whose vtid the event's context has. An empty block opens a thread's
+ * batched records (and keeps an idle thread's stream moving); flags bit 0 marks
+ * its last one. code_info / callable_info name the ids as for compact.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, event_block,
+    LTTNG_UST_TP_ARGS(
+        int, python_thread_id,
+        int, tid,
+        uint64_t, first_sequence,
+        uint32_t, record_count,
+        uint64_t, base_clock,
+        int, flags,
+        const uint8_t *, records,
+        uint16_t, size
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer(int, tid, tid)
+        lttng_ust_field_integer(uint64_t, first_sequence, first_sequence)
+        lttng_ust_field_integer(uint32_t, record_count, record_count)
+        lttng_ust_field_integer(uint64_t, base_clock, base_clock)
+        lttng_ust_field_integer(uint8_t, flags, flags)
+        lttng_ust_field_sequence(uint8_t, records, records, uint16_t, size)
+    )
+)
+
 /* The names of a code object (compact payload): qualname, file, first line. */
 LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, code_info,
     LTTNG_UST_TP_ARGS(

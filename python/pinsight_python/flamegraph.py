@@ -13,7 +13,7 @@ import hashlib
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, TextIO, Tuple
 
 from .analysis import ORIGINS, Symbol, TraceData, format_ns
 from .resources import format_bytes
@@ -240,6 +240,19 @@ def _tooltip(node: _Node, share: float, fmt: Callable[[int], str],
     return "\n".join(lines)
 
 
+def _svg_warnings(raw: Dict[str, Any]) -> List[str]:
+    warnings = []
+    if raw["discarded_events"]:
+        warnings.append(f"LTTng discarded {raw['discarded_events']:,} events: "
+                        "timings near them are unreliable")
+    missing = raw.get("missing_events", ())
+    if missing:
+        # Batched traces: the stderr warning says where; the SVG says that.
+        warnings.append(f"events missing on {len({(m['vpid'], m['vtid']) for m in missing})} "
+                        "thread(s) (lost or unflushed blocks)")
+    return warnings
+
+
 def render_svg(
     trace: TraceData,
     title: Optional[str] = None,
@@ -278,10 +291,7 @@ def render_svg(
     max_depth = max((d for _, _, _, d in placed), default=0)
     height = top_margin + (max_depth + 1) * frame_h + bottom_margin
 
-    warnings = []
-    if trace.raw["discarded_events"]:
-        warnings.append(f"LTTng discarded {trace.raw['discarded_events']:,} events: "
-                        "timings near them are unreliable")
+    warnings = _svg_warnings(trace.raw)
     subtitle = (f"{trace.events:,} events, {fmt(root.total_ns)} in frames; "
                 f"width = {'sampled allocated bytes' if alloc else 'time'}; click a frame to zoom")
     if omitted:

@@ -11,7 +11,7 @@ import os
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns
+from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns, missing_events
 from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
@@ -320,6 +320,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "frames whose begin or end was lost show up as unbalanced; record with "
             "larger or more sub-buffers"
         )
+    warnings += missing_events(raw)
     for line in trace.unrecorded_processes():
         warnings.append(
             f"process {line} of the run recorded no events (it could not join the "
@@ -374,6 +375,11 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
                 for d in raw["discards"]
             ],
         },
+        "missing_events": [
+            {"vpid": m["vpid"], "vtid": m["vtid"], "python_thread_id": m["python_thread_id"],
+             "after_ns": m["after_ns"], "count": m["count"] or None}
+            for m in raw.get("missing_events", ())
+        ],
         "warnings": warnings,
         "mpi": mpi,
         "processes": processes,

@@ -37,6 +37,23 @@ enum {
   PINSIGHT_ALLOC_NATIVE = 3         /* malloc from native code (the preload library) */
 };
 
+/*
+ * The batched payload's records (event_block's `records`): per record a kind
+ * byte, (record kind << 3) | transition, then LEB128 varints: the code_id's
+ * change from the block's previous record (zigzag), for a native call the
+ * callable_id's change (zigzag) and the call site's line, and last the clock's
+ * advance in ns since the previous record (the first: since base_clock).
+ * Deltas start from 0 in every block, so a block decodes on its own.
+ */
+enum {
+  PINSIGHT_RECORD_FUNCTION_BEGIN = 0,
+  PINSIGHT_RECORD_FUNCTION_END = 1,
+  PINSIGHT_RECORD_C_CALL_BEGIN = 2,
+  PINSIGHT_RECORD_C_CALL_END = 3
+};
+/* event_block's flags: the thread's last block (it exited, or the process did). */
+enum { PINSIGHT_BLOCK_FINAL = 1 };
+
 #ifdef __cplusplus
 namespace pinsight::wire {
 

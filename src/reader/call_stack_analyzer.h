@@ -283,7 +283,7 @@ class CallStackAnalyzer {
   ReadFilter filter_;
   std::vector<int8_t> visible_;            // per symbol: -1 not decided yet
   std::vector<std::string> main_scripts_;  // sys.argv[0] of the processes
-  uint64_t kind_counts_[static_cast<size_t>(EventKind::NativeEnd) + 1] = {};
+  uint64_t kind_counts_[static_cast<size_t>(EventKind::Block) + 1] = {};
   uint64_t control_threads_ = 0;
   const HostRegistry &hosts_;
   SymbolTable symbols_;

@@ -93,6 +93,11 @@ constexpr EventLayout kLayouts[] = {
      false,
      {"qualname", "filename", "lineno", "code_id", "python_thread_id", "how", "lifetime_ns",
       "segments"}},
+    {"event_block",
+     EventKind::Block,
+     true,
+     {"python_thread_id", "tid", "first_sequence", "record_count", "base_clock", "flags", "records",
+      nullptr}},
     {"mode_change",
      EventKind::ModeChange,
      false,
@@ -353,6 +358,47 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.lineno = out.aux = 0;
       out.transition = 0;
       break;
+    case EventKind::Block: {
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[0], -1));
+      // The records' thread: the control thread flushes an idle thread's block.
+      int64_t tid = read_integer(payload, slot[1], -1);
+      if (tid > 0) out.vtid = static_cast<int32_t>(tid);
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[2], 0));
+      out.aux = static_cast<int32_t>(read_integer(payload, slot[3], 0));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[5], 0));
+      // base_clock is a raw value of the event's own clock: placed on the same
+      // origin as the event's timestamp.
+      auto base_clock = static_cast<uint64_t>(read_integer(payload, slot[4], 0));
+      out.extra = ts;
+      const bt_clock_snapshot *snapshot =
+          bt_message_event_borrow_default_clock_snapshot_const(message);
+      if (info.has_clock && snapshot != nullptr && base_clock != 0) {
+        uint64_t frequency =
+            bt_clock_class_get_frequency(bt_clock_snapshot_borrow_clock_class_const(snapshot));
+        uint64_t value = bt_clock_snapshot_get_value(snapshot);
+        auto to_ns = [frequency](uint64_t cycles) {
+          return frequency == 1000000000u
+                     ? cycles
+                     : static_cast<uint64_t>(static_cast<double>(cycles) * 1e9 /
+                                             static_cast<double>(frequency));
+        };
+        if (value >= base_clock) out.extra = ts - (to_ns(value) - to_ns(base_clock));
+      }
+      out.lineno = 0;
+      if (slot[6].index >= 0) {
+        const bt_field *records = member(payload, slot[6].index);
+        uint64_t length = bt_field_array_get_length(records);
+        size_t at = batch.arena.size();
+        batch.arena.resize(at + length);
+        for (uint64_t i = 0; i < length; ++i) {
+          batch.arena[at + i] = static_cast<char>(bt_field_integer_unsigned_get_value(
+              bt_field_array_borrow_element_field_by_index_const(records, i)));
+        }
+        out.str[0] = static_cast<StringRef>(at);
+        out.lineno = static_cast<int32_t>(length);
+      }
+      break;
+    }
     case EventKind::ThreadStart:
       out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[0], -1));
       out.code_id = static_cast<uint64_t>(read_integer(payload, slot[1], 0));

@@ -93,6 +93,21 @@ py::dict result_dict(const Analysis &analysis) {
     discards.append(rd);
   }
   d["discards"] = discards;
+  const BlockMerger &blocks = analysis.blocks();
+  d["blocks"] = blocks.blocks();
+  d["late_records"] = blocks.late_records();
+  py::list missing;
+  for (const MissingRecords &m : blocks.missing()) {
+    py::dict md;
+    md["host"] = analysis.hosts().name(m.host);
+    md["vpid"] = m.vpid;
+    md["vtid"] = m.vtid;
+    md["python_thread_id"] = m.python_thread_id;
+    md["after_ns"] = m.after_ns;
+    md["count"] = m.count;
+    missing.append(md);
+  }
+  d["missing_events"] = missing;
   py::list symbols;
   const SymbolTable &table = a.symbols();
   for (SymbolId i = 0; i < table.size(); ++i) {

@@ -36,6 +36,9 @@ enum class EventKind : uint8_t {
   NativeBegin,   // another provider's NAME_begin; str[0]: provider, str[1]: NAME;
                  // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
   NativeEnd,     // its NAME_end
+  Block,         // batched payload's event_block: vtid: its tid; code_id: first_sequence;
+                 // extra: base_clock as ns from origin; aux: record_count; transition:
+                 // flags; str[0]: the records' bytes, lineno: their length
 };
 
 // The provider's enumerations (import_transition, alloc_source, frame_transition,

@@ -303,6 +303,7 @@ void Tracer::stop() {
   if (!active_) return;
   active_ = false;
   mode_.store(TraceMode::Off);
+  emitter::flush_blocks(/*last=*/true);  // the batched payload's pending records
   mode_changed();
   if (backend_) {
     try {
