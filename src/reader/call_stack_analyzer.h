@@ -165,6 +165,8 @@ struct ProcessState {
 // the innermost frame open on that thread at the region's begin: a Python
 // function, or the native callee (ctypes, pybind11) it was in.
 inline constexpr SymbolId kNoCaller = UINT32_MAX;
+// export: the track of a process's device activity (a thread id no thread has).
+inline constexpr int32_t kDeviceTrackTid = 2000000000;
 struct NativeRegionStats {
   uint64_t count = 0;
   uint64_t total_ns = 0;
@@ -194,8 +196,14 @@ struct NativeProcess {
   std::map<std::pair<uint64_t, uint64_t>, std::pair<SymbolId, int32_t>> parallel_callers;
   // provider << 32 | region -> the call-tree symbol "[OpenMP] parallel"
   std::unordered_map<uint64_t, SymbolId> tree_symbols;
-  std::string domain(uint32_t provider) const;                  // "openmp", or the provider
-  std::string domain_label(uint32_t provider) const;            // "OpenMP", or the provider
+  // CUDA: launches (correlationId) waiting for their device activity -> the
+  // caller and thread of the launch; what turns CUPTI ns into ns from origin.
+  std::unordered_map<uint32_t, std::pair<SymbolId, int32_t>> launches;
+  int64_t gpu_to_origin = 0;
+  bool gpu_clock = false;
+  bool device_track = false;                          // export: the process has a GPU track
+  std::string domain(uint32_t provider) const;        // "openmp", or the provider
+  std::string domain_label(uint32_t provider) const;  // "OpenMP", or the provider
   std::string label(uint32_t provider, uint32_t region) const;  // "[OpenMP] parallel"
 };
 
@@ -257,6 +265,8 @@ class CallStackAnalyzer {
   bool is_main_script(const std::string &filename) const;
   void close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit);
   void pop(ThreadState &t, uint64_t ts, FrameExit exit);
+  // A CUDA kernel or copy on the device: to the launch's caller.
+  void on_device_activity(const RawEvent &e, NativeProcess &p, uint32_t provider, uint32_t region);
   // Tracing stepped aside in `process` (a debugger): its frames end there.
   void step_aside(const ProcessState &process, uint64_t ts);
   void on_c_call_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
