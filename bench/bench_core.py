@@ -3,7 +3,8 @@ in the same run.
 
     .venv/bin/python bench/bench_core.py [--repeat N] [--workloads fib,objects,native]
 
-Workloads: recursive calls (fib), method-heavy object code, many native calls.
+Workloads: recursive calls (fib), method-heavy object code, many native calls,
+generator instances (generators: a generator_end each).
 Configurations, run interleaved (every configuration once per round, rounds
 repeated; the minimum is kept): untraced; cProfile; VizTracer (the bench extra:
 pip install -e ".[bench]"); an empty C sys.monitoring callback (the floor of any
@@ -17,7 +18,8 @@ traced ones run inside one LTTng session with `pinsight-python trace`'s defaults
 Bytes per event: each workload traced once per payload in a session of its own
 (trace's defaults); the bytes LTTng wrote (packet contents, from the trace's
 index, plus metadata) over the events of the program (code_info and
-callable_info count as bytes, not as events). Discards: fib on 4 threads with
+callable_info count as bytes, not as events; a batched trace's events are its
+blocks' records). Discards: fib on 4 threads with
 each payload, on trace's default channel.
 """
 
@@ -65,6 +67,30 @@ def workload():
         s += acc.norm2 % 7
     return s
 """,
+    "nbody": """
+def advance(bodies, pairs, dt):
+    for (b1, b2) in pairs:
+        dx = b1[0] - b2[0]; dy = b1[1] - b2[1]; dz = b1[2] - b2[2]
+        mag = dt * inverse_cube(dx * dx + dy * dy + dz * dz)
+        kick(b1, b2, dx, dy, dz, mag)
+    for b in bodies:
+        drift(b, dt)
+def inverse_cube(d2):
+    return d2 ** -1.5
+def kick(b1, b2, dx, dy, dz, mag):
+    m1 = b1[6] * mag; m2 = b2[6] * mag
+    b1[3] -= dx * m2; b1[4] -= dy * m2; b1[5] -= dz * m2
+    b2[3] += dx * m1; b2[4] += dy * m1; b2[5] += dz * m1
+def drift(b, dt):
+    b[0] += dt * b[3]; b[1] += dt * b[4]; b[2] += dt * b[5]
+def workload():
+    bodies = [[float(i), float(i * i % 7), float(i % 3), 0.1 * i, 0.0, 0.05, 1.0 + i]
+              for i in range(5)]
+    pairs = [(bodies[i], bodies[j]) for i in range(5) for j in range(i + 1, 5)]
+    for _ in range(8000):
+        advance(bodies, pairs, 0.01)
+    return bodies[0][0]
+""",
     "native": """
 import math
 def workload():
@@ -73,6 +99,17 @@ def workload():
         out.append(math.sqrt(i))
         len(out)
     return sum(out)
+""",
+    # Generator instances (a generator_end each) and their resumptions.
+    "generators": """
+def pairs(n):
+    for i in range(n):
+        yield i, i * i
+def workload():
+    s = 0
+    for i in range(20000):
+        s += any(b > 20 for _, b in pairs(8))
+    return s
 """,
 }
 
@@ -119,8 +156,13 @@ import pinsight_python
 start = lambda: pinsight_python.activate(payload="compact")
 stop = pinsight_python.deactivate
 """,
+    "batched": """
+import pinsight_python
+start = lambda: pinsight_python.activate(payload="batched")
+stop = pinsight_python.deactivate
+""",
 }
-OURS = ("full", "compact")
+OURS = ("full", "compact", "batched")
 
 RUNNER = """
 import time, sys
@@ -156,6 +198,7 @@ def build_reftracer(out: Path) -> Path:
             "-fPIC",
             f"-I{include}",
             f"-I{ROOT / 'tracepoints'}",
+            f"-I{ROOT / 'src'}",  # format/wire.h, which the provider's header includes
             str(ROOT / "bench" / "reftracer" / "reftracer.c"),
             "-o",
             str(target),
@@ -255,6 +298,10 @@ def count_events(trace: Path) -> Tuple[int, int, int]:
     for line in proc.stdout:
         if ":code_info:" in line or ":callable_info:" in line:
             names += 1
+        elif ":event_block:" in line:
+            # The batched payload: the block's records are the program's events.
+            found = re.search(r"record_count = (\d+)", line)
+            events += int(found.group(1)) if found else 0
         else:
             events += 1
     stderr = proc.stderr.read() if proc.stderr else ""
@@ -368,6 +415,16 @@ def print_costs(
         ref = best[(workload, "reference")] - base
         ratios = [(best[(workload, c)] - base) / ref for c in ("full", "compact", "int-floor")]
         print(f"| {workload} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
+    print("\nbatched against cProfile (target: <= 1.00x) and the empty callback\n")
+    print("| workload | batched / cProfile | batched / empty callback | batched / compact |")
+    print("|---|---:|---:|---:|")
+    for workload in workloads:
+        base = best[(workload, "untraced")]
+        added = {c: best[(workload, c)] - base
+                 for c in ("batched", "cProfile", "empty-callback", "compact")}
+        print(f"| {workload} | {added['batched'] / added['cProfile']:.2f} | "
+              f"{added['batched'] / added['empty-callback']:.2f} | "
+              f"{added['batched'] / added['compact']:.2f} |")
 
 
 def print_sizes(
@@ -376,14 +433,16 @@ def print_sizes(
     discards: Dict[str, int],
 ) -> None:
     print("\nbytes per event with trace's defaults (target: compact <= 45, full <= 90)\n")
-    print("| workload | full B/event | compact B/event | compact names events |")
-    print("|---|---:|---:|---:|")
+    print("| workload | full B/event | compact B/event | batched B/event | "
+          "compact names events |")
+    print("|---|---:|---:|---:|---:|")
     for workload in workloads:
         full = sizes[(workload, "full")]
         compact = sizes[(workload, "compact")]
+        batched = sizes[(workload, "batched")]
         print(
             f"| {workload} | {full[0] / full[1]:.1f} | {compact[0] / compact[1]:.1f} | "
-            f"{compact[2]:,} |"
+            f"{batched[0] / batched[1]:.1f} | {compact[2]:,} |"
         )
     print(
         "\ndiscarded events, fib(25) on 4 threads, trace's default channel: "

@@ -5,7 +5,8 @@
 Same workloads as bench_core.py. Configurations: untraced; an empty C
 sys.monitoring callback (the floor of any per-call tool); STANDBY; TRACING with
 every function past its cap (max_num_traces = 1, warmed up); MONITORING; TRACING
-with max_num_traces = 100 per function; full TRACING. Targets (issue #3):
+with max_num_traces = 100 per function; full TRACING; TRACING with the batched
+payload. Targets (issue #3):
 STANDBY and past-cap within 5% of untraced, MONITORING at most 1.3x the empty
 callback's cost per event, the capped run within 10% of untraced on "objects".
 """
@@ -28,6 +29,7 @@ CONFIGS = {
     "MONITORING": "[Python.default]\n    trace_mode = MONITORING\n",
     "cap-100": "[Lexgion(Python).default]\n    max_num_traces = 100\n",
     "TRACING": "[Python.default]\n    trace_mode = TRACING\n",
+    "TRACING-batched": "[Python.default]\n    trace_mode = TRACING\n    payload = batched\n",
 }
 
 RUNNER = """
@@ -59,10 +61,10 @@ def main() -> int:
         with lttng.Session(tmp / "trace"):
             for workload in bench_core.WORKLOADS:
                 row: Dict[str, float] = {}
-                for config in ("untraced", "empty-callback", "pinsight-python"):
+                for config in ("untraced", "empty-callback", "full"):
                     runs = [bench_core.run_one(workload, config, tmp) for _ in range(args.repeat)]
                     row[config] = min(r[0] for r in runs)
-                    if config == "pinsight-python":
+                    if config == "full":  # bench_core's full TRACING: the events it emits
                         events = runs[0][1]
                 for name in CONFIGS:
                     code = RUNNER.format(
@@ -82,7 +84,7 @@ def main() -> int:
             for name in ("empty-callback", *CONFIGS):
                 extra = (row[name] - base) / n * 1e9
                 print(
-                    f"  {name:15} {row[name] / base:6.3f}x   {extra:8.1f} ns/event"
+                    f"  {name:16} {row[name] / base:6.3f}x   {extra:8.1f} ns/event"
                     + (f"   {extra / empty:5.2f}x empty" if name == "MONITORING" else "")
                 )
     return 0

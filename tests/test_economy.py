@@ -27,7 +27,7 @@ import pytest
 
 from pinsight_python import lttng
 from tests import tc_replay
-from tests.tracing import Event, Trace, Tracer, read_trace
+from tests.tracing import Event, Trace, Tracer, cli, read_trace
 
 REPO = Path(__file__).resolve().parent.parent
 CALLSTACK_XML = REPO / "tracecompass" / "pinsight_python_callstack.xml"
@@ -86,18 +86,6 @@ main()
 """
 
 
-def cli(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from pinsight_python.cli import main; "
-         "sys.exit(main(sys.argv[1:]))", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def stream_bytes(trace_dir: Path) -> int:
     return sum(
         p.stat().st_size
@@ -108,7 +96,8 @@ def stream_bytes(trace_dir: Path) -> int:
 
 # ---------------------------------------------------------------------------- normalizing
 
-_TIME_KEYS = {"begin_ns", "end_ns", "duration_ns", "total_ns", "self_ns", "trace", "trace_dirs"}
+_TIME_KEYS = {"begin_ns", "end_ns", "duration_ns", "total_ns", "self_ns", "trace", "trace_dirs",
+              "wall_ns", "running_ns", "mean_wall_ns"}
 _ID_KEYS = {"vpid", "vtid", "pid", "label"}
 
 
@@ -175,7 +164,9 @@ def test_payload_key_and_overrides(tmp_path: Path) -> None:
     assert parse("[Python.default]\n    payload = Compact\n")["payload"] == "compact"
     with pytest.raises(ValueError) as caught:
         parse("[Python]\npayload = tiny\n")
-    assert str(caught.value) == "cfg.txt:2: unknown payload 'tiny' (expected full or compact)"
+    assert str(caught.value) == (
+        "cfg.txt:2: unknown payload 'tiny' (expected full, compact or batched)"
+    )
 
     config = tmp_path / "compact.txt"
     config.write_text("[Python]\npayload = compact\n")
@@ -204,7 +195,8 @@ def test_payload_key_and_overrides(tmp_path: Path) -> None:
     assert payload(f"dict(config={str(config)!r})", PINSIGHT_PYTHON_PAYLOAD="full") == "full"
     assert payload("dict(payload='compact')", PINSIGHT_PYTHON_PAYLOAD="full") == "compact"
     assert payload("{}", PINSIGHT_PYTHON_PAYLOAD="small") == (
-        "error: PINSIGHT_PYTHON_PAYLOAD: unknown payload 'small' (expected full or compact)"
+        "error: PINSIGHT_PYTHON_PAYLOAD: unknown payload 'small' "
+        "(expected full, compact or batched)"
     )
 
 

@@ -19,7 +19,7 @@ from typing import Dict, List
 
 import pytest
 
-from .tracing import SETPROFILE, Trace, Tracer, check_balanced
+from .tracing import SETPROFILE, Trace, Tracer, check_balanced, cli
 
 BACKENDS = ["setprofile"] if SETPROFILE else ["sys.monitoring", "setprofile"]
 MODES = ["STANDBY", "MONITORING", "TRACING"]
@@ -296,6 +296,20 @@ SEGMENTS = {
 }
 
 
+# How each soup instance ends (generator_end's how): collected while suspended
+# for those dropped, a generator expression any() stopped included.
+ENDED = {
+    "exhausted": "returned",
+    "dropped": "collected",
+    "closed": "collected" if sys.version_info >= (3, 12) else "raised",
+    "thrown": "collected",  # its finalizer's segment runs after the entry is gone
+    "cyclic": "collected",
+    "nested": "returned",
+    "awaited": "returned",
+    "one_round.<locals>.<genexpr>": "collected",
+}
+
+
 def allowed(starts: int, cap: int, rate: int) -> int:
     # The 0-based executions rate-1, 2*rate-1, ... are traced, `cap` of them.
     return min(cap, starts // rate) if cap >= 0 else starts // rate
@@ -346,6 +360,15 @@ def test_generator_soup_is_exact_under_rate_control(tmp_path: Path, cap: int, ra
     traced_main = exhausted[True].count("start")
     total = len(exhausted[True]) + len(exhausted[False])
     assert total == 3 * (traced_main + exhausted[False].count("start")), exhausted
+    # Every traced instance has exactly one generator_end (its lifetime), with
+    # all its segments, however it ended; untraced instances have none.
+    for name, segments in SEGMENTS.items():
+        seen = segments_by_thread(run.trace, name)
+        ends = [e.fields for e in run.trace.named("generator_end") if e.fields["qualname"] == name]
+        assert len(ends) == seen[True].count("start") + seen[False].count("start"), (name, ends)
+        assert {e["segments"] for e in ends} <= {segments}, (name, ends)
+        assert {e["how"] for e in ends} <= {ENDED[name]}, (name, ends)
+        assert all(e["lifetime_ns"] > 0 for e in ends), (name, ends)
 
 
 def test_capped_nested_generator_keeps_its_segments(tmp_path: Path) -> None:
@@ -374,3 +397,74 @@ def test_capped_nested_generator_keeps_its_segments(tmp_path: Path) -> None:
         if e.fields["qualname"] == "nested"
     ]
     assert seen == ["start", "resume", "resume"]
+
+
+# Issue 22, point 8: a generator's wall time, first start to final end, beside
+# the time its segments ran. Each instance is timed inside the program around
+# its whole life; its consumer sleeps between resumptions.
+WALL = """
+import asyncio
+import json
+import threading
+import time
+
+def ticks(n):
+    for i in range(n):
+        yield i
+
+def consume(n, pause):
+    t0 = time.perf_counter_ns()
+    for _ in ticks(n):
+        time.sleep(pause)
+    return time.perf_counter_ns() - t0
+
+async def waits(pause):
+    await asyncio.sleep(pause)
+    await asyncio.sleep(pause)
+
+walls = {"ticks": [consume(4, 0.03), consume(2, 0.03)]}
+t0 = time.perf_counter_ns()
+asyncio.run(waits(0.04))
+walls["waits"] = [time.perf_counter_ns() - t0]
+# Started here, finished on another thread after a pause.
+g = ticks(3)
+next(g)
+t0 = time.perf_counter_ns()
+worker = threading.Thread(target=lambda: (time.sleep(0.05), list(g)))
+worker.start()
+worker.join()
+walls["handed_over"] = [time.perf_counter_ns() - t0]
+print(json.dumps(walls))
+"""
+
+
+@pytest.mark.parametrize("payload", ["full", "compact", "batched"])
+def test_generator_wall_time_is_first_start_to_final_end(tmp_path: Path, payload: str) -> None:
+    run = Tracer(tmp_path).run(WALL, env={"PINSIGHT_PYTHON_PAYLOAD": payload})
+    check_balanced(run.trace)
+    measured = json.loads(run.stdout)
+    report = json.loads(cli("report", "--json", "--top", "0", str(run.trace.path)))
+    [proc] = report["processes"]
+    rows = {row["qualname"]: row for row in proc["generators"]}
+    ticks, waits = rows["ticks"], rows["waits"]
+    # ticks: three instances; each consumer's time encloses its instance's life
+    # and exceeds it only by the consumer's own last steps.
+    assert ticks["instances_started"] == ticks["instances_finished"] == 3
+    assert ticks["segments"] == 5 + 3 + 4
+    inside = sum(measured["ticks"]) + measured["handed_over"][0]
+    assert inside - 5_000_000 <= ticks["wall_ns"] <= inside, (ticks, measured)
+    assert ticks["running_ns"] < ticks["wall_ns"] / 10
+    assert ticks["mean_wall_ns"] == ticks["wall_ns"] // 3
+    # The coroutine lives for both sleeps, and runs for almost none of it.
+    assert waits["instances_finished"] == 1
+    assert 80_000_000 <= waits["wall_ns"] <= measured["waits"][0], (waits, measured)
+    assert waits["running_ns"] < 10_000_000
+    # The function rows carry the same, and other functions none.
+    functions = {row["qualname"]: row for row in proc["functions"]}
+    assert functions["ticks"]["wall_ns"] == ticks["wall_ns"]
+    assert functions["consume"]["wall_ns"] is None
+    text = cli("report", str(run.trace.path))
+    assert "Generators and coroutines, first start to final end" in text
+    svg = tmp_path / "flame.svg"
+    cli("flamegraph", str(run.trace.path), "--min-width", "0", "-o", str(svg))
+    assert "generator: 3 instances finished, wall (first start to final end)" in svg.read_text()

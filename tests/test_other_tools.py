@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 import pytest
 
-from .tracing import Tracer, check_balanced
+from .tracing import Tracer, check_balanced, cli
 
 needs_sys_monitoring = pytest.mark.skipif(
     sys.version_info < (3, 12), reason="sys.monitoring exists from CPython 3.12"
@@ -164,3 +164,49 @@ def test_coverage_measures_the_same_with_and_without_us(
                if e.fields["qualname"] == "worker"}
     assert workers == set(range(6))
     check_balanced(run.trace, allow_open=True)
+
+
+# pdb, as a user debugging a traced program meets it: breakpoint(), a step,
+# continue; then the program goes on, traced again.
+DEBUGGED = """
+import io
+import sys
+
+sys.stdin = io.StringIO("next\\ncontinue\\n")
+
+def debugged():
+    x = 1
+    breakpoint()
+    y = 2
+    return x + y
+
+def after():
+    return sum(range(10))
+
+print(debugged())
+print(after())
+"""
+
+
+@needs_sys_monitoring
+def test_pdb_stops_where_it_would_untraced(tracer: Tracer, tmp_path: Path) -> None:
+    """Issue 22, point 9: on 3.12-3.13 a debugger's first stop came one line late
+    while we monitored calls (CPython does it with any second tool); the tracer
+    steps aside while bdb traces, and traces again once it is done."""
+    env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_PYTHON"}
+    run = tracer.run(DEBUGGED, activate=None, env={"PINSIGHT_TRACE_PYTHON": "TRACING"})
+    script = tmp_path / f"prog{tracer.counter}.py"
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, check=True)
+    assert run.stdout == plain.stdout, run.stdout
+    assert run.stderr == plain.stderr
+    assert "-> breakpoint()" in run.stdout  # the first stop: the line itself
+    changes = [(e.fields["mode"], e.fields["reason"]) for e in run.trace.named("mode_change")]
+    assert ("OFF", "debugger") in changes and ("TRACING", "debugger_done") in changes, changes
+    # Traced again after the debugger: after() has its begin and end.
+    assert run.trace.functions()["after"] == 1
+    assert run.trace.functions("function_end")["after"] == 1
+    report = json.loads(cli("report", "--json", str(run.trace.path)))
+    [proc] = report["processes"]
+    assert proc["unbalanced"]["stepped_aside"] >= 2  # <module> and debugged(), at least
+    assert proc["unbalanced"]["implicitly_closed"] == 0

@@ -275,10 +275,11 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
     assert set(report["discarded"]) == {"events", "packets", "records", "ranges"}
     assert isinstance(report["warnings"], list)
     function_fields = {"kind", "name", "qualname", "filename", "lineno", "calls", "segments",
-                       "total_ns", "self_ns", "exceptions", "module", "origin"}
+                       "total_ns", "self_ns", "exceptions", "module", "origin",
+                       "instances_finished", "wall_ns"}
     location_fields = {"name", "qualname", "filename", "lineno"}
     activity = {"modules", "functions", "functions_total", "native_calls", "native_calls_total",
-                "exceptions", "unbalanced", "imports"}
+                "generators", "exceptions", "unbalanced", "imports"}
     assert set(report["filters"]) == {"pids", "ranks", "threads", "modules", "excludes",
                                       "ignore_frozen"}
     assert report["event_counts"]["function_begin"] > 0 and report["control_threads"] == 0
@@ -303,7 +304,7 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
             assert len(section["functions"]) <= 6
             assert len(section["native_calls"]) <= 3
             assert set(section["unbalanced"]) == {"ends_without_begin", "implicitly_closed",
-                                                  "open_at_end"}
+                                                  "open_at_end", "stepped_aside"}
             selfs = [r["self_ns"] for r in section["functions"]]
             assert selfs == sorted(selfs, reverse=True)
             for row in section["functions"]:
@@ -313,6 +314,10 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
                     assert row["filename"] is None and row["lineno"] is None
                 else:
                     assert isinstance(row["filename"], str) and isinstance(row["lineno"], int)
+            for g in section["generators"]:
+                assert set(g) == location_fields | {"instances_started", "instances_finished",
+                                                    "segments", "running_ns", "wall_ns",
+                                                    "mean_wall_ns"}
             for n in section["native_calls"]:
                 assert set(n) == {"caller", "callee", "calls", "total_ns", "raised"}
                 assert set(n["caller"]) == location_fields
@@ -502,7 +507,7 @@ def test_processes_of_several_hosts_stay_apart(
     for proc in hosts.values():
         assert by_qualname(proc["functions"])["fib"]["calls"] == 1973
         assert proc["unbalanced"] == {"ends_without_begin": 0, "implicitly_closed": 0,
-                                      "open_at_end": 0}
+                                      "open_at_end": 0, "stepped_aside": 0}
     chrome = tmp_path / "trace.json"
     assert run_cli(["export", str(combined), "-o", str(chrome)], capsys)[0] == 0
     events = json.loads(chrome.read_text())["traceEvents"]

@@ -201,7 +201,8 @@ def _fields(fields_macro: str) -> Tuple[Set[str], Dict[str, str]]:
     body = fields_macro[fields_macro.index("(") + 1 : fields_macro.rindex(")")]
     for kind, args_text in re.findall(r"lttng_ust_field_(\w+)\s*\(([^()]*)\)", body):
         args = [a.strip() for a in args_text.split(",")]
-        name_index = {"string": 0, "integer": 1, "integer_hex": 1, "enum": 3, "float": 1}
+        name_index = {"string": 0, "integer": 1, "integer_hex": 1, "enum": 3, "float": 1,
+                      "sequence": 1}
         assert kind in name_index, f"{HEADER.name}: field macro lttng_ust_field_{kind} not parsed"
         names.add(args[name_index[kind]])
         if kind == "enum":
@@ -246,13 +247,15 @@ def test_header_parser_sees_the_whole_contract() -> None:
         for name in (
             "function_begin function_end c_call_begin c_call_end "
             "compact_function_begin compact_function_end compact_c_call_begin "
-            "compact_c_call_end code_info callable_info "
+            "compact_c_call_end code_info callable_info generator_end event_block "
             "process_info thread_start mode_change import_begin import_end "
             "alloc_sample free_sample gil_switch gil_released"
         ).split()
     }
     assert OURS.events[f"{OUR_PROVIDER}:c_call_end"] >= {"callee_name", "caller_qualname"}
     assert OURS.enums[(f"{OUR_PROVIDER}:function_end", "transition")] >= {"return", "unwind"}
+    assert OURS.enums[(f"{OUR_PROVIDER}:generator_end", "how")] == {"returned", "raised",
+                                                                   "collected"}
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,15 @@ class Tracer:
         return Run(proc.returncode, proc.stdout, proc.stderr, read_trace(out))
 
 
+def cli(*args: str) -> str:
+    """`pinsight-python ARGS...` on this interpreter: its standard output; fails
+    the test with its standard error if it exits non-zero."""
+    proc = subprocess.run([sys.executable, "-m", "pinsight_python.cli", *args],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"pinsight-python {' '.join(args)}:\n{proc.stderr}"
+    return proc.stdout
+
+
 def untraced(
     code: str, tmp_path: Path, python: str = sys.executable
 ) -> subprocess.CompletedProcess[str]:

@@ -221,6 +221,41 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, compact_c_call_cl
     )
 )
 
+/*
+ * The batched payload ([Python] payload = batched): a thread's compact frame and
+ * native-call events, packed (format/wire.h says how) and written as one event
+ * per block of a few KiB, or when the block's first record is 100 ms old, or at
+ * a flush (thread or process exit, os._exit, fork, mode change, reload,
+ * deactivate, SIGUSR1, a fatal signal). base_clock is the clock LTTng-UST timestamps events with
+ * (CLOCK_MONOTONIC) at the block's first record; first_sequence counts the
+ * thread's records before this block, so a gap is a lost block. tid is the
+ * thread the records are of: an idle thread's block is flushed by the control
+ * thread, whose vtid the event's context has. An empty block opens a thread's
+ * batched records (and keeps an idle thread's stream moving); flags bit 0 marks
+ * its last one. code_info / callable_info name the ids as for compact.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, event_block,
+    LTTNG_UST_TP_ARGS(
+        int, python_thread_id,
+        int, tid,
+        uint64_t, first_sequence,
+        uint32_t, record_count,
+        uint64_t, base_clock,
+        int, flags,
+        const uint8_t *, records,
+        uint16_t, size
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer(int, tid, tid)
+        lttng_ust_field_integer(uint64_t, first_sequence, first_sequence)
+        lttng_ust_field_integer(uint32_t, record_count, record_count)
+        lttng_ust_field_integer(uint64_t, base_clock, base_clock)
+        lttng_ust_field_integer(uint8_t, flags, flags)
+        lttng_ust_field_sequence(uint8_t, records, records, uint16_t, size)
+    )
+)
+
 /* The names of a code object (compact payload): qualname, file, first line. */
 LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, code_info,
     LTTNG_UST_TP_ARGS(
@@ -246,6 +281,47 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, callable_info,
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_integer_hex(unsigned long, callable_id, callable_id)
         lttng_ust_field_string(name, name)
+    )
+)
+
+/* How a traced generator instance ended (generator_end). */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, generator_end_kind,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("returned", PINSIGHT_GENERATOR_RETURNED)
+        lttng_ust_field_enum_value("raised", PINSIGHT_GENERATOR_RAISED)
+        lttng_ust_field_enum_value("collected", PINSIGHT_GENERATOR_COLLECTED)
+    )
+)
+
+/*
+ * A traced generator, coroutine or async-generator instance ended: its
+ * lifetime from its first start (function_begin, transition start) to its
+ * final end, and how many segments (resumptions + 1) ran in between, on any
+ * thread. The frame events give the time it ran; this gives its wall time.
+ * qualname and filename are empty in the compact payload (code_info names
+ * code_id). Emitted on the thread where it ended (for "collected", where it
+ * was destroyed).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, generator_end,
+    LTTNG_UST_TP_ARGS(
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        unsigned long, code_id,
+        int, python_thread_id,
+        uint64_t, lifetime_ns,
+        unsigned int, segments,
+        int, how
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(qualname, qualname)
+        lttng_ust_field_string(filename, filename)
+        lttng_ust_field_integer(int, lineno, lineno)
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer(uint64_t, lifetime_ns, lifetime_ns)
+        lttng_ust_field_integer(unsigned int, segments, segments)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, generator_end_kind, int, how, how)
     )
 )
 

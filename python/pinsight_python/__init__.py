@@ -229,7 +229,8 @@ def activate(
     exclude: never trace these modules and their submodules (added to the
         configuration's module_exclude).
     payload: "full" (names on every event) or "compact" (integers; names once per
-        code object and callable per second, in code_info/callable_info events);
+        code object and callable per second, in code_info/callable_info events) or
+        "batched" (compact's records packed per thread into event_block events);
         default PINSIGHT_PYTHON_PAYLOAD, else the configuration's [Python] payload,
         else full.
 

@@ -95,6 +95,29 @@ def format_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
+def missing_events(raw: Dict[str, Any]) -> List[str]:
+    """The batched payload's lost records, one line per thread and gap: a block that
+    never came (a gap in the thread's record numbers), or a thread whose process ended
+    with calls open and without flushing (kill -9, os._exit)."""
+    lines = []
+    first = raw["first_ns"]
+    for m in raw.get("missing_events", ()):
+        where = (f"thread {m['vtid']} of process {m['vpid']} after "
+                 f"{format_ns(max(0, m['after_ns'] - first))}")
+        if m["count"]:
+            lines.append(f"{m['count']:,} events missing on {where} (a lost block)")
+        else:
+            lines.append(f"events missing on {where}: the process ended with calls open "
+                         "and without writing its last block (kill -9 or os._exit?); "
+                         "its calls open then are cut short there")
+    late = raw.get("late_records", 0)
+    if late:
+        lines.append(f"{late:,} batched records came after later events of their thread had "
+                     "been read (a block held back too long, or the 2 million events the reader "
+                     "holds ran out): their times were moved forward to keep the order")
+    return lines
+
+
 @dataclass(frozen=True)
 class ReadFilter:
     """What a read keeps (the filter options of report, flamegraph and export).

@@ -19,7 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 from ._startup import add_version_argument
 from .analysis import TraceNotFoundError, TraceReadError
-from .commands import attach, detach, export, flamegraph, report, startup_file, trace
+from .commands import attach, detach, export, flamegraph, report, startup_file, trace, unbatch
 from .commands.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -44,6 +44,7 @@ SUBCOMMANDS: List[Subcommand] = [
     Subcommand("flamegraph", flamegraph.HELP, flamegraph.configure, flamegraph.run,
                flamegraph.EXAMPLES),
     Subcommand("export", export.HELP, export.configure, export.run, export.EXAMPLES),
+    Subcommand("unbatch", unbatch.HELP, unbatch.configure, unbatch.run, unbatch.EXAMPLES),
 ]
 
 _MAIN_EPILOG = """\

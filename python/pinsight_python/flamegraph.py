@@ -13,7 +13,7 @@ import hashlib
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, TextIO, Tuple
 
 from .analysis import ORIGINS, Symbol, TraceData, format_ns
 from .resources import format_bytes
@@ -94,6 +94,7 @@ class _Node:
     self_ns: int = 0
     total_ns: int = 0
     calls: int = 0
+    symbol: int = -1  # the function of a python or native frame
     children: Dict[str, _Node] = field(default_factory=dict)
 
     def child(self, name: str, kind: str, detail: str = "", labels: Tuple[str, ...] = (),
@@ -125,9 +126,24 @@ def _build_tree(trace: TraceData) -> _Node:
                                        labels[symbol], rank.get(s.origin, len(ORIGINS)))
             node.self_ns += self_ns
             node.calls += calls
+            node.symbol = symbol
             nodes.append(node)
     _sum_totals(root)
     return root
+
+
+def _lifetimes(trace: TraceData) -> Dict[int, Tuple[int, int]]:
+    """Finished generator instances per function and their wall time (first
+    start to final end): the boxes show only the time their segments ran."""
+    out: Dict[int, Tuple[int, int]] = {}
+    for proc in trace.processes:
+        for thread in proc["threads"]:
+            for symbol, *stats in thread["functions"]:
+                finished, wall_ns = stats[5], stats[6]
+                if finished:
+                    had = out.get(symbol, (0, 0))
+                    out[symbol] = (had[0] + finished, had[1] + wall_ns)
+    return out
 
 
 def _sum_totals(root: _Node) -> None:
@@ -210,6 +226,33 @@ def _fit_label(labels: Tuple[str, ...], chars: int) -> str:
     return labels[-1][: chars - 2] + ".."
 
 
+def _tooltip(node: _Node, share: float, fmt: Callable[[int], str],
+             lifetime: Optional[Tuple[int, int]]) -> str:
+    lines = [node.name]
+    if node.detail and node.detail not in node.name:
+        lines.append(node.detail)
+    lines.append(f"total {fmt(node.total_ns)} ({share:.2f}%), "
+                 f"self {fmt(node.self_ns)}, calls {node.calls:,}")
+    if lifetime:
+        finished, wall_ns = lifetime
+        lines.append(f"generator: {finished:,} instances finished, wall (first start to "
+                     f"final end) {format_ns(wall_ns)}, mean {format_ns(wall_ns // finished)}")
+    return "\n".join(lines)
+
+
+def _svg_warnings(raw: Dict[str, Any]) -> List[str]:
+    warnings = []
+    if raw["discarded_events"]:
+        warnings.append(f"LTTng discarded {raw['discarded_events']:,} events: "
+                        "timings near them are unreliable")
+    missing = raw.get("missing_events", ())
+    if missing:
+        # Batched traces: the stderr warning says where; the SVG says that.
+        warnings.append(f"events missing on {len({(m['vpid'], m['vtid']) for m in missing})} "
+                        "thread(s) (lost or unflushed blocks)")
+    return warnings
+
+
 def render_svg(
     trace: TraceData,
     title: Optional[str] = None,
@@ -226,6 +269,7 @@ def render_svg(
         trace = alloc_weighted(trace)
     fmt = format_bytes if alloc else format_ns
     root = _build_tree(trace)
+    lifetimes = _lifetimes(trace)
     frame_h, pad, top_margin, bottom_margin = 16, 10, 40, 30
     char_width = 7.0
     scale = (width - 2 * pad) / root.total_ns if root.total_ns > 0 else 0.0
@@ -247,10 +291,7 @@ def render_svg(
     max_depth = max((d for _, _, _, d in placed), default=0)
     height = top_margin + (max_depth + 1) * frame_h + bottom_margin
 
-    warnings = []
-    if trace.raw["discarded_events"]:
-        warnings.append(f"LTTng discarded {trace.raw['discarded_events']:,} events: "
-                        "timings near them are unreliable")
+    warnings = _svg_warnings(trace.raw)
     subtitle = (f"{trace.events:,} events, {fmt(root.total_ns)} in frames; "
                 f"width = {'sampled allocated bytes' if alloc else 'time'}; click a frame to zoom")
     if omitted:
@@ -275,13 +316,7 @@ def render_svg(
     total = root.total_ns or 1
     for node, x, w, depth in placed:
         y = height - bottom_margin - (depth + 1) * frame_h
-        share = 100.0 * node.total_ns / total
-        lines = [node.name]
-        if node.detail and node.detail not in node.name:
-            lines.append(node.detail)
-        lines.append(f"total {fmt(node.total_ns)} ({share:.2f}%), "
-                     f"self {fmt(node.self_ns)}, calls {node.calls:,}")
-        tip = esc("\n".join(lines))
+        tip = esc(_tooltip(node, 100.0 * node.total_ns / total, fmt, lifetimes.get(node.symbol)))
         label = _fit_label(node.labels, int((w - 6) / char_width))
         out.append(
             f'<g class="f" data-l="{esc(json.dumps(node.labels))}" data-x="{x:.3f}" '

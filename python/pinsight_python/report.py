@@ -11,7 +11,7 @@ import os
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns
+from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns, missing_events
 from .gil import gil_lines, gil_process_section, gil_thread_section
 from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
@@ -20,14 +20,15 @@ __all__ = ["SCHEMA", "build_report", "render_text"]
 
 SCHEMA = "pinsight-python.report/1"
 
-# (calls, segments, total_ns, self_ns, exceptions) per symbol
+# (calls, segments, total_ns, self_ns, exceptions, finished, wall_ns) per symbol:
+# finished generator instances and their lifetimes (first start to final end)
 FunctionTotals = Dict[int, List[int]]
 # (calls, total_ns, raised) per (caller, callee)
 NativeTotals = Dict[Tuple[int, int], List[int]]
 
 
 def _function_totals(threads: Iterable[Dict[str, Any]]) -> FunctionTotals:
-    totals: FunctionTotals = defaultdict(lambda: [0, 0, 0, 0, 0])
+    totals: FunctionTotals = defaultdict(lambda: [0, 0, 0, 0, 0, 0, 0])
     for thread in threads:
         for symbol, *stats in thread["functions"]:
             row = totals[symbol]
@@ -50,11 +51,12 @@ def _function_rows(
     symbols: Sequence[Symbol], totals: FunctionTotals, top: int
 ) -> List[Dict[str, Any]]:
     def row(symbol: int) -> Dict[str, Any]:
-        calls, segments, total_ns, self_ns, exceptions = totals[symbol]
+        calls, segments, total_ns, self_ns, exceptions, finished, wall_ns = totals[symbol]
         out = symbols[symbol].as_json()
         out.update(calls=calls, segments=segments, total_ns=total_ns, self_ns=self_ns,
                    exceptions=exceptions, module=symbols[symbol].module or None,
-                   origin=symbols[symbol].origin)
+                   origin=symbols[symbol].origin, instances_finished=finished,
+                   wall_ns=wall_ns if finished else None)
         return out
 
     def name_key(symbol: int) -> Tuple[str, str, int]:
@@ -75,7 +77,7 @@ def _module_rows(symbols: Sequence[Symbol], totals: FunctionTotals) -> List[Dict
     installed libraries, the standard library, importlib's frozen modules and
     native code; by self time within each."""
     modules: Dict[Tuple[str, str], List[int]] = defaultdict(lambda: [0, 0, 0])
-    for symbol, (calls, _segments, _total_ns, self_ns, _exceptions) in totals.items():
+    for symbol, (calls, _segments, _total_ns, self_ns, *_) in totals.items():
         s = symbols[symbol]
         row = modules[(s.origin, "" if s.native else s.module)]
         row[0] += self_ns
@@ -111,6 +113,21 @@ def _native_rows(symbols: Sequence[Symbol], totals: NativeTotals, top: int) -> L
     ]
 
 
+def _generator_rows(symbols: Sequence[Symbol], totals: FunctionTotals, top: int
+                    ) -> List[Dict[str, Any]]:
+    """Generators, coroutines and async generators by wall time: each finished
+    instance from its first start to its final end, suspensions included."""
+    rows = []
+    for symbol, (calls, segments, total_ns, _self, _exc, finished, wall_ns) in totals.items():
+        if finished:
+            out = _caller_json(symbols[symbol])
+            out.update(instances_started=calls, instances_finished=finished, segments=segments,
+                       running_ns=total_ns, wall_ns=wall_ns, mean_wall_ns=wall_ns // finished)
+            rows.append(out)
+    rows.sort(key=lambda r: (-r["wall_ns"], r["qualname"], r["filename"] or ""))
+    return rows[:top] if top > 0 else rows
+
+
 def _exception_rows(symbols: Sequence[Symbol], functions: FunctionTotals,
                     natives: NativeTotals, top: int) -> List[Dict[str, Any]]:
     rows: List[Dict[str, Any]] = []
@@ -132,7 +149,7 @@ def _exception_rows(symbols: Sequence[Symbol], functions: FunctionTotals,
 
 
 def _unbalanced(threads: Iterable[Dict[str, Any]]) -> Dict[str, int]:
-    out = {"ends_without_begin": 0, "implicitly_closed": 0, "open_at_end": 0}
+    out = {"ends_without_begin": 0, "implicitly_closed": 0, "open_at_end": 0, "stepped_aside": 0}
     for thread in threads:
         for name in out:
             out[name] += thread["anomalies"][name]
@@ -151,6 +168,7 @@ def _activity(symbols: Sequence[Symbol], threads: List[Dict[str, Any]], top: int
         "functions_total": len(functions),
         "native_calls": _native_rows(symbols, natives, top),
         "native_calls_total": len(natives),
+        "generators": _generator_rows(symbols, functions, top),
         "exceptions": _exception_rows(symbols, functions, natives, top),
         "unbalanced": _unbalanced(threads),
     }
@@ -169,7 +187,7 @@ def _rank_row(symbols: Sequence[Symbol], proc: Dict[str, Any], entry: Dict[str, 
     """One MPI rank's line: who it is and what it did, from all its functions."""
     totals = _function_totals(proc["threads"])
     python_calls = native_calls = mpi_calls = mpi_ns = 0
-    for symbol, (calls, _segments, total_ns, _self_ns, _exc) in totals.items():
+    for symbol, (calls, _segments, total_ns, *_) in totals.items():
         if not symbols[symbol].native:
             python_calls += calls
             continue
@@ -305,6 +323,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "frames whose begin or end was lost show up as unbalanced; record with "
             "larger or more sub-buffers"
         )
+    warnings += missing_events(raw)
     for line in trace.unrecorded_processes():
         warnings.append(
             f"process {line} of the run recorded no events (it could not join the "
@@ -359,6 +378,11 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
                 for d in raw["discards"]
             ],
         },
+        "missing_events": [
+            {"vpid": m["vpid"], "vtid": m["vtid"], "python_thread_id": m["python_thread_id"],
+             "after_ns": m["after_ns"], "count": m["count"] or None}
+            for m in raw.get("missing_events", ())
+        ],
         "warnings": warnings,
         "mpi": mpi,
         "processes": processes,
@@ -429,6 +453,18 @@ def _module_table(section: Dict[str, Any], top: int) -> List[str]:
     return lines
 
 
+def _generator_lines(rows: List[Dict[str, Any]]) -> List[str]:
+    if not rows:
+        return []
+    lines = ["Generators and coroutines, first start to final end (running: the time in their "
+             "segments):"]
+    cells = [[format_ns(r["wall_ns"]), format_ns(r["mean_wall_ns"]), format_ns(r["running_ns"]),
+              f"{r['instances_finished']:,}/{r['instances_started']:,}", f"{r['segments']:,}",
+              *_name_and_location(r)] for r in rows]
+    return lines + _table(["wall", "mean wall", "running", "finished", "segments", "function",
+                           "location"], cells, [True, True, True, True, True, False, False])
+
+
 def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
     lines: List[str] = _module_table(section, top)
     functions = section["functions"]
@@ -452,6 +488,7 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
         ]
         lines += _table(["calls", "total", "raised", "caller", "-> callee"], cells,
                         [True, True, True, False, False])
+    lines += _generator_lines(section["generators"])
     exceptions = section["exceptions"]
     if exceptions:
         lines.append("Exceptions (frames left by unwind; native calls that raised):")
@@ -464,7 +501,10 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
             cells.append([f"{e['count']:,}", e["kind"], where])
         lines += _table(["count", "kind", "where"], cells, [True, False, False])
     lines += import_lines(section["imports"])
-    unbalanced = section["unbalanced"]
+    return lines + _unbalanced_lines(section["unbalanced"])
+
+
+def _unbalanced_lines(unbalanced: Dict[str, int]) -> List[str]:
     notes = []
     if unbalanced["ends_without_begin"]:
         notes.append(_plural(unbalanced["ends_without_begin"], "end", "ends")
@@ -472,12 +512,13 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
     if unbalanced["open_at_end"]:
         notes.append(_plural(unbalanced["open_at_end"], "frame", "frames")
                      + " open at trace end (closed at the thread's last event)")
+    if unbalanced["stepped_aside"]:
+        notes.append(_plural(unbalanced["stepped_aside"], "frame", "frames")
+                     + " open when tracing stepped aside for a debugger (closed there)")
     if unbalanced["implicitly_closed"]:
         notes.append(_plural(unbalanced["implicitly_closed"], "frame", "frames")
                      + " closed by an outer frame's end (their own end was lost)")
-    if notes:
-        lines.append("Unbalanced input: " + "; ".join(notes) + ".")
-    return lines
+    return ["Unbalanced input: " + "; ".join(notes) + "."] if notes else []
 
 
 def _has_activity(section: Dict[str, Any]) -> bool:

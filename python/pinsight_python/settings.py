@@ -84,7 +84,7 @@ EVENT_NAMES = ("function", "c_call")  # the default
 ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc", "gil")
 MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
 BACKENDS = ("auto", "sys.monitoring", "setprofile")
-PAYLOADS = ("full", "compact")  # README, "Payloads: full and compact"
+PAYLOADS = ("full", "compact", "batched")  # README, "Payloads: full, compact and batched"
 # The modules (globals' __name__) of importlib's frozen bootstrap, whose frames fill
 # every import: what --ignore-frozen leaves out. 3.11+ names them after importlib's
 # own submodules; 3.8-3.10 as the frozen modules.
@@ -327,6 +327,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "second (about 40%% of the bytes; the first second of a late-started "
                        "trace is named by id; default: the configuration's [Python] payload, "
                        "else full)")
+    group.add_argument("--batch", action="store_true",
+                       help="batched payload: compact's records packed per thread into one "
+                       "event per block of a few KiB, flushed at least every 100 ms (the "
+                       "cheapest per call; Trace Compass needs `pinsight-python unbatch`)")
     group.add_argument("--ignore-frozen", action="store_true",
                        help="leave out importlib's frozen bootstrap frames (<frozen "
                        "importlib._bootstrap>), which fill every import")
@@ -358,6 +362,10 @@ def from_arguments(args: argparse.Namespace, errors: List[str]) -> Settings:
     if args.ignore_frozen:
         exclude += [m for m in FROZEN_IMPORTLIB if m not in exclude]
     settings.exclude = exclude
-    if getattr(args, "compact", False):
+    if getattr(args, "compact", False) and getattr(args, "batch", False):
+        errors.append("--compact and --batch: choose one payload")
+    elif getattr(args, "compact", False):
         settings.payload = "compact"
+    elif getattr(args, "batch", False):
+        settings.payload = "batched"
     return settings

@@ -14,7 +14,15 @@ import shlex
 from collections import defaultdict
 from typing import Dict, List, Tuple
 
-from .analysis import ORIGINS, TraceData, TraceNotFoundError, TraceReadError, format_ns, read_trace
+from .analysis import (
+    ORIGINS,
+    TraceData,
+    TraceNotFoundError,
+    TraceReadError,
+    format_ns,
+    missing_events,
+    read_trace,
+)
 
 __all__ = ["summarize", "summary_lines"]
 
@@ -43,6 +51,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
             "trace has gaps (functions cut short, timings too low); run again with more "
             "buffer: pinsight-python trace --num-subbuf 32 (or --subbuf-size 8M)"
         )
+    lines += [f"WARNING: {line}" for line in missing_events(raw)]
     lines += [
         f"events: {raw['events']:,}" + (f" ({kinds})" if kinds else ""),
         f"discarded events: {discarded:,}",
@@ -56,7 +65,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
     modules: Dict[Tuple[str, str], int] = defaultdict(int)
     for proc in trace.processes:
         for thread in proc["threads"]:
-            for symbol, n_calls, _segments, _total, self_ns, _exc in thread["functions"]:
+            for symbol, n_calls, _segments, _total, self_ns, *_ in thread["functions"]:
                 s = trace.symbols[symbol]
                 calls[symbol] += n_calls
                 modules[(s.origin, "" if s.native else s.module or s.filename)] += self_ns

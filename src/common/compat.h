@@ -286,6 +286,13 @@ inline PyInterpreterState *interpreter_of(PyThreadState *tstate) {
 }
 
 inline Py_tracefunc profile_function_of(PyThreadState *tstate) { return tstate->c_profilefunc; }
+// The object sys.settrace() installed on `tstate` (borrowed), or null.
+inline PyObject *trace_object_of(PyThreadState *tstate) { return tstate->c_traceobj; }
+
+// CPython 3.12-3.13 deliver a sys.settrace debugger's first stop one line late
+// while another sys.monitoring tool monitors function events (any such tool,
+// tests/two_tools_probe): the sys.monitoring backend steps aside for bdb.
+inline constexpr bool kDebuggerNeedsStepAside = PY_VERSION_HEX >= 0x030C0000;
 
 // Whether a state read from the head of the interpreter's thread list, without
 // the list's lock, is fully made. CPython 3.11 links a new state in first and

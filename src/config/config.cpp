@@ -44,12 +44,19 @@ bool parse_trace_mode(std::string_view text, TraceMode *out) {
 }
 
 const char *payload_name(Payload payload) {
-  return payload == Payload::Compact ? "compact" : "full";
+  switch (payload) {
+    case Payload::Compact:
+      return "compact";
+    case Payload::Batched:
+      return "batched";
+    default:
+      return "full";
+  }
 }
 
 bool parse_payload(std::string_view text, Payload *out) {
   text = config_detail::trim(text);
-  for (Payload payload : {Payload::Full, Payload::Compact}) {
+  for (Payload payload : {Payload::Full, Payload::Compact, Payload::Batched}) {
     if (config_detail::iequals(text, payload_name(payload))) {
       *out = payload;
       return true;

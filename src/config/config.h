@@ -21,10 +21,11 @@ bool parse_trace_mode(std::string_view text, TraceMode *out);
 
 // What a frame or native-call event carries: `full` (the design's payload,
 // names on every event) or `compact` (integers; names in code_info /
-// callable_info events). [Python] payload = full | compact.
-enum class Payload : uint8_t { Full = 0, Compact = 1 };
+// callable_info events) or `batched` (compact's records packed per thread
+// into event_block events). [Python] payload = full | compact | batched.
+enum class Payload : uint8_t { Full = 0, Compact = 1, Batched = 2 };
 const char *payload_name(Payload payload);
-// Accepts full, compact (any case); false if neither matches.
+// Accepts full, compact, batched (any case); false if none matches.
 bool parse_payload(std::string_view text, Payload *out);
 
 // Event selection: PInsight's pysysmon_* keys and the design's `events = ...`.

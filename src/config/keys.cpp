@@ -75,7 +75,7 @@ void Parser::module_list(std::string_view key, std::string_view value) {
 
 // The enumerated values, for "did you mean" (the same on start-up and reload).
 constexpr std::string_view kModeNames[] = {"OFF", "STANDBY", "MONITORING", "TRACING"};
-constexpr std::string_view kPayloadNames[] = {"full", "compact"};
+constexpr std::string_view kPayloadNames[] = {"full", "compact", "batched"};
 
 void Parser::python_domain_key(std::string_view key, std::string_view value) {
   if (key == "trace_mode") {
@@ -93,7 +93,7 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
     events_list(value, &domain_events_);
   } else if (key == "payload") {
     if (!parse_payload(value, &payload_)) {
-      error("unknown payload " + quote(value) + " (expected full or compact)" +
+      error("unknown payload " + quote(value) + " (expected full, compact or batched)" +
             did_you_mean(value, kPayloadNames));
     }
   } else if (key == "alloc_sample_interval") {

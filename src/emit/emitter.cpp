@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstring>
 #include <mutex>
 
 namespace pinsight::emitter {
@@ -28,9 +29,16 @@ ForkHook hook_after_fork_parent = nullptr;
 ForkHook hook_after_fork_child = nullptr;
 
 // liblttng-ust's fork hooks (ust-fork.h), run by fork() itself.
-void before_fork() { hook_before_fork(&fork_sigset); }
+void before_fork() {
+  // The forking thread's records go out in the parent; the child starts its own.
+  if (batched_payload) blocks::flush_current();
+  hook_before_fork(&fork_sigset);
+}
 void after_fork_parent() { hook_after_fork_parent(&fork_sigset); }
-void after_fork_child() { hook_after_fork_child(&fork_sigset); }
+void after_fork_child() {
+  hook_after_fork_child(&fork_sigset);
+  blocks::forked_child();
+}
 
 std::string module_directory() {
   Dl_info info;
@@ -78,8 +86,11 @@ bool load_provider(std::string *error) {
 bool provider_loaded() { return provider_handle != nullptr; }
 
 bool compact_payload = false;
+bool batched_payload = false;
 std::atomic<uint32_t> naming_epoch{1};
 NamedCallable named_callables[1u << kNamedCallableBits];
+
+void flush_blocks(bool last) { blocks::flush_all(last); }
 
 void advance_naming_epoch() {
   // 0 is the epoch of a code object never named: skip it on wrap-around.
@@ -97,6 +108,7 @@ void name_code(NamedCode &code, uint32_t epoch) {
 void name_callable(const char *name, uint32_t epoch) {
   uintptr_t hash = reinterpret_cast<uintptr_t>(name) * UINT64_C(0x9e3779b97f4a7c15);
   named_callables[hash >> (64 - kNamedCallableBits)] = {name, epoch};
+  if (batched_payload) blocks::note_callable(name);
   lttng_ust_tracepoint(python_pinsight_lttng_ust, callable_info,
                        reinterpret_cast<unsigned long>(name), name);
 }
@@ -123,7 +135,24 @@ void thread_start(int python_thread_id, unsigned long thread_ident) {
   lttng_ust_tracepoint(python_pinsight_lttng_ust, thread_start, python_thread_id, thread_ident);
 }
 
+void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, uint32_t segments,
+                   int how) {
+  auto code_id = reinterpret_cast<unsigned long>(code.code);
+  if (compact_payload) {
+    ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, generator_end, "", "", code.lineno, code_id,
+                         python_thread_id, lifetime_ns, segments, how);
+    return;
+  }
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, generator_end, code.qualname.c_str(),
+                       code.filename.c_str(), code.lineno, code_id, python_thread_id, lifetime_ns,
+                       segments, how);
+}
+
 void mode_change(const char *mode, const char *reason, unsigned long generation) {
+  // Records before the change come before it in the trace too; a mode that
+  // writes none leaves readers nothing to wait for.
+  if (batched_payload) blocks::flush_all(std::strcmp(mode, "TRACING") != 0);
   lttng_ust_tracepoint(python_pinsight_lttng_ust, mode_change, mode, reason, generation);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "emit/block_buffer.h"
 #include "emit/named_code.h"
 #include "format/wire.h"
 #include "python_pinsight_lttng_ust.h"
@@ -26,6 +27,13 @@ bool recording();
 // (integers; names once per code object and callable and naming epoch).
 // Written with the GIL held (activate, reload), read by every emit.
 extern bool compact_payload;
+// The batched payload: compact's records and names, the records packed per
+// thread (block_buffer.h). compact_payload is set too.
+extern bool batched_payload;
+// Writes every thread's pending records (GIL held): a flush point of the
+// batched payload (mode change, reload, deactivate). last: no record follows
+// for now (blocks::flush_all's final).
+void flush_blocks(bool last);
 // Advanced about once a second by the control thread (advance_naming_epoch):
 // a code object's or callable's names go out again with its first compact
 // event after each tick, so a trace that starts late lacks names only for
@@ -60,6 +68,11 @@ inline void function(bool begin, NamedCode &code, int python_thread_id, int tran
   auto code_id = reinterpret_cast<unsigned long>(code.code);
   if (compact_payload) {
     ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
+    if (batched_payload) {
+      blocks::append(begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
+                     transition, code_id, 0, 0, python_thread_id);
+      return;
+    }
     if (begin) {
       lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_function_begin, code_id,
                            python_thread_id, transition);
@@ -87,6 +100,11 @@ inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
     ensure_named(caller, epoch);
     ensure_named(callee, epoch);
     auto callable_id = reinterpret_cast<unsigned long>(callee);
+    if (batched_payload) {
+      blocks::append(begin ? PINSIGHT_RECORD_C_CALL_BEGIN : PINSIGHT_RECORD_C_CALL_END, transition,
+                     code_id, callable_id, line, python_thread_id);
+      return;
+    }
     if (begin) {
       lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_c_call_begin, code_id, callable_id,
                            line, python_thread_id, transition);
@@ -145,6 +163,9 @@ inline void gil_released(int python_thread_id, uint64_t released_ns, uint64_t wa
                        static_cast<unsigned long>(released_ns), static_cast<unsigned long>(wait_ns),
                        static_cast<unsigned long>(before_ns), source);
 }
+// A traced generator instance ended (rare: once per instance, out of line).
+void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, uint32_t segments,
+                   int how);
 
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,

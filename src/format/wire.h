@@ -19,6 +19,13 @@ enum {
 /* c_call_transition: "call" on every c_call_begin, how the call ended on c_call_end. */
 enum { PINSIGHT_C_CALL = 0, PINSIGHT_C_RETURN = 1, PINSIGHT_C_RAISE = 2 };
 
+/* generator_end: how a traced generator, coroutine or async-generator instance ended. */
+enum {
+  PINSIGHT_GENERATOR_RETURNED = 0, /* returned (StopIteration, a coroutine's result) */
+  PINSIGHT_GENERATOR_RAISED = 1,   /* left by an exception (close() and throw() too) */
+  PINSIGHT_GENERATOR_COLLECTED = 2 /* destroyed while suspended, without running again */
+};
+
 /* import_transition: import_begin carries "load". */
 enum { PINSIGHT_IMPORT_LOAD = 0, PINSIGHT_IMPORT_RETURN = 1, PINSIGHT_IMPORT_RAISE = 2 };
 
@@ -36,6 +43,22 @@ enum {
       0, /* PyEval_SaveThread / PyEval_RestoreThread (Py_BEGIN/END_ALLOW_THREADS) */
   PINSIGHT_GIL_GILSTATE = 1 /* PyGILState_Release / PyGILState_Ensure */
 };
+/*
+ * The batched payload's records (event_block's `records`): per record a kind
+ * byte, (record kind << 3) | transition, then LEB128 varints: the code_id's
+ * change from the block's previous record (zigzag), for a native call the
+ * callable_id's change (zigzag) and the call site's line, and last the clock's
+ * advance in ns since the previous record (the first: since base_clock).
+ * Deltas start from 0 in every block, so a block decodes on its own.
+ */
+enum {
+  PINSIGHT_RECORD_FUNCTION_BEGIN = 0,
+  PINSIGHT_RECORD_FUNCTION_END = 1,
+  PINSIGHT_RECORD_C_CALL_BEGIN = 2,
+  PINSIGHT_RECORD_C_CALL_END = 3
+};
+/* event_block's flags: the thread's last block (it exited, or the process did). */
+enum { PINSIGHT_BLOCK_FINAL = 1 };
 
 #ifdef __cplusplus
 namespace pinsight::wire {
@@ -52,6 +75,11 @@ enum CCallTransition : int {
   kCall = PINSIGHT_C_CALL,
   kCReturn = PINSIGHT_C_RETURN,
   kCRaise = PINSIGHT_C_RAISE,
+};
+enum GeneratorEnd : int {
+  kGeneratorReturned = PINSIGHT_GENERATOR_RETURNED,
+  kGeneratorRaised = PINSIGHT_GENERATOR_RAISED,
+  kGeneratorCollected = PINSIGHT_GENERATOR_COLLECTED,
 };
 enum ImportTransition : int {
   kImportLoad = PINSIGHT_IMPORT_LOAD,

@@ -116,6 +116,7 @@ bool Analysis::run() {
   }
   analyzer_ = std::make_unique<CallStackAnalyzer>(options_.call_trees, chrome_.get(), hosts_,
                                                   options_.filter);
+  merger_ = std::make_unique<BlockMerger>(*analyzer_);
 
   double analysis_start = thread_cpu_seconds();
   for (auto &w : workers) w->thread = std::thread([worker = w.get()] { worker->run(); });
@@ -146,6 +147,7 @@ bool Analysis::run() {
     foreign_events_ += w->decoder.foreign_events();
   }
   if (cancelled_) return false;
+  merger_->finish();
   analyzer_->finish();
   if (chrome_) chrome_->finish(chrome_other_data(*analyzer_, foreign_events_));
   completed_ = true;
@@ -188,7 +190,7 @@ void Analysis::merge(std::vector<std::unique_ptr<DecodeWorker>> &workers) {
       }
     }
     if (earliest == nullptr) break;
-    analyzer_->consume(earliest->batch->events[earliest->next], *earliest->batch);
+    merger_->consume(earliest->batch->events[earliest->next], *earliest->batch);
     if (++earliest->next == earliest->batch->events.size()) advance(*earliest);
     if (++since_progress == kProgressEvery) {
       since_progress = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "block_merger.h"
 #include "call_stack_analyzer.h"
 #include "chrome_trace_writer.h"
 #include "host_registry.h"
@@ -47,6 +48,9 @@ class Analysis {
 
   bool completed() const { return completed_; }
   const CallStackAnalyzer &analyzer() const { return *analyzer_; }
+  // The batched payload's blocks, and the records they lost.
+  const BlockMerger &blocks() const { return *merger_; }
+  const HostRegistry &hosts() const { return hosts_; }
   uint64_t foreign_events() const { return foreign_events_; }
   // Events the Chrome JSON holds (0 without chrome_path).
   uint64_t chrome_events() const { return chrome_ ? chrome_->events_written() : 0; }
@@ -65,6 +69,7 @@ class Analysis {
   HostRegistry hosts_;
   std::unique_ptr<ChromeTraceWriter> chrome_;
   std::unique_ptr<CallStackAnalyzer> analyzer_;
+  std::unique_ptr<BlockMerger> merger_;
   uint64_t foreign_events_ = 0;
   size_t decode_threads_used_ = 0;
   double decode_cpu_seconds_ = 0;

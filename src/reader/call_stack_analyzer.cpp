@@ -88,6 +88,15 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
   };
   uint32_t provider = intern(batch.string(e.str[0]));
   uint32_t region = intern(batch.string(e.str[1]));
+  if (e.kind == EventKind::DeviceClock) {
+    p.gpu_to_origin = static_cast<int64_t>(e.code_id);
+    p.gpu_clock = true;
+    return;
+  }
+  if (e.kind == EventKind::DeviceActivity) {
+    on_device_activity(e, p, provider, region);
+    return;
+  }
   std::vector<NativeOpen> &open = p.open[e.vtid];
   ThreadState *t = nullptr;
   if (auto found = threads_.find(thread_key(e)); found != threads_.end()) t = found->second.get();
@@ -103,7 +112,10 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
         break;
       }
     }
-    if (e.aux == 1) {
+    if (e.aux & 2) {  // a CUDA launch: its kernel or copy runs later, on the device
+      p.launches[static_cast<uint32_t>(e.lineno)] = {opened.caller, e.vtid};
+    }
+    if (e.aux & 1) {
       std::pair<uint64_t, uint64_t> parallel{e.code_id, e.extra};
       if (batch.string(e.str[1]) == "parallel") {
         p.parallel_callers[parallel] = {opened.caller, e.vtid};
@@ -119,7 +131,7 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
     open.push_back(opened);
     return;
   }
-  if (e.aux == 1 && batch.string(e.str[1]) == "parallel") {
+  if ((e.aux & 1) && batch.string(e.str[1]) == "parallel") {
     p.parallel_callers.erase({e.code_id, e.extra});
   }
   for (size_t i = open.size(); i-- > 0;) {
@@ -148,6 +160,32 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
     return;
   }
   ++p.ends_without_begin;
+}
+
+void CallStackAnalyzer::on_device_activity(const RawEvent &e, NativeProcess &p, uint32_t provider,
+                                           uint32_t region) {
+  // The Python call around the launch with the same correlationId; the activity
+  // itself is written later, when CUPTI delivers its buffer, by another thread.
+  SymbolId caller = kNoCaller;
+  int32_t launch_tid = -1;
+  auto correlation = static_cast<uint32_t>(e.code_id);
+  if (auto it = p.launches.find(correlation); it != p.launches.end()) {
+    caller = it->second.first;
+    launch_tid = it->second.second;
+    p.launches.erase(it);
+  }
+  uint64_t start = e.extra;
+  uint64_t end = static_cast<uint32_t>(e.lineno) | (static_cast<uint64_t>(e.aux) << 32);
+  NativeRegionStats &stats = p.regions[{caller, provider, region}];
+  ++stats.count;
+  stats.total_ns += end > start ? end - start : 0;
+  if (chrome_ && p.gpu_clock && end > start) {
+    p.device_track = true;
+    chrome_->native_region(chrome_pid(e.host, e.vpid), kDeviceTrackTid, p.label(provider, region),
+                           p.domain(provider), static_cast<uint64_t>(start + p.gpu_to_origin),
+                           static_cast<uint64_t>(end + p.gpu_to_origin),
+                           launch_tid >= 0 ? launch_tid : -1);
+  }
 }
 
 namespace {
@@ -271,7 +309,8 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     }
     return;
   }
-  if (e.kind == EventKind::NativeBegin || e.kind == EventKind::NativeEnd) {
+  if (e.kind == EventKind::NativeBegin || e.kind == EventKind::NativeEnd ||
+      e.kind == EventKind::DeviceActivity || e.kind == EventKind::DeviceClock) {
     // Not events of the Python domain: counted apart, no thread or process made.
     ++kind_counts_[static_cast<size_t>(e.kind)];
     on_native(e, batch);
@@ -287,7 +326,10 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   if (e.procname != kNoString) t.process->procname = batch.string(e.procname);
   if (t.python_thread_id < 0 && e.python_thread_id >= 0) t.python_thread_id = e.python_thread_id;
   if (e.kind == EventKind::ProcessInfo) on_process_info(e, batch);
-  if (e.kind == EventKind::ModeChange) ++t.mode_changes;
+  if (e.kind == EventKind::ModeChange) {
+    ++t.mode_changes;
+    if (batch.string(e.str[1]) == "debugger") step_aside(*t.process, e.ts_ns);
+  }
   if (!t.process->selected || !t.selected) return;
 
   switch (e.kind) {
@@ -322,6 +364,14 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     case EventKind::GilReleased:
       on_gil(t, e);
       break;
+    case EventKind::GeneratorEnd: {
+      SymbolId symbol = python_symbol(e, batch);
+      if (!visible(symbol)) break;
+      FunctionStats &stats = t.functions[symbol];
+      ++stats.finished;
+      stats.wall_ns += e.extra;
+      break;
+    }
     case EventKind::ThreadStart:
       t.python_thread_id = e.python_thread_id;
       t.thread_ident = e.code_id;
@@ -519,6 +569,18 @@ void CallStackAnalyzer::on_process_info(const RawEvent &e, const EventBatch &bat
   }
 }
 
+void CallStackAnalyzer::step_aside(const ProcessState &process, uint64_t ts) {
+  // The tracer forgot every frame there: their ends will not come, and frames
+  // running when it traces again have no begin.
+  for (auto &[key, t] : threads_) {
+    if (t->process != &process) continue;
+    while (!t->stack.empty()) {
+      pop(*t, std::max(ts, t->last_ns), FrameExit::OpenAtEnd);
+      ++t->anomalies.stepped_aside;
+    }
+  }
+}
+
 void CallStackAnalyzer::finish() {
   for (auto &[key, p] : native_) {
     for (auto &[vtid, open] : p.open) {
@@ -552,6 +614,12 @@ void CallStackAnalyzer::finish() {
           chrome_->thread_metadata(t->chrome_pid, ChromeTraceWriter::gil_track(t->vtid),
                                    "GIL: " + t->label, thread_index++);
         }
+      }
+      auto native =
+          native_.find((static_cast<uint64_t>(p->host) << 32) | static_cast<uint32_t>(p->vpid));
+      if (native != native_.end() && native->second.device_track) {
+        chrome_->thread_metadata(p->chrome_pid, kDeviceTrackTid, "GPU (CUDA activity)",
+                                 thread_index++);
       }
     }
   }

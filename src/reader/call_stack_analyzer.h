@@ -39,6 +39,10 @@ struct FunctionStats {
   uint64_t exceptions = 0;   // left by unwind / native call raised
   uint64_t gil_wait_ns = 0;  // waits for the GIL while it was the innermost Python frame
   uint32_t active = 0;       // frames of this function on the stack now
+  // Generator, coroutine and async-generator instances that ended on this
+  // thread (generator_end), and their lifetimes: first start to final end.
+  uint64_t finished = 0;
+  uint64_t wall_ns = 0;
 };
 
 // events = gil (gil_events.cpp): where a thread's time went with respect to the GIL.
@@ -70,6 +74,7 @@ struct Anomalies {
   uint64_t ends_without_begin = 0;  // e.g. frames already running at activate()
   uint64_t implicitly_closed = 0;   // frames closed by an outer frame's end
   uint64_t open_at_end = 0;         // frames still open when the trace ended
+  uint64_t stepped_aside = 0;       // open when tracing stepped aside for a debugger
 };
 
 // Imports (import_begin/import_end): per module, and the chains of nested
@@ -180,6 +185,8 @@ struct ProcessState {
 // the innermost frame open on that thread at the region's begin: a Python
 // function, or the native callee (ctypes, pybind11) it was in.
 inline constexpr SymbolId kNoCaller = UINT32_MAX;
+// export: the track of a process's device activity (a thread id no thread has).
+inline constexpr int32_t kDeviceTrackTid = 2000000000;
 struct NativeRegionStats {
   uint64_t count = 0;
   uint64_t total_ns = 0;
@@ -209,8 +216,14 @@ struct NativeProcess {
   std::map<std::pair<uint64_t, uint64_t>, std::pair<SymbolId, int32_t>> parallel_callers;
   // provider << 32 | region -> the call-tree symbol "[OpenMP] parallel"
   std::unordered_map<uint64_t, SymbolId> tree_symbols;
-  std::string domain(uint32_t provider) const;                  // "openmp", or the provider
-  std::string domain_label(uint32_t provider) const;            // "OpenMP", or the provider
+  // CUDA: launches (correlationId) waiting for their device activity -> the
+  // caller and thread of the launch; what turns CUPTI ns into ns from origin.
+  std::unordered_map<uint32_t, std::pair<SymbolId, int32_t>> launches;
+  int64_t gpu_to_origin = 0;
+  bool gpu_clock = false;
+  bool device_track = false;                          // export: the process has a GPU track
+  std::string domain(uint32_t provider) const;        // "openmp", or the provider
+  std::string domain_label(uint32_t provider) const;  // "OpenMP", or the provider
   std::string label(uint32_t provider, uint32_t region) const;  // "[OpenMP] parallel"
 };
 
@@ -272,6 +285,10 @@ class CallStackAnalyzer {
   bool is_main_script(const std::string &filename) const;
   void close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit);
   void pop(ThreadState &t, uint64_t ts, FrameExit exit);
+  // A CUDA kernel or copy on the device: to the launch's caller.
+  void on_device_activity(const RawEvent &e, NativeProcess &p, uint32_t provider, uint32_t region);
+  // Tracing stepped aside in `process` (a debugger): its frames end there.
+  void step_aside(const ProcessState &process, uint64_t ts);
   void on_c_call_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   SymbolId python_symbol(const RawEvent &e, const EventBatch &batch);
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
@@ -300,7 +317,7 @@ class CallStackAnalyzer {
   ReadFilter filter_;
   std::vector<int8_t> visible_;            // per symbol: -1 not decided yet
   std::vector<std::string> main_scripts_;  // sys.argv[0] of the processes
-  uint64_t kind_counts_[static_cast<size_t>(EventKind::NativeEnd) + 1] = {};
+  uint64_t kind_counts_[static_cast<size_t>(EventKind::Block) + 1] = {};
   uint64_t control_threads_ = 0;
   const HostRegistry &hosts_;
   SymbolTable symbols_;

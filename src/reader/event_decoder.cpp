@@ -98,10 +98,20 @@ constexpr EventLayout kLayouts[] = {
      false,
      {nullptr, nullptr, nullptr, "wait_ns", "python_thread_id", "source", "released_ns",
       "before_ns"}},
+    {"generator_end",
+     EventKind::GeneratorEnd,
+     false,
+     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "how", "lifetime_ns",
+      "segments"}},
+    {"event_block",
+     EventKind::Block,
+     true,
+     {"python_thread_id", "tid", "first_sequence", "record_count", "base_clock", "flags", "records",
+      nullptr}},
     {"mode_change",
      EventKind::ModeChange,
      false,
-     {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
+     {"mode", "reason", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
 };
 
 // Positions in EventLayout::fields of function_*, c_call_*, code_info and
@@ -152,6 +162,59 @@ inline StringRef read_string(const bt_field *structure, const FieldSlot &slot, E
   return batch.add_string(bt_field_string_get_value(field), bt_field_string_get_length(field));
 }
 
+// PInsight's CUDA provider: its device activity and clock calibration are single
+// events, not _begin/_end pairs (cupti_lttng_ust_tracepoint.h).
+constexpr std::string_view kCuptiPrefix = "cupti_pinsight_lttng_ust:";
+
+bool device_event(std::string_view name, EventDecoder::ClassInfo &info) {
+  const bt_field_class *payload = bt_event_class_borrow_payload_field_class_const(info.event_class);
+  auto slot = [payload](const char *field, FieldSlot &out) {
+    out.index = member_index(payload, field, &out.is_signed);
+  };
+  if (name == "cudaKernelActivity" || name == "cudaMemcpyActivity") {
+    info.kind = EventKind::DeviceActivity;
+    info.provider = std::string(kCuptiPrefix.substr(0, kCuptiPrefix.size() - 1));
+    info.region = name == "cudaKernelActivity" ? "kernel" : "memcpy";
+    slot("correlationId", info.correlation);
+    slot("start_gpu", info.start_gpu);
+    slot("end_gpu", info.end_gpu);
+    slot("kernelName", info.kernel_name);
+    slot("cudaMemcpyKind", info.copy_kind);
+    return true;
+  }
+  if (name == "cuda_clock_calibration") {
+    info.kind = EventKind::DeviceClock;
+    info.provider = std::string(kCuptiPrefix.substr(0, kCuptiPrefix.size() - 1));
+    slot("clock_monotonic_ns", info.monotonic_ns);
+    slot("cupti_timestamp_ns", info.cupti_ns);
+    return true;
+  }
+  return false;
+}
+
+// cudaMemcpyKind (cupti_lttng_ust_tracepoint.h's enumeration).
+std::string_view memcpy_name(int64_t kind) {
+  constexpr std::string_view kNames[] = {"memcpy HtoH", "memcpy HtoD", "memcpy DtoH", "memcpy DtoD",
+                                         "memcpy"};
+  return kind >= 0 && kind < 5 ? kNames[kind] : "memcpy";
+}
+
+// ns from origin minus the raw clock value of `message`'s event (its clock's
+// ns): what turns a CLOCK_MONOTONIC reading of the traced process into the
+// trace's time. 0 when the event has no clock.
+int64_t origin_minus_clock(const bt_message *message, uint64_t ts) {
+  const bt_clock_snapshot *snapshot = bt_message_event_borrow_default_clock_snapshot_const(message);
+  if (snapshot == nullptr) return 0;
+  uint64_t frequency =
+      bt_clock_class_get_frequency(bt_clock_snapshot_borrow_clock_class_const(snapshot));
+  uint64_t value = bt_clock_snapshot_get_value(snapshot);
+  uint64_t value_ns = frequency == 1000000000u
+                          ? value
+                          : static_cast<uint64_t>(static_cast<double>(value) * 1e9 /
+                                                  static_cast<double>(frequency));
+  return static_cast<int64_t>(ts) - static_cast<int64_t>(value_ns);
+}
+
 uint64_t ns_from_origin(const bt_clock_snapshot *snapshot) {
   int64_t ns = 0;
   if (snapshot == nullptr || bt_clock_snapshot_get_ns_from_origin(snapshot, &ns) !=
@@ -192,6 +255,9 @@ const EventDecoder::ClassInfo &EventDecoder::class_info(const bt_event *event) {
         info.payload[i].index = member_index(payload, layout.fields[i], &info.payload[i].is_signed);
       }
     }
+  } else if (full.substr(0, kCuptiPrefix.size()) == kCuptiPrefix &&
+             device_event(full.substr(kCuptiPrefix.size()), info)) {
+    info.native = true;
   } else {
     // Another provider's PROVIDER:NAME_begin / PROVIDER:NAME_end: a native region
     // (PInsight's OpenMP, MPI and CUDA domains, or any provider following the rule).
@@ -211,6 +277,8 @@ const EventDecoder::ClassInfo &EventDecoder::class_info(const bt_event *event) {
             member_index(payload, "parallel_codeptr", &info.parallel_codeptr.is_signed);
         info.parallel_record_id.index =
             member_index(payload, "parallel_record_id", &info.parallel_record_id.is_signed);
+        info.correlation.index =
+            member_index(payload, "correlationId", &info.correlation.is_signed);
       }
     }
   }
@@ -313,6 +381,18 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.aux = 0;
       break;
     }
+    case EventKind::GeneratorEnd:
+      out.str[0] = read_string(payload, slot[kQualname], batch);
+      out.str[1] = read_string(payload, slot[kFilename], batch);
+      // The compact payload leaves the names out: code_info gives them.
+      out.compact = batch.string(out.str[0]).empty();
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[kLineno], 0));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[kCodeId], 0));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[kThreadId], -1));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[kTransition], 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[6], 0));
+      out.aux = static_cast<int32_t>(read_integer(payload, slot[7], 0));
+      break;
     case EventKind::ProcessInfo:
       // hostname, argv, mpi_rank, pid, mpi_size, python_version, backend
       out.str[0] = read_string(payload, slot[0], batch);
@@ -337,6 +417,11 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.code_id = static_cast<uint64_t>(read_integer(payload, info.parallel_codeptr, 0));
       out.extra = static_cast<uint64_t>(read_integer(payload, info.parallel_record_id, 0));
       out.transition = 0;
+      // aux 2: a CUDA launch's correlationId, in lineno.
+      if (info.correlation.index >= 0) {
+        out.aux |= 2;
+        out.lineno = static_cast<int32_t>(read_integer(payload, info.correlation, 0));
+      }
       break;
     case EventKind::GilSwitch:
     case EventKind::GilReleased: {
@@ -352,6 +437,83 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
         auto before = static_cast<uint64_t>(read_integer(payload, slot[7], 0));
         out.lineno = static_cast<int32_t>(static_cast<uint32_t>(before));
         out.aux = static_cast<int32_t>(static_cast<uint32_t>(before >> 32));
+      }
+      break;
+    }
+    case EventKind::DeviceActivity: {
+      out.str[0] = batch.add_string(info.provider.data(), info.provider.size());
+      std::string_view name =
+          info.kernel_name.index >= 0
+              ? std::string_view(bt_field_string_get_value(member(payload, info.kernel_name.index)))
+              : memcpy_name(read_integer(payload, info.copy_kind, -1));
+      out.str[1] = batch.add_string(name.data(), name.size());
+      out.python_thread_id = -1;
+      out.code_id = static_cast<uint64_t>(read_integer(payload, info.correlation, 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, info.start_gpu, 0));
+      auto end = static_cast<uint64_t>(read_integer(payload, info.end_gpu, 0));
+      out.lineno = static_cast<int32_t>(static_cast<uint32_t>(end));
+      out.aux = static_cast<int32_t>(static_cast<uint32_t>(end >> 32));
+      out.transition = 0;
+      break;
+    }
+    case EventKind::DeviceClock: {
+      out.str[0] = batch.add_string(info.provider.data(), info.provider.size());
+      out.str[1] = batch.add_string("clock", 5);
+      auto monotonic = read_integer(payload, info.monotonic_ns, 0);
+      auto cupti = read_integer(payload, info.cupti_ns, 0);
+      out.code_id = static_cast<uint64_t>(origin_minus_clock(message, ts) + monotonic - cupti);
+      out.python_thread_id = -1;
+      out.lineno = out.aux = 0;
+      out.extra = 0;
+      out.transition = 0;
+      break;
+    }
+    case EventKind::ModeChange:
+      out.str[0] = read_string(payload, slot[0], batch);
+      out.str[1] = read_string(payload, slot[1], batch);
+      out.code_id = 0;
+      out.python_thread_id = -1;
+      out.lineno = out.aux = 0;
+      out.transition = 0;
+      break;
+    case EventKind::Block: {
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[0], -1));
+      // The records' thread: the control thread flushes an idle thread's block.
+      int64_t tid = read_integer(payload, slot[1], -1);
+      if (tid > 0) out.vtid = static_cast<int32_t>(tid);
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[2], 0));
+      out.aux = static_cast<int32_t>(read_integer(payload, slot[3], 0));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[5], 0));
+      // base_clock is a raw value of the event's own clock: placed on the same
+      // origin as the event's timestamp.
+      auto base_clock = static_cast<uint64_t>(read_integer(payload, slot[4], 0));
+      out.extra = ts;
+      const bt_clock_snapshot *snapshot =
+          bt_message_event_borrow_default_clock_snapshot_const(message);
+      if (info.has_clock && snapshot != nullptr && base_clock != 0) {
+        uint64_t frequency =
+            bt_clock_class_get_frequency(bt_clock_snapshot_borrow_clock_class_const(snapshot));
+        uint64_t value = bt_clock_snapshot_get_value(snapshot);
+        auto to_ns = [frequency](uint64_t cycles) {
+          return frequency == 1000000000u
+                     ? cycles
+                     : static_cast<uint64_t>(static_cast<double>(cycles) * 1e9 /
+                                             static_cast<double>(frequency));
+        };
+        if (value >= base_clock) out.extra = ts - (to_ns(value) - to_ns(base_clock));
+      }
+      out.lineno = 0;
+      if (slot[6].index >= 0) {
+        const bt_field *records = member(payload, slot[6].index);
+        uint64_t length = bt_field_array_get_length(records);
+        size_t at = batch.arena.size();
+        batch.arena.resize(at + length);
+        for (uint64_t i = 0; i < length; ++i) {
+          batch.arena[at + i] = static_cast<char>(bt_field_integer_unsigned_get_value(
+              bt_field_array_borrow_element_field_by_index_const(records, i)));
+        }
+        out.str[0] = static_cast<StringRef>(at);
+        out.lineno = static_cast<int32_t>(length);
       }
       break;
     }

@@ -34,9 +34,9 @@ class EventDecoder {
   uint64_t foreign_events() const { return foreign_events_; }
   uint64_t last_ts_ns() const { return last_ts_ns_; }
 
- private:
   static constexpr int kMaxFields = 8;
 
+  // What is known of one event class, found once.
   struct ClassInfo {
     const bt_event_class *event_class = nullptr;
     bool ours = false;
@@ -46,6 +46,11 @@ class EventDecoder {
     // parallel_codeptr and PInsight's parallel_record_id), joining a worker
     // thread's regions to the thread that opened the parallel region.
     FieldSlot parallel_codeptr, parallel_record_id;
+    // native, CUDA: the launch's correlationId, joining the device activity it caused.
+    FieldSlot correlation;
+    // CUDA device activity (cudaKernelActivity, cudaMemcpyActivity) and the CUPTI
+    // clock's calibration: their fields.
+    FieldSlot start_gpu, end_gpu, kernel_name, copy_kind, monotonic_ns, cupti_ns;
     bool has_clock = false;
     uint16_t host = 0;  // events without a clock get the previous timestamp
     EventKind kind = EventKind::FunctionBegin;
@@ -54,6 +59,7 @@ class EventDecoder {
     FieldSlot vpid, vtid, procname;
   };
 
+ private:
   const ClassInfo &class_info(const bt_event *event);
   void decode_event(const bt_message *message, EventBatch &batch);
   void decode_discarded(const bt_message *message, EventBatch &batch, bool packets);

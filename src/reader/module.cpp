@@ -24,8 +24,8 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
   d["last_ns"] = t.last_ns;
   py::list functions;
   for (const auto &[symbol, s] : t.functions) {
-    functions.append(
-        py::make_tuple(symbol, s.calls, s.segments, s.total_ns, s.self_ns, s.exceptions));
+    functions.append(py::make_tuple(symbol, s.calls, s.segments, s.total_ns, s.self_ns,
+                                    s.exceptions, s.finished, s.wall_ns));
   }
   d["functions"] = functions;
   py::list native_calls;
@@ -39,6 +39,7 @@ py::dict thread_dict(const ThreadState &t, bool with_tree) {
   anomalies["ends_without_begin"] = t.anomalies.ends_without_begin;
   anomalies["implicitly_closed"] = t.anomalies.implicitly_closed;
   anomalies["open_at_end"] = t.anomalies.open_at_end;
+  anomalies["stepped_aside"] = t.anomalies.stepped_aside;
   d["anomalies"] = anomalies;
   py::list imports;
   for (const auto &[symbol, s] : t.import_stats) {
@@ -114,6 +115,21 @@ py::dict result_dict(const Analysis &analysis) {
     discards.append(rd);
   }
   d["discards"] = discards;
+  const BlockMerger &blocks = analysis.blocks();
+  d["blocks"] = blocks.blocks();
+  d["late_records"] = blocks.late_records();
+  py::list missing;
+  for (const MissingRecords &m : blocks.missing()) {
+    py::dict md;
+    md["host"] = analysis.hosts().name(m.host);
+    md["vpid"] = m.vpid;
+    md["vtid"] = m.vtid;
+    md["python_thread_id"] = m.python_thread_id;
+    md["after_ns"] = m.after_ns;
+    md["count"] = m.count;
+    missing.append(md);
+  }
+  d["missing_events"] = missing;
   py::list symbols;
   const SymbolTable &table = a.symbols();
   for (SymbolId i = 0; i < table.size(); ++i) {
@@ -187,7 +203,7 @@ py::dict result_dict(const Analysis &analysis) {
       {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
       {"free_sample", EventKind::FreeSample},       {"native_begin", EventKind::NativeBegin},
       {"gil_switch", EventKind::GilSwitch},         {"gil_released", EventKind::GilReleased},
-      {"native_end", EventKind::NativeEnd}};
+      {"native_end", EventKind::NativeEnd},         {"generator_end", EventKind::GeneratorEnd}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   d["event_counts"] = kinds;
   d["control_threads"] = a.control_threads();

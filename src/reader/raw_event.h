@@ -29,14 +29,23 @@ enum class EventKind : uint8_t {
   DiscardedPackets,
   ImportBegin,  // str[0]: module; transition: import_transition
   ImportEnd,
-  AllocSample,  // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
-  FreeSample,   // code_id: address
-  GilSwitch,    // code_id: wait_ns, extra: released_ns, lineno: previous_thread_id
-  GilReleased,  // code_id: wait_ns, extra: released_ns, before_ns: lineno (low 32 bits)
-                // and aux (high 32 bits), transition: source
-  NativeBegin,  // another provider's NAME_begin; str[0]: provider, str[1]: NAME;
-                // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
-  NativeEnd,    // its NAME_end
+  AllocSample,     // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
+  FreeSample,      // code_id: address
+  GilSwitch,       // code_id: wait_ns, extra: released_ns, lineno: previous_thread_id
+  GilReleased,     // code_id: wait_ns, extra: released_ns, before_ns: lineno (low 32 bits)
+                   // and aux (high 32 bits), transition: source
+  GeneratorEnd,    // a generator instance's end: extra: lifetime_ns, aux: segments,
+                   // transition: generator_end_kind; compact when its names are empty
+  NativeBegin,     // another provider's NAME_begin; str[0]: provider, str[1]: NAME;
+                   // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
+  NativeEnd,       // its NAME_end
+  DeviceActivity,  // CUDA kernel or memcpy on the device (cupti_pinsight_lttng_ust): str[0]:
+                   // provider, str[1]: kernel name / memcpy kind; code_id: correlationId;
+                   // extra: start_gpu; lineno | aux << 32: end_gpu (CUPTI ns)
+  DeviceClock,     // cuda_clock_calibration: code_id: what to add to CUPTI ns for ns from origin
+  Block,           // batched payload's event_block: vtid: its tid; code_id: first_sequence;
+                   // extra: base_clock as ns from origin; aux: record_count; transition:
+                   // flags; str[0]: the records' bytes, lineno: their length
 };
 
 // The provider's enumerations (import_transition, alloc_source, frame_transition,

@@ -80,6 +80,8 @@ void install_handler() {
 // that the program still has a thread, and advances the naming epoch of the
 // compact payload (emitter.h).
 constexpr long kCheckNanoseconds = 1000000000L;
+// Under the batched payload: how often it looks for idle threads' blocks.
+constexpr long kBlockCheckNanoseconds = 100000000L;
 // After a program thread exits: how often, and how many times, to look
 // whether it was the last one (it is still finishing when it tells us).
 constexpr long kExitWatchNanoseconds = 5000000L;
@@ -176,13 +178,24 @@ void run(PyInterpreterState *interpreter) {
   while (!stopping.load()) {
     timespec deadline = {};
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += exit_checks > 0 ? kExitWatchNanoseconds : kCheckNanoseconds;
+    deadline.tv_nsec += exit_checks > 0                        ? kExitWatchNanoseconds
+                        : emitter::blocks::idle_flush_wanted() ? kBlockCheckNanoseconds
+                                                               : kCheckNanoseconds;
     deadline.tv_sec += deadline.tv_nsec / 1000000000L;
     deadline.tv_nsec %= 1000000000L;
     if (sem_timedwait(&wakeup, &deadline) != 0) {
       if (errno != ETIMEDOUT || stopping.load()) continue;
+      if (emitter::blocks::idle_flush_wanted() && emitter::blocks::any_idle() &&
+          !compat::is_finalizing()) {
+        // A thread blocked outside Python (or running no traced code) would
+        // hold its records, and readers every other thread's, indefinitely.
+        // Under the GIL no thread is writing a record.
+        ScopedGil gil;
+        emitter::blocks::flush_idle();
+      }
       timespec now = {};
       clock_gettime(CLOCK_MONOTONIC, &now);
+      if (now.tv_sec == epoch_second && exit_checks == 0) continue;  // batched: 100 ms ticks
       if (now.tv_sec != epoch_second) {
         epoch_second = now.tv_sec;
         emitter::advance_naming_epoch();

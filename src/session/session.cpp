@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,6 +17,7 @@
 #include "config/config_store.h"
 #include "gil/gil_hooks.h"
 #include "session/control_thread.h"
+#include "session/debugger_guard.h"
 #include "tracer/gil_accounting.h"
 #include "tracer/imports.h"
 
@@ -111,14 +114,18 @@ void sync_gil() {
   } else if (!active && gil_hooks::installed()) {
     gil_hooks::uninstall();
   }
-  gil_accounting::set_enabled(active && tracer().mode() == TraceMode::Tracing);
+  gil_accounting::set_enabled(active && !tracer().stepped_aside() &&
+                              tracer().mode() == TraceMode::Tracing);
 }
 
-// Allocation sampling and gil events follow what is wanted, the mode and
-// activation (GIL held).
+// Allocation sampling, gil events and the batched payload's idle flush follow
+// what is wanted, the mode and activation (GIL held).
 void sync_alloc() {
   sync_gil();
-  if (tracer().active() && state.alloc_wanted.load() && tracer().mode() == TraceMode::Tracing) {
+  bool tracing =
+      tracer().active() && !tracer().stepped_aside() && tracer().mode() == TraceMode::Tracing;
+  emitter::blocks::set_idle_flush(emitter::batched_payload && tracing);
+  if (tracing && state.alloc_wanted.load()) {
     alloc::start(state.alloc_interval.load());
   } else if (alloc::active()) {
     alloc::stop();
@@ -126,8 +133,25 @@ void sync_alloc() {
 }
 
 void set_payload(Payload payload) {
-  bool compact = payload == Payload::Compact;
-  if (emitter::compact_payload == compact) return;
+  if (payload == Payload::Batched && std::getenv("LTTNG_UST_CLOCK_PLUGIN") != nullptr) {
+    // Blocks time their records with CLOCK_MONOTONIC, LTTng-UST's clock unless
+    // a plugin replaces it: the records would not line up with other events.
+    static bool told = false;
+    if (!told) {
+      told = true;
+      std::fprintf(stderr,
+                   "pinsight-python: payload batched is refused under LTTNG_UST_CLOCK_PLUGIN "
+                   "(its records are timed with CLOCK_MONOTONIC); compact is used instead\n");
+    }
+    payload = Payload::Compact;
+  }
+  bool compact = payload != Payload::Full;
+  bool batched = payload == Payload::Batched;
+  if (emitter::compact_payload == compact && emitter::batched_payload == batched) return;
+  // Records written so far go out before events of the other payload.
+  if (emitter::batched_payload) emitter::flush_blocks(/*last=*/!batched);
+  if (batched) emitter::blocks::enable();
+  emitter::batched_payload = batched;
   emitter::compact_payload = compact;
   // Names written under the other payload may be far back: write them again.
   emitter::advance_naming_epoch();
@@ -191,13 +215,37 @@ void emit_process_info(const char *backend) {
 // reload (a job script's `kill -USR1` must not pass unnoticed).
 void on_reload_signal() {
   static bool told_nothing_to_reload = false;
+  // The batched payload's pending records go out first: a snapshot recorded
+  // after the signal holds them (a flush with nothing to reload is no mistake).
+  bool flushed = false;
+  if (emitter::batched_payload && tracer().active() && !compat::is_finalizing()) {
+    control::ScopedGil gil;
+    emitter::flush_blocks(/*last=*/false);
+    flushed = true;
+  }
   std::string error;
-  if (!reload(&error) && !told_nothing_to_reload && config_path().empty()) {
+  if (!reload(&error) && !told_nothing_to_reload && !flushed && config_path().empty()) {
     told_nothing_to_reload = true;
     std::fprintf(stderr,
                  "pinsight-python: SIGUSR1: tracing was activated without a configuration "
                  "file, so there is nothing to reload (said once)\n");
   }
+}
+
+// A debugger traces the program (debugger_guard): no events until it is done,
+// the place marked in the trace (readers close the frames open there).
+void step_aside_for_debugger() {
+  if (!tracer().active() || tracer().stepped_aside()) return;
+  emitter::flush_blocks(/*last=*/true);  // the batched payload's records come first
+  emitter::mode_change("OFF", "debugger", tracer().generation());
+  tracer().step_aside();
+}
+
+// The debugger is done: trace again in the current mode, from the frames running now.
+void step_back_after_debugger() {
+  if (!tracer().stepped_aside()) return;
+  emitter::mode_change(trace_mode_name(tracer().mode()), "debugger_done", tracer().generation());
+  tracer().step_back();
 }
 
 std::unique_ptr<Config> initial_config(const ActivateOptions &options) {
@@ -223,6 +271,7 @@ void activate(const ActivateOptions &options) {
     std::string refusal = compat::gil_events_refusal(compat::kFreeThreaded);
     if (!refusal.empty()) throw ActivationError(refusal);
   }
+  debugger_guard::disarm();
   std::string unverified = cpython_refusal();
   if (!unverified.empty()) {
     // The program runs untraced; status() says why.
@@ -243,7 +292,7 @@ void activate(const ActivateOptions &options) {
   state.mode_override = initial;
   Payload payload =
       overridden_setting(options.payload, "activate(payload=...)", config->payload, parse_payload,
-                         "payload", "full or compact", &state.payload_override_set);
+                         "payload", "full, compact or batched", &state.payload_override_set);
   state.payload_override = payload;
 
   state.module_filter_given = options.module_filter_given;
@@ -302,10 +351,16 @@ void activate(const ActivateOptions &options) {
   tracer().start(std::move(backend), initial, generation, requested);
   sync_alloc();
   control::start(&on_reload_signal);
+  if (tracer().backend_name() && std::strcmp(tracer().backend_name(), "sys.monitoring") == 0) {
+    debugger_guard::install({&step_aside_for_debugger, &step_back_after_debugger});
+  }
 }
 
 // The tracer's stop() tells mode_changed (sync_alloc): sampling stops with it.
-void deactivate() { tracer().stop(); }
+void deactivate() {
+  debugger_guard::disarm();
+  tracer().stop();
+}
 
 Status status() {
   Status s;
@@ -315,7 +370,7 @@ Status status() {
   const char *backend = t.backend_name();
   s.backend = backend ? backend : (t.active() ? state.backend_name : "");
   s.mode = trace_mode_name(t.mode());
-  s.payload = emitter::compact_payload ? "compact" : "full";
+  s.payload = emitter::batched_payload ? "batched" : emitter::compact_payload ? "compact" : "full";
   s.lttng_available = emitter::provider_loaded();
   s.lttng_error = state.lttng_error;
   s.tool_id = t.tool_id();

@@ -73,6 +73,7 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   info->lineno = pycode->co_firstlineno;
   info->module = module_name(globals);
   info->import_loader = is_import_loader(info->qualname, info->filename);
+  info->generator = compat::is_generator_code(pycode);
   CodeInfo *result = nullptr;
   if (compat::code_set_own_extra(code, extra_index, info.get()) == 0) {
     result = info.release();

@@ -43,6 +43,8 @@ struct CodeInfo : NamedCode {
   std::string module;  // __name__ of the globals the code first ran with
   // importlib._bootstrap._find_and_load: its frames are module loads.
   bool import_loader = false;
+  // A generator, coroutine or async generator: its instances' lifetimes are timed.
+  bool generator = false;
 
   // Decision under config generation `generation` (see Tracer::decide).
   uint64_t generation = UINT64_MAX;

@@ -1,9 +1,12 @@
 #include "tracer/generators.h"
 
+#include <chrono>
 #include <iterator>
 #include <string>
 
 #include "common/py_util.h"
+#include "emit/emitter.h"
+#include "tracer/thread_state.h"
 
 namespace pinsight {
 namespace {
@@ -112,7 +115,23 @@ bool GeneratorTable::init(std::string *error) {
   return true;
 }
 
-bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags) {
+uint64_t lifetime_clock_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+namespace {
+void emit_lifetime(const GeneratorTable::Entry &entry, int python_thread_id, int how) {
+  // Only instances whose start went out: the reader times them from it.
+  if (entry.started_ns == 0 || !(entry.flags & kBeginEmitted)) return;
+  emitter::generator_end(*entry.code, python_thread_id, lifetime_clock_ns() - entry.started_ns,
+                         entry.segments, how);
+}
+}  // namespace
+
+bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags,
+                             uint64_t started_ns) {
   auto it = by_frame_.find(frame);
   if (it != by_frame_.end()) {
     it->second.flags = flags;
@@ -131,7 +150,7 @@ bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags) {
     PyErr_Clear();
     return false;
   }
-  by_frame_[frame] = Entry{&code, weakref, flags, false};
+  by_frame_[frame] = Entry{&code, weakref, started_ns, 1, flags, false};
   by_weakref_[weakref] = frame;
   ++code.suspended_traced;
   return true;
@@ -141,14 +160,17 @@ bool GeneratorTable::resume(const void *frame, uint8_t *flags) {
   auto it = by_frame_.find(frame);
   if (it == by_frame_.end() || it->second.running) return false;
   it->second.running = true;
+  ++it->second.segments;
   --it->second.code->suspended_traced;
   *flags = it->second.flags;
   return true;
 }
 
-void GeneratorTable::finish(const void *frame) {
+void GeneratorTable::finish(const void *frame, int python_thread_id, int how) {
   auto it = by_frame_.find(frame);
-  if (it != by_frame_.end()) erase(it);
+  if (it == by_frame_.end()) return;
+  emit_lifetime(it->second, python_thread_id, how);
+  erase(it);
 }
 
 void GeneratorTable::erase(std::unordered_map<const void *, Entry>::iterator it) {
@@ -179,7 +201,10 @@ void GeneratorTable::generator_died(PyObject *weakref) {
   auto found = by_weakref_.find(weakref);
   if (found == by_weakref_.end()) return;
   auto it = by_frame_.find(found->second);
-  if (it != by_frame_.end()) erase(it);
+  if (it == by_frame_.end()) return;
+  const ThreadState *state = thread_states::current_ptr;
+  emit_lifetime(it->second, state ? state->python_thread_id : -1, wire::kGeneratorCollected);
+  erase(it);
 }
 
 }  // namespace pinsight

@@ -28,9 +28,12 @@ enum class RecordKind : uint8_t { Function, CCall };
 // objects: a frame keeps its code alive, and a native call's callable is
 // alive until its C_RETURN/C_RAISE.
 struct FrameRecord {
-  const void *frame;        // interpreter frame (caller's frame for a native call)
-  CodeInfo *code;           // the frame's code (the caller's for a native call)
-  const void *callable;     // native call: the object C_RETURN/C_RAISE will name
+  const void *frame;  // interpreter frame (caller's frame for a native call)
+  CodeInfo *code;     // the frame's code (the caller's for a native call)
+  union {
+    const void *callable;  // native call: the object C_RETURN/C_RAISE will name
+    uint64_t started_ns;   // a traced generator instance's first segment: when it started
+  };
   const char *callee_name;  // native call: interned name; import: the module
   int line;                 // native call: line of the call site
   RecordKind kind;

@@ -126,6 +126,19 @@ void Tracer::close_stale_calls(ThreadState &state, const void *frame) {
   }
 }
 
+void Tracer::generator_ended(const FrameRecord &record, const ThreadState &state, int transition) {
+  int how = transition == wire::kReturn ? wire::kGeneratorReturned : wire::kGeneratorRaised;
+  if (record.flags & kGeneratorEntry) {
+    generators_.finish(record.frame, state.python_thread_id, how);
+    return;
+  }
+  // Ended in its first segment, never suspended (or running since activate:
+  // no start time, no lifetime).
+  if (record.started_ns == 0 || !(record.flags & kBeginEmitted)) return;
+  emitter::generator_end(*record.code, state.python_thread_id,
+                         lifetime_clock_ns() - record.started_ns, 1, how);
+}
+
 void Tracer::window_ended(CodeInfo &code) {
   const WindowEndAction &action = code.limits.window_end;
   if (action.has_python_mode && action.python_mode != mode()) {
@@ -142,7 +155,9 @@ void Tracer::reconcile_events() {
   TraceMode current = mode();
   uint32_t calls = (requested_events_ & kEventCCall) ? uint32_t{kCPyCalls} : 0u;
   uint32_t wanted = 0;
-  if (current >= TraceMode::Monitoring) {
+  if (aside_) {
+    wanted = 0;  // a debugger traces the program
+  } else if (current >= TraceMode::Monitoring) {
     wanted = kCPyBegins | kCPyEnds | calls;
   } else if (open_records_ > 0) {
     // STANDBY/OFF: frames traced before still need their ends; each other
@@ -288,6 +303,7 @@ void Tracer::stop() {
   if (!active_) return;
   active_ = false;
   mode_.store(TraceMode::Off);
+  emitter::flush_blocks(/*last=*/true);  // the batched payload's pending records
   mode_changed();
   if (backend_) {
     try {
@@ -299,8 +315,32 @@ void Tracer::stop() {
     backend_.reset();
   }
   installed_events_ = 0;
-  // Frames still running keep their begins without ends; forget them so a
-  // later activation starts clean.
+  aside_ = false;
+  forget_records();
+  legacy_qualname::clear();
+}
+
+void Tracer::step_aside() {
+  if (!active_ || aside_) return;
+  aside_ = true;
+  reconcile_events();  // all off: aside_
+  forget_records();
+  mode_changed();
+}
+
+void Tracer::step_back() {
+  if (!active_ || !aside_) return;
+  aside_ = false;
+  if (mode() == TraceMode::Tracing) push_activation_frames(*thread_states::current());
+  reconcile_events();
+  // Locations silenced before may be needed by the frames running now.
+  if (mode() >= TraceMode::Monitoring) rearm(/*per_thread_only=*/false);
+  mode_changed();
+}
+
+void Tracer::forget_records() {
+  // Frames still running keep their begins without ends; forget them so that
+  // tracing starts clean later.
   thread_states::clear_all_stacks();
   generators_.clear();
   forgotten_code_.open_records = 0;
@@ -309,7 +349,6 @@ void Tracer::stop() {
     info->open_records = 0;
     info->suspended_traced = 0;
   }
-  legacy_qualname::clear();
 }
 
 std::vector<LexgionReport> Tracer::lexgions() const {

@@ -68,6 +68,12 @@ class Tracer {
              uint32_t requested_events);
   // Switches CPython's events off and forgets every open record.
   void stop();
+  // A debugger traces the program (session/debugger_guard.h): CPython's events
+  // off and every open record forgotten, the backend and the mode kept; back,
+  // tracing resumes from the frames running then, as after start().
+  void step_aside();
+  void step_back();
+  bool stepped_aside() const { return aside_; }
   bool active() const { return active_.load(); }  // any thread
   TraceMode mode() const { return mode_.load(std::memory_order_relaxed); }
   // Switches the mode (window end, reload, API) and reconciles CPython's events.
@@ -112,7 +118,10 @@ class Tracer {
   // code_registry's forget hook: `code` dies while records still name it.
   static void forget_code(CodeInfo &code);
   void window_ended(CodeInfo &code);
+  // A frame of generator code returned or unwound: its instance's lifetime.
+  void generator_ended(const FrameRecord &record, const ThreadState &state, int transition);
   void reconcile_events();  // CPython's events follow mode_ and open records
+  void forget_records();    // every shadow stack and suspended generator (stop, step aside)
   // Re-enables our DISABLEd locations: those of per-thread verdicts only (a
   // new thread), or all of them (mode change, reload).
   void rearm(bool per_thread_only);
@@ -149,6 +158,7 @@ class Tracer {
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> active_{false};  // read by the control thread without the GIL
   bool failed_ = false;
+  bool aside_ = false;  // stepped aside for a debugger
   bool reconciling_ = false;
   uint64_t disable_epoch_ = 1;
   uint32_t requested_events_ = 0;   // kEvent* bits allowed by activate(events=...)
@@ -249,6 +259,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   if (flags & kBeginEmitted) {
     ++code.traced;
     ++events_emitted_;
+    if (code.generator) state.stack.back().started_ns = lifetime_clock_ns();
     emitter::function(true, code, state.python_thread_id, wire::kStart);
   }
   return Verdict::Continue;
@@ -297,9 +308,10 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       }
       if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (transition == wire::kYield) {
-        generators_.suspend(frame, info, record.flags & static_cast<uint8_t>(~kGeneratorEntry));
+        generators_.suspend(frame, info, record.flags & static_cast<uint8_t>(~kGeneratorEntry),
+                            (record.flags & kGeneratorEntry) ? 0 : record.started_ns);
       } else {
-        if (record.flags & kGeneratorEntry) generators_.finish(frame);
+        if (info.generator) generator_ended(record, *state, transition);
         if (record.flags & kEndsWindow) window_ended(info);
       }
       if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {

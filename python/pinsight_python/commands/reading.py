@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any, Iterator, List, TextIO, Tuple
 
-from ..analysis import PROGRESS_MODES, ReadFilter, TraceData
+from ..analysis import PROGRESS_MODES, ReadFilter, TraceData, missing_events
 
 
 def positive_or_zero(text: str) -> int:
@@ -145,3 +145,5 @@ def warn_discards(trace: TraceData) -> None:
               "overflowed): functions are cut short and timings too low near them; record "
               "again with more buffer (pinsight-python trace --num-subbuf 32, or "
               "lttng enable-channel --num-subbuf/--subbuf-size)", file=sys.stderr)
+    for line in missing_events(raw):
+        print(f"pinsight-python: warning: {line}", file=sys.stderr)

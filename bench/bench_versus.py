@@ -1,0 +1,70 @@
+"""This build's per-event cost against another build's (e.g. the branch point), in the
+same interleaved rounds: did a change move the full or compact payload's cost?
+
+    .venv/bin/python bench/bench_versus.py OTHER_PYTHON [--repeat N] [--workloads fib,native]
+
+OTHER_PYTHON: the interpreter of a virtual environment with the other build of
+pinsight-python (git archive BASE | tar -x -C DIR; build it there as the README says).
+Time added over untraced by each build, per workload and payload; min of N rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import GID, RUNNER, SETUP, WORKLOADS, in_group, load_average
+
+PAYLOADS = ("full", "compact")
+
+
+def run(python: str, workload: str, config: str) -> float:
+    code = RUNNER.format(provider="", workload=WORKLOADS[workload], setup=SETUP[config],
+                         is_pinsight=config != "untraced")
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
+                          preexec_fn=in_group)
+    return float(proc.stdout.split()[0])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("other", help="the other build's interpreter")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--workloads", default="fib,native")
+    args = parser.parse_args()
+    from pinsight_python import lttng
+
+    builds = {"this": sys.executable, "other": args.other}
+    workloads = args.workloads.split(",")
+    runs: Dict[Tuple[str, str, str], List[float]] = collections.defaultdict(list)
+    print(f"load average before: {load_average()}")
+    with tempfile.TemporaryDirectory() as tmpdir:
+        for round_ in range(args.repeat):
+            trace = Path(tmpdir) / f"trace-{round_}"
+            with lttng.Session(trace, track_vgid=GID):
+                for workload in workloads:
+                    for config in ("untraced", *PAYLOADS):
+                        for name, python in builds.items():
+                            runs[(workload, config, name)].append(run(python, workload, config))
+            shutil.rmtree(trace, ignore_errors=True)
+    print(f"load average after: {load_average()}\n")
+    print("| workload | payload | this (ms added) | other (ms added) | this / other |")
+    print("|---|---|---:|---:|---:|")
+    for workload in workloads:
+        for config in PAYLOADS:
+            added = {name: min(runs[(workload, config, name)])
+                     - min(runs[(workload, "untraced", name)]) for name in builds}
+            print(f"| {workload} | {config} | {added['this'] * 1e3:.1f} | "
+                  f"{added['other'] * 1e3:.1f} | {added['this'] / added['other']:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+/*
+ * PInsight's real CUDA provider (cupti_pinsight_lttng_ust, its header
+ * ../shared/pinsight/src/cupti_lttng_ust_tracepoint.h, unchanged), fired the
+ * way libpinsight's CUPTI callbacks fire it, for machines without a GPU: a
+ * kernel launch (cudaKernelLaunch_begin/_end with its correlationId), then,
+ * later and from another thread, the kernel's device activity
+ * (cudaKernelActivity: start_gpu/end_gpu in CUPTI's clock) and, once, the
+ * CUPTI clock's calibration against CLOCK_MONOTONIC. Only the device is
+ * missing: the provider, its events and fields are PInsight's.
+ */
+#define LTTNG_UST_TRACEPOINT_CREATE_PROBES
+#define LTTNG_UST_TRACEPOINT_DEFINE
+#include "cupti_lttng_ust_tracepoint.h"
+
+#include <stdint.h>
+
+void standin_calibrate(uint64_t clock_monotonic_ns, uint64_t cupti_timestamp_ns) {
+  lttng_ust_tracepoint(cupti_pinsight_lttng_ust, cuda_clock_calibration, clock_monotonic_ns,
+                       cupti_timestamp_ns);
+}
+
+void standin_launch(unsigned int correlation_id, const char *kernel) {
+  struct contextStreamId_t stream = {1, 7};
+  struct dimension_t dims = {64, 1, 1, 256, 1, 1};
+  lttng_ust_tracepoint(cupti_pinsight_lttng_ust, cudaKernelLaunch_begin, 0, correlation_id, 0,
+                       (const void *)0, kernel, &stream, &dims);
+  lttng_ust_tracepoint(cupti_pinsight_lttng_ust, cudaKernelLaunch_end, 0, correlation_id, 0,
+                       (const void *)0, kernel);
+}
+
+void standin_kernel_activity(unsigned int correlation_id, uint64_t start_gpu, uint64_t end_gpu,
+                             const char *kernel) {
+  lttng_ust_tracepoint(cupti_pinsight_lttng_ust, cudaKernelActivity, 0, correlation_id, start_gpu,
+                       end_gpu, 1, 7, kernel);
+}
