@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-import sysconfig
+import sys
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -130,8 +130,10 @@ def parse_events(text: str, source: str) -> List[str]:
 
 
 def free_threaded() -> bool:
-    """This CPython was built without the GIL (PEP 703, Py_GIL_DISABLED)."""
-    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    """This CPython was built without the GIL (PEP 703, Py_GIL_DISABLED): its ABI
+    flags carry "t". Not sysconfig, which imports threading (activation must not:
+    tests/test_neighbours.py)."""
+    return "t" in getattr(sys, "abiflags", "")
 
 
 def gil_refusal(events: Iterable[str]) -> str:
