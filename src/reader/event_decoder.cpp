@@ -199,20 +199,23 @@ std::string_view memcpy_name(int64_t kind) {
   return kind >= 0 && kind < 5 ? kNames[kind] : "memcpy";
 }
 
-// ns from origin minus the raw clock value of `message`'s event (its clock's
-// ns): what turns a CLOCK_MONOTONIC reading of the traced process into the
-// trace's time. 0 when the event has no clock.
-int64_t origin_minus_clock(const bt_message *message, uint64_t ts) {
+// `reading`, a value of the clock of `message`'s event read by the traced
+// process before the event (CLOCK_MONOTONIC: a block's base_clock, CUDA's
+// calibration), as ns from origin like the event's `ts`. `ts` itself when the
+// event has no clock or the reading is later than the event.
+uint64_t reading_from_origin(const bt_message *message, uint64_t ts, uint64_t reading) {
   const bt_clock_snapshot *snapshot = bt_message_event_borrow_default_clock_snapshot_const(message);
-  if (snapshot == nullptr) return 0;
+  if (snapshot == nullptr) return ts;
   uint64_t frequency =
       bt_clock_class_get_frequency(bt_clock_snapshot_borrow_clock_class_const(snapshot));
   uint64_t value = bt_clock_snapshot_get_value(snapshot);
-  uint64_t value_ns = frequency == 1000000000u
-                          ? value
-                          : static_cast<uint64_t>(static_cast<double>(value) * 1e9 /
-                                                  static_cast<double>(frequency));
-  return static_cast<int64_t>(ts) - static_cast<int64_t>(value_ns);
+  if (value < reading) return ts;
+  auto to_ns = [frequency](uint64_t cycles) {
+    return frequency == 1000000000u ? cycles
+                                    : static_cast<uint64_t>(static_cast<double>(cycles) * 1e9 /
+                                                            static_cast<double>(frequency));
+  };
+  return ts - (to_ns(value) - to_ns(reading));
 }
 
 uint64_t ns_from_origin(const bt_clock_snapshot *snapshot) {
@@ -461,7 +464,8 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.str[1] = batch.add_string("clock", 5);
       auto monotonic = read_integer(payload, info.monotonic_ns, 0);
       auto cupti = read_integer(payload, info.cupti_ns, 0);
-      out.code_id = static_cast<uint64_t>(origin_minus_clock(message, ts) + monotonic - cupti);
+      out.code_id = reading_from_origin(message, ts, static_cast<uint64_t>(monotonic)) -
+                    static_cast<uint64_t>(cupti);
       out.python_thread_id = -1;
       out.lineno = out.aux = 0;
       out.extra = 0;
@@ -487,21 +491,8 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       // base_clock is a raw value of the event's own clock: placed on the same
       // origin as the event's timestamp.
       auto base_clock = static_cast<uint64_t>(read_integer(payload, slot[4], 0));
-      out.extra = ts;
-      const bt_clock_snapshot *snapshot =
-          bt_message_event_borrow_default_clock_snapshot_const(message);
-      if (info.has_clock && snapshot != nullptr && base_clock != 0) {
-        uint64_t frequency =
-            bt_clock_class_get_frequency(bt_clock_snapshot_borrow_clock_class_const(snapshot));
-        uint64_t value = bt_clock_snapshot_get_value(snapshot);
-        auto to_ns = [frequency](uint64_t cycles) {
-          return frequency == 1000000000u
-                     ? cycles
-                     : static_cast<uint64_t>(static_cast<double>(cycles) * 1e9 /
-                                             static_cast<double>(frequency));
-        };
-        if (value >= base_clock) out.extra = ts - (to_ns(value) - to_ns(base_clock));
-      }
+      out.extra =
+          info.has_clock && base_clock != 0 ? reading_from_origin(message, ts, base_clock) : ts;
       out.lineno = 0;
       if (slot[6].index >= 0) {
         const bt_field *records = member(payload, slot[6].index);
