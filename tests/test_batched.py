@@ -27,12 +27,10 @@ import pytest
 
 from pinsight_python import lttng
 from tests.test_coexistence import (
-    CALLS,
-    TEAM,
+    _assert_openmp_regions_under_their_call,
     _build_openmp_kernel,
     _env,
     _native_report,
-    _native_rows,
     _trace_cli,
 )
 from tests.test_economy import (
@@ -49,7 +47,7 @@ from tests.test_native_correlation import (  # noqa: F401 - omp_kernel_dir: a fi
     OMP_THREADS,
     omp_kernel_dir,
 )
-from tests.tracing import PINSIGHT_LIB, SETPROFILE, Trace, Tracer, cli, read_trace
+from tests.tracing import PINSIGHT_LIB, Trace, Tracer, cli, read_trace
 
 RATE_CONFIG = """
 [Lexgion(Python).default]
@@ -509,11 +507,7 @@ def test_pinsight_openmp_workers_joined_to_the_batched_call(tmp_path: Path) -> N
     pid = int(proc.stdout.split()[0])
     assert read_trace(out).named("event_block")
     report = _native_report(out, pid)
-    caller = "step" if SETPROFILE else "ctypes.openmp_region"
-    assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
-    tasks = _native_rows(report, "openmp", "implicit_task")
-    assert set(tasks) == {caller}, tasks
-    assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
+    _assert_openmp_regions_under_their_call(report)
     assert not report["missing_events"]
 
 

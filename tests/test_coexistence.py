@@ -454,6 +454,19 @@ def _native_rows(report: Dict[str, Any], domain: str, name: str) -> Dict[Optiona
     return rows
 
 
+def _assert_openmp_regions_under_their_call(report: Dict[str, Any]) -> str:
+    """The OpenMP workload's CALLS parallel regions under the call that ran them,
+    and the workers' implicit tasks too, on threads that never ran Python: joined
+    to the call by their parallel region. (libpinsight may miss one worker begin.)
+    Returns the caller."""
+    caller = "step" if SETPROFILE else "ctypes.openmp_region"
+    assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
+    tasks = _native_rows(report, "openmp", "implicit_task")
+    assert set(tasks) == {caller}, tasks
+    assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
+    return caller
+
+
 def test_report_attributes_any_providers_regions_to_their_caller(
     standin: Dict[str, Path], tmp_path: Path
 ) -> None:
@@ -603,13 +616,7 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
     # Our report: each parallel region under the call that ran it; the initial
     # implicit region's begins, which never end, listed as unmatched, not timed.
     report = _native_report(out, pid)
-    caller = "step" if SETPROFILE else "ctypes.openmp_region"
-    assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
-    # The workers' implicit tasks too, on threads that never ran Python: joined to
-    # the call by their parallel region. (libpinsight may miss one worker begin.)
-    tasks = _native_rows(report, "openmp", "implicit_task")
-    assert set(tasks) == {caller}, tasks
-    assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
+    caller = _assert_openmp_regions_under_their_call(report)
 
     # The flame graph: each region a child frame of its caller, nested as it ran.
     folded = subprocess.run(
