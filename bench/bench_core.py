@@ -37,7 +37,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -335,18 +335,24 @@ def load_average() -> str:
         return "?"
 
 
+def installed(configs: Iterable[str]) -> List[str]:
+    """The configurations whose tools are installed (VizTracer is an extra)."""
+    out = list(configs)
+    try:
+        import viztracer  # noqa: F401
+    except ImportError:
+        out.remove("viztracer")
+        print("viztracer is not installed (pip install -e '.[bench]'): column skipped")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds; the minimum is kept")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     args = parser.parse_args()
 
-    configs = list(SETUP)
-    try:
-        import viztracer  # noqa: F401
-    except ImportError:
-        configs.remove("viztracer")
-        print("viztracer is not installed (pip install -e '.[bench]'): column skipped")
+    configs = installed(SETUP)
     workloads = args.workloads.split(",")
     print(f"load average before: {load_average()}")
     with tempfile.TemporaryDirectory() as tmpdir:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, SETUP, load_average, run_code
+from bench_core import GID, SETUP, installed, load_average, run_code
 
 TESTS = ("test.test_fractions,test.test_difflib,test.test_textwrap,test.test_ipaddress,"
          "test.test_pprint,test.test_argparse,test.test_configparser,test.test_enum,"
@@ -58,12 +58,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the minimum is kept")
     parser.add_argument("--tests", default=TESTS)
     args = parser.parse_args()
-    configs = list(CONFIGS)
-    try:
-        import viztracer  # noqa: F401
-    except ImportError:
-        configs.remove("viztracer")
-        print("viztracer is not installed (pip install -e '.[bench]'): column skipped")
+    configs = installed(CONFIGS)
     from pinsight_python import lttng
 
     tests = args.tests.split(",")
