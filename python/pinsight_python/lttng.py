@@ -511,6 +511,7 @@ class Session:
         track_vpids: Sequence[int] = (),
         track_nobody: bool = False,
         snapshot: bool = False,
+        read_timer_us: Optional[int] = None,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
             raise ValueError("ctrl_url and data_url go together")
@@ -533,6 +534,9 @@ class Session:
         self.track_vpids = list(track_vpids)
         self.track_nobody = track_nobody
         self.snapshot = snapshot
+        # The consumer then reads the buffers on this period only, not when a
+        # sub-buffer fills (lttng enable-channel --read-timer).
+        self.read_timer_us = read_timer_us
         if snapshot and (self.network or output is None):
             raise ValueError("a snapshot session writes to a local output directory")
         self._created = False
@@ -602,6 +606,7 @@ class Session:
                 f"--subbuf-size={self.subbuf_size}",
                 f"--num-subbuf={self.num_subbuf}",
                 *(["--overwrite"] if self.snapshot else []),
+                *([f"--read-timer={self.read_timer_us}"] if self.read_timer_us else []),
                 self.channel,
             ]
         )

@@ -537,7 +537,7 @@ void CallStackAnalyzer::on_discarded(const RawEvent &e) {
   (packets ? discarded_packets_ : discarded_events_) += e.code_id;
   ++discard_records_;
   if (discards_.size() < kMaxDiscardRecords) {
-    discards_.push_back(DiscardRecord{e.code_id, e.extra, e.ts_ns, e.vtid, packets});
+    discards_.push_back(DiscardRecord{e.code_id, e.ts_ns, e.extra, e.vtid, packets});
   }
   set_origin(e.ts_ns);
   if (chrome_) chrome_->discarded(e.ts_ns, e.code_id, packets, e.vtid);

@@ -556,8 +556,11 @@ void EventDecoder::decode_discarded(const bt_message *message, EventBatch &batch
   out.kind = packets ? EventKind::DiscardedPackets : EventKind::Discarded;
   // Unknown counts are reported as 1: something was lost.
   out.code_id = has_count ? count : 1;
-  out.ts_ns = end != 0 ? end : last_ts_ns_;
-  out.extra = begin;
+  // Placed at the range's beginning: the time babeltrace's muxer orders it by,
+  // so that each decoding thread's events stay in time order (the events of
+  // the packet after the loss, earlier than the range's end, follow it).
+  out.ts_ns = begin != 0 ? begin : last_ts_ns_;
+  out.extra = end != 0 ? end : out.ts_ns;
   out.vpid = -1;
   out.host = 0;
   out.vtid = static_cast<int32_t>(bt_stream_get_id(stream));
