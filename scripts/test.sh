@@ -48,8 +48,12 @@ sanitized() {
     .venv-sanitize/bin/python -m pytest -p no:cacheprovider "${sanitized_tests[@]}"
 }
 stage "ASan+UBSan build (-Werror) and core tests on $(.venv-sanitize/bin/python -V)" sanitized
+# The oldest CPython: the backends, attach, and the GIL's ground truth (the fallback's
+# mechanism, checked on 3.11 in full, holds on 3.8 as well).
 stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/test_backends.py \
-  "tests/test_attach.py::test_attach_record_detach[threads-spin]"
+  "tests/test_attach.py::test_attach_record_detach[threads-spin]" \
+  tests/test_gil.py::test_two_python_threads_wait_is_wall_minus_cpu \
+  tests/test_gil.py::test_zlib_compress_releases_the_gil_for_its_whole_duration
 
 if ((${#failed[@]})); then
   printf 'test: FAILED: %s\n' "${failed[@]}" >&2

@@ -9,6 +9,7 @@ an unattached run, however many attach/detach cycles it went through.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -208,6 +209,31 @@ def test_attach_record_detach(tmp: Path, kind: str, expect: str) -> None:
     assert "modules: False" in err  # attached: pinsight_python was imported
     # The readers' checks are slow in Python: on the two traces with the most threads.
     check_trace(out_dir, program.pid, expect, readers=kind in ("threads", "pool"))
+
+
+def test_attach_batched_payload(tmp: Path) -> None:
+    expected = baseline(tmp, "threads")
+    program = Program(tmp, "threads")
+    out_dir = tmp / "trace"
+    try:
+        bad = cli("attach", str(program.pid), "--compact", "--batch")
+        assert bad.returncode == 2 and "not allowed with argument" in bad.stderr, bad.stderr
+        rec = cli("attach", str(program.pid), "-o", str(out_dir), "--duration", "1", "--batch",
+                  "--no-summary")
+        assert rec.returncode == 0, rec.stderr
+    finally:
+        out, err, status = program.finish()
+    assert (out, status) == expected, err
+    trace = read_trace(out_dir)
+    assert trace.named("event_block") and not trace.named("function_begin")
+    res = cli("report", "--json", "--top", "0", str(out_dir))
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    # Detach wrote every thread's last block: nothing is missing.
+    assert report["missing_events"] == []
+    (process,) = report["processes"]
+    calls = {f["name"]: f["calls"] for f in process["functions"]}
+    assert calls.get("spin", 0) > 0, sorted(calls.items(), key=lambda kv: -kv[1])[:5]
 
 
 def test_several_processes_each_labelled(tmp: Path) -> None:

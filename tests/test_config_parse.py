@@ -1046,6 +1046,7 @@ def test_design_form_file() -> None:
         ("pysysmon_py_start", ["pysysmon_py_start"]),
         ("function, import", [*PY_EVENTS, "pysysmon_import"]),
         ("import, alloc", ["pysysmon_import", "alloc"]),
+        ("function, c_call, gil", [*ALL_EVENTS, "gil"]),
     ],
 )
 def test_design_events_list(events: str, mask: List[str]) -> None:
@@ -1415,7 +1416,7 @@ def test_unicode_qualnames() -> None:
         (
             "[Python]\nevents = function, bogus\n",
             "cfg.txt:2: events: unknown event 'bogus' (expected function, c_call, import, alloc, "
-            "function_begin, function_end, c_call_begin, c_call_end, all or none)",
+            "gil, function_begin, function_end, c_call_begin, c_call_end, all or none)",
         ),
         (
             "[Python]\nmodule_filter = numpy, bad name\n",
@@ -1752,7 +1753,7 @@ def test_example_full_featured() -> None:
 # ---------------------------------------------------------------------------
 # Garbage in: errors or warnings, never a crash
 
-KNOWN_EVENTS = {*ALL_EVENTS, "pysysmon_import", "alloc"}
+KNOWN_EVENTS = {*ALL_EVENTS, "pysysmon_import", "alloc", "gil"}
 MODE_NAMES = {"OFF", "STANDBY", "MONITORING", "TRACING"}
 MODULE_NAME = re.compile(r"[^\W.][\w]*(\.[^\W.][\w]*)*")
 # Every error says what is wrong in one of these ways (what it expected, what it does

@@ -79,7 +79,8 @@ def spin(stop):
         x += 1
 
 def main():
-    data = random.Random(1).randbytes(50 << 20).hex().encode()  # 100 MB, half compressible
+    # 100 MB, half compressible (Random.randbytes is 3.9+).
+    data = random.Random(1).getrandbits(400 << 20).to_bytes(50 << 20, "little").hex().encode()
     stop = []
     t = threading.Thread(target=spin, args=(stop,))
     t.start()
@@ -236,6 +237,48 @@ def test_trace_command_events_gil(tmp_path: Path) -> None:
     ).stdout
     assert "Native calls releasing the GIL" in report
     assert "zlib.compress" in report.split("Native calls releasing the GIL")[1]
+
+
+def test_configuration_file_names_gil_and_a_reload_turns_it_off_and_on(tracer: Tracer) -> None:
+    """`events = ..., gil` in the file, as for alloc: no activate() argument
+    needed, and SIGUSR1 after editing the file follows it while the program runs."""
+    config = tracer.tmp_path / "gil.txt"
+    config.write_text("[Python]\nevents = function, c_call, gil\n")
+    run = tracer.run(
+        f"""
+        import os, signal, time, zlib
+        from pinsight_python import _pinsight_python as core
+
+        def reload_with(events):
+            # Published under the GIL with all it turns on or off: the generation
+            # changes last (reloads is counted as the control thread starts).
+            generation = pinsight_python.status()["config_generation"]
+            with open({str(config)!r}, "w") as f:
+                f.write("[Python]\\nevents = " + events + "\\n")
+            os.kill(os.getpid(), signal.SIGUSR1)
+            deadline = time.monotonic() + 60
+            while (pinsight_python.status()["config_generation"] == generation
+                   and time.monotonic() < deadline):
+                time.sleep(0.01)
+
+        def state():
+            return "gil" in pinsight_python.status()["events"], core.status()["gil_hooks"] > 0
+
+        zlib.compress(b"a" * 100000)
+        print(*state())
+        reload_with("function, c_call")
+        zlib.compress(b"b" * 100000)
+        print(*state())
+        reload_with("function, c_call, gil")
+        zlib.compress(b"c" * 100000)
+        print(*state())
+        """,
+        activate=f"pinsight_python.activate(config={str(config)!r})",
+    )
+    assert run.stdout.split() == ["True", "True", "False", "False", "True", "True"]
+    released = [e for e in run.trace.named("gil_released")]
+    # The first and last compress released the GIL traced; the middle one untraced.
+    assert len(released) == 2, released
 
 
 def test_events_list_accepts_gil() -> None:

@@ -76,6 +76,7 @@ def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
                 config=request.get("config"),
                 mode=request.get("mode"),
                 backend=request.get("backend") or "auto",
+                payload=request.get("payload"),
             )
     else:
         pinsight_python.deactivate()

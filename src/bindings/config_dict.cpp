@@ -10,9 +10,13 @@ namespace pinsight {
 namespace {
 
 constexpr std::pair<const char *, uint32_t> kEventNames[] = {
-    {"pysysmon_py_start", kEventPyStart}, {"pysysmon_py_return", kEventPyReturn},
-    {"pysysmon_c_start", kEventCStart},   {"pysysmon_c_return", kEventCReturn},
-    {"pysysmon_import", kEventImport},    {"alloc", kEventAlloc},
+    {"pysysmon_py_start", kEventPyStart},
+    {"pysysmon_py_return", kEventPyReturn},
+    {"pysysmon_c_start", kEventCStart},
+    {"pysysmon_c_return", kEventCReturn},
+    {"pysysmon_import", kEventImport},
+    {"alloc", kEventAlloc},
+    {"gil", kEventGil},
 };
 
 }  // namespace

@@ -36,9 +36,10 @@ enum EventBits : uint32_t {
   kEventCReturn = 1u << 3,   // pysysmon_c_return  -> c_call_end
   kEventImport = 1u << 4,    // pysysmon_import    -> import_begin/_end
   kEventAlloc = 1u << 5,     // alloc              -> alloc_sample/free_sample (domain-wide)
+  kEventGil = 1u << 6,       // gil                -> gil_switch/gil_released (domain-wide)
   kEventFunction = kEventPyStart | kEventPyReturn,
   kEventCCall = kEventCStart | kEventCReturn,
-  // The default: import and alloc are asked for by name (`events = ...,
+  // The default: import, alloc and gil are asked for by name (`events = ...,
   // import`, pysysmon_import, activate(events=...)).
   kEventAll = kEventFunction | kEventCCall,
   // Events of a function's own executions (rate control applies to these).

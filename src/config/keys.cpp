@@ -40,7 +40,7 @@ bool Parser::events_list(std::string_view value, uint32_t *mask) {
       std::vector<std::string_view> names;
       for (const EventName &known : kEventListNames) names.push_back(known.name);
       error("events: unknown event " + quote(name) +
-            " (expected function, c_call, import, alloc, function_begin, function_end, "
+            " (expected function, c_call, import, alloc, gil, function_begin, function_end, "
             "c_call_begin, c_call_end, all or none)" +
             did_you_mean(name, names));
       return false;

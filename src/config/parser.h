@@ -36,11 +36,17 @@ inline constexpr EventName kPysysmonEvents[] = {
 };
 // Names accepted by the design's `events = function, c_call`.
 inline constexpr EventName kEventListNames[] = {
-    {"function", kEventFunction},      {"c_call", kEventCCall},
-    {"function_begin", kEventPyStart}, {"function_end", kEventPyReturn},
-    {"c_call_begin", kEventCStart},    {"c_call_end", kEventCReturn},
-    {"import", kEventImport},          {"alloc", kEventAlloc},
-    {"all", kEventAll | kEventImport}, {"none", 0},
+    {"function", kEventFunction},
+    {"c_call", kEventCCall},
+    {"function_begin", kEventPyStart},
+    {"function_end", kEventPyReturn},
+    {"c_call_begin", kEventCStart},
+    {"c_call_end", kEventCReturn},
+    {"import", kEventImport},
+    {"alloc", kEventAlloc},
+    {"gil", kEventGil},
+    {"all", kEventAll | kEventImport},
+    {"none", 0},
 };
 
 // "pysysmon_c_start" or "Python.pysysmon_c_start"; 0 when not an event key.

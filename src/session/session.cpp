@@ -36,6 +36,7 @@ struct State {
   bool alloc_requested = false;    // activate(events=[..., "alloc"])
   bool gil_requested = false;      // activate(events=[..., "gil"])
   std::atomic<bool> alloc_wanted{false};
+  std::atomic<bool> gil_wanted{false};  // asked for by activate or the configuration
   std::atomic<uint64_t> alloc_interval{kDefaultAllocSampleInterval};
   std::string lttng_error;
   std::string refused;
@@ -104,7 +105,7 @@ std::unique_ptr<Backend> installed_backend() {
 // gil events: the GOT hooks are in place while the tracer is active and not
 // OFF; events follow the mode (GIL held).
 void sync_gil() {
-  bool active = tracer().active() && state.gil_requested && tracer().mode() != TraceMode::Off;
+  bool active = tracer().active() && state.gil_wanted.load() && tracer().mode() != TraceMode::Off;
   if (active && !gil_hooks::installed()) {
     std::string why_not;
     if (!gil_hooks::install(&why_not)) {
@@ -168,9 +169,24 @@ void apply_module_options(Config &config) {
   }
 }
 
-// Whether import/alloc events are on under `config` (activate or the file).
+// Whether import/alloc/gil events are on under `config` (activate or the file).
 void update_extra_events(const Config &config) {
   bool alloc = state.alloc_requested || (config.events & kEventAlloc) != 0;
+  bool gil = state.gil_requested;
+  if (!gil && (config.events & kEventGil) != 0) {
+    // activate() refuses gil on a free-threaded build; a file naming it is
+    // told so once, and its other settings apply.
+    std::string refusal = compat::gil_events_refusal(compat::kFreeThreaded);
+    static bool told = false;
+    if (refusal.empty()) {
+      gil = true;
+    } else if (!told) {
+      told = true;
+      std::fprintf(stderr, "pinsight-python: %s: events: %s\n", config.path.c_str(),
+                   refusal.c_str());
+    }
+  }
+  state.gil_wanted = gil;
   state.alloc_interval = config.alloc_sample_interval;
   state.alloc_wanted = alloc;
   tracer().set_extra_events(state.imports_requested,
@@ -378,7 +394,7 @@ Status status() {
   if (t.requested_events() & kEventCCall) s.events.push_back("c_call");
   if (t.imports_possible()) s.events.push_back("import");
   if (state.alloc_wanted.load()) s.events.push_back("alloc");
-  if (state.gil_requested && t.active()) s.events.push_back("gil");
+  if (state.gil_wanted.load() && t.active()) s.events.push_back("gil");
   s.gil_hooks = gil_hooks::patched_count();
   s.alloc_sampling = alloc::active();
   s.alloc_native = alloc::native_hooked();
