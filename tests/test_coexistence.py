@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -172,9 +173,17 @@ def _wait_delivered(pid: int, timeout: float = 10.0) -> None:
 
 
 def run_signals(
-    tmp_path: Path, env: Dict[str, str], count: int = SIGNALS, program: str = SIGNAL_PROGRAM
+    tmp_path: Path,
+    env: Dict[str, str],
+    count: int = SIGNALS,
+    program: str = SIGNAL_PROGRAM,
+    handled_line: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """Run `program`, send it `count` SIGUSR1 while it runs parallel regions."""
+    """Run `program`, send it `count` SIGUSR1 while it runs parallel regions.
+
+    handled_line: a line the program's other handler prints on stderr once it
+    has acted on a signal; the next signal waits for it (PInsight's handler sets
+    a flag, so two signals before its control thread wakes are one reload)."""
     script = tmp_path / "signals.py"
     script.write_text(program)
     (tmp_path / "sent").unlink(missing_ok=True)
@@ -187,23 +196,39 @@ def run_signals(
         env={**env, "SIGNALS": str(count)},
         cwd=tmp_path,
     )
+    lines: List[str] = []
+    stream = proc.stderr
+    assert stream is not None
+    # Read as it comes: the handled lines pace the signals.
+    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")))
+    reader.start()
     try:
         assert proc.stdout is not None
         ready = proc.stdout.readline().strip()
         if ready != "ready":
             proc.kill()
-            _, err = proc.communicate(timeout=30)
-            raise AssertionError(f"program did not start: {ready!r}\n{err}")
-        for _ in range(count):
+            proc.wait(timeout=30)
+            reader.join()
+            raise AssertionError(f"program did not start: {ready!r}\n{''.join(lines)}")
+        for sent in range(1, count + 1):
             os.kill(proc.pid, signal.SIGUSR1)
             _wait_delivered(proc.pid)
+            deadline = time.monotonic() + 20
+            while (handled_line is not None and time.monotonic() < deadline
+                   and sum(handled_line in line for line in list(lines)) < sent):
+                time.sleep(0.01)
             time.sleep(0.02)
         (tmp_path / "sent").touch()
-        out, err = proc.communicate(timeout=60)
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        reader.join(timeout=60)
+        proc.stdout.close()
+        stream.close()
+    err = "".join(lines)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{err}"
     result: Dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     result["stderr"] = err
@@ -551,10 +576,11 @@ def test_real_libpinsight(tmp_path: Path) -> None:
     assert {e.ctx["vtid"] for e in marks} == {windows[0][2]}
 
     # SIGUSR1 while it runs: PInsight reloads (it says so on stderr) and so do we.
-    r = run_signals(tmp_path, env, program=REAL_SIGNAL_PROGRAM)
+    reloading = "PInsight: Control thread reloading config"
+    r = run_signals(tmp_path, env, program=REAL_SIGNAL_PROGRAM, handled_line=reloading)
     assert r["our_reloads"] == SIGNALS, r
     stderr = r["stderr"]
-    assert stderr.count("PInsight: Control thread reloading config") == SIGNALS, stderr
+    assert stderr.count(reloading) == SIGNALS, stderr
 
 REAL_SIGNAL_PROGRAM = textwrap.dedent("""
     import ctypes, json, os, time
