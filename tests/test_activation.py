@@ -792,3 +792,60 @@ def test_startup_file_command(tmp_path: Path) -> None:
     path = Path(proc.stdout.strip())
     assert path == Path(ACTIVATE_PY) and path.is_file()
     assert path.parent == Path(pinsight_python.__file__).parent
+
+
+TOGGLED_BY_SIGNALS = """
+import os, signal, time
+import pinsight_python
+
+handled = []
+
+def toggle(signo, frame):
+    # Runs between two bytecodes of the loop below, often inside one of the calls.
+    handled.append(signo)
+    if len(handled) % 2:
+        pinsight_python.deactivate()
+    else:
+        pinsight_python.activate()
+
+signal.signal(signal.SIGUSR2, toggle)
+open("ready", "w").close()
+cycles = 0
+deadline = time.monotonic() + 60
+while not os.path.exists("stop") and time.monotonic() < deadline:
+    pinsight_python.activate()
+    pinsight_python.set_mode("MONITORING")
+    pinsight_python.set_mode("TRACING")
+    pinsight_python.deactivate()
+    cycles += 1
+pinsight_python.activate()
+print("handled", len(handled) > SENT // 3, "active", pinsight_python.status()["active"], flush=True)
+"""
+
+
+def test_signal_handler_toggling_tracing_during_a_toggle_does_not_hang(tmp_path: Path) -> None:
+    """A job script signals the program, whose handler switches tracing off and on
+    while its main code does the same: a handler that ran inside activate() once
+    waited for the lock its own thread held, for ever."""
+    sent = 150
+    write(tmp_path, "prog.py", TOGGLED_BY_SIGNALS.replace("SENT", str(sent)))
+    job = write(tmp_path, "job.sh", f"""
+{PY} prog.py &
+pid=$!
+until [ -e ready ]; do sleep 0.01; done
+for i in $(seq {sent}); do kill -USR2 $pid; sleep 0.004; done
+touch stop
+wait $pid
+echo status=$?
+""")
+    with subprocess.Popen(["bash", str(job)], cwd=tmp_path, env=env_with(), text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            raise AssertionError(f"the program hung\n{err[-3000:]}") from None
+    assert out.splitlines() == ["handled True active True", "status=0"], err[-3000:]
+    assert "Traceback" not in err and "failed" not in err, err[-3000:]

@@ -14,7 +14,7 @@ import _thread
 import atexit
 import os
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _run, _subinterpreter
 from . import settings as _settings
@@ -56,7 +56,9 @@ _MPI_LAUNCHERS = (
 )
 # Activation imports no module the program could notice: not threading (whose
 # first import decides threading.main_thread()), socket, re or warnings.
-_lock = _thread.allocate_lock()
+_lock = _thread.RLock()
+_in_call = False  # True while the lock's owner runs one of the calls below
+_deferred: List[Callable[[], None]] = []
 _hooks_installed = False
 # CPython 3.12+ warns when os.fork() runs while other OS threads exist.
 _FORK_WARNING = (
@@ -274,7 +276,8 @@ def activate(
     if refusal:
         raise ActivationError(refusal)
     mpi_rank, mpi_size = _mpi_rank_and_size()
-    with _lock:
+
+    def start() -> None:
         if not _core.status()["active"]:
             _join_run()
         _install_process_hooks()
@@ -298,11 +301,45 @@ def activate(
             payload=payload,
         )
 
+    _serialized(start)
+
+
+def _serialized(action: Callable[[], None]) -> None:
+    """Run `action` alone. A call made while this thread is already inside one
+    (a Python signal handler run between two of its bytecodes: job scripts
+    toggle tracing with signals) runs right after it, in order, instead of
+    waiting for a lock its own thread holds, which would hang the program."""
+    global _in_call
+    with _lock:
+        if _in_call:
+            _deferred.append(action)
+            return
+        _in_call = True
+        try:
+            action()
+        finally:
+            # A signal may add one up to the moment _in_call is cleared: look again.
+            while True:
+                while _deferred:
+                    _run_deferred(_deferred.pop(0))
+                _in_call = False
+                if not _deferred:
+                    break
+                _in_call = True
+
+
+def _run_deferred(action: Callable[[], None]) -> None:
+    # Its caller (a signal handler) has returned: an error cannot reach it.
+    try:
+        action()
+    except Exception as e:  # reported: never raised into the call it ran after
+        print(f"pinsight-python: a call made from a signal handler during another "
+              f"activate/deactivate/set_mode, run after it, failed: {e}", file=sys.stderr)
+
 
 def deactivate() -> None:
     """Stop tracing. Frames still running keep their begin without an end."""
-    with _lock:
-        _core.deactivate()
+    _serialized(_core.deactivate)
 
 
 def status() -> Dict[str, Any]:
@@ -320,9 +357,9 @@ def lexgions() -> List[Dict[str, Any]]:
 
 def set_mode(mode: str) -> None:
     """Switch the Python domain to OFF, STANDBY, MONITORING or TRACING."""
-    _core.set_mode(mode)
+    _serialized(lambda: _core.set_mode(mode))
 
 
 def reload() -> None:
     """Re-read the configuration file now, as SIGUSR1 does."""
-    _core.reload()
+    _serialized(_core.reload)
