@@ -334,9 +334,12 @@ void activate(const ActivateOptions &options) {
       return;
     }
   }
-  if (initial != TraceMode::Off && state.lttng_error.empty() && !emitter::recording()) {
-    // Said once, at activation, and true then; sessions started later record the
+  static bool told_unrecorded = false;  // once per process: a program may toggle tracing
+  if (initial != TraceMode::Off && state.lttng_error.empty() && !emitter::recording() &&
+      !told_unrecorded) {
+    // Said at activation, and true then; sessions started later record the
     // events from then on.
+    told_unrecorded = true;
     std::fprintf(stderr,
                  "pinsight-python: tracing is active in process %d, but no LTTng session "
                  "records python_pinsight_lttng_ust events yet: they are lost until one does "
