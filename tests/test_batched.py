@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -47,7 +46,15 @@ from tests.test_native_correlation import (  # noqa: F401 - omp_kernel_dir: a fi
     OMP_THREADS,
     omp_kernel_dir,
 )
-from tests.tracing import PINSIGHT_LIB, Trace, Tracer, cli, read_trace
+from tests.tracing import (
+    PINSIGHT_LIB,
+    Trace,
+    Tracer,
+    cli,
+    isolated,
+    isolated_session,
+    read_trace,
+)
 
 RATE_CONFIG = """
 [Lexgion(Python).default]
@@ -227,17 +234,10 @@ def run_dying(tmp_path: Path, how: str) -> Trace:
     script = tmp_path / "dying.py"
     script.write_text("import pinsight_python\npinsight_python.activate(payload='batched')\n"
                       + textwrap.dedent(KILLED))
-    gid = random.randrange(200_000, 2**31 - 1)
-    session = lttng.Session(out, track_vgid=gid)
-    session.create()
-    try:
-        session.start()
+    with isolated_session(out) as run_as:
         proc = subprocess.run([sys.executable, str(script), how], capture_output=True,
-                              text=True, timeout=120, check=False,
-                              preexec_fn=lambda: os.setgid(gid))
+                              text=True, timeout=120, check=False, preexec_fn=run_as)
         assert proc.returncode < 0, (proc.returncode, proc.stderr)
-    finally:
-        session.destroy()
     return read_trace(out)
 
 
@@ -334,26 +334,22 @@ last_call()
 
 
 def test_snapshot_holds_the_latest_events(tmp_path: Path) -> None:
-    session = lttng.Session(tmp_path / "snap", snapshot=True, subbuf_size="64K", num_subbuf=4)
-    gid = random.randrange(200_000, 2**31 - 1)
-    session.track_vgid = gid
     cpu = min(os.sched_getaffinity(0))
-
-    def in_group() -> None:
-        os.setgid(gid)
-        os.sched_setaffinity(0, {cpu})  # one buffer, overwritten many times
-
     script = tmp_path / "loop.py"
     script.write_text(textwrap.dedent(SNAPSHOT_LOOP))
-    session.create()
-    try:
-        session.start()
+    with isolated(tmp_path / "snap", snapshot=True, subbuf_size="64K", num_subbuf=4) as (
+        session, run_as
+    ):
+
+        def in_group() -> None:
+            if run_as is not None:
+                run_as()
+            os.sched_setaffinity(0, {cpu})  # one buffer, overwritten many times
+
         run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                              preexec_fn=in_group, timeout=120, check=False)
         assert run.returncode == 0, run.stderr
         session.record_snapshot()
-    finally:
-        session.destroy()
     assert session.output is not None
     trace = read_trace(session.output)
     assert not trace.named("process_info"), "the buffers did not wrap"
@@ -442,21 +438,13 @@ print(pinsight_python.status()["events_emitted"] - before)
 def test_lost_blocks_are_counted_where_they_were_lost(tmp_path: Path) -> None:
     # Two 8 KiB sub-buffers per CPU, in discard mode, read every 200 ms only:
     # LTTng drops many 4 KiB blocks, however fast the machine runs the program.
-    gid = random.randrange(200_000, 2**31 - 1)
-    session = lttng.Session(tmp_path / "lossy", track_vgid=gid, subbuf_size="8K", num_subbuf=2,
-                            read_timer_us=200_000)
     script = tmp_path / "lossy.py"
     script.write_text(textwrap.dedent(LOSSY))
-    session.create()
-    try:
-        session.start()
+    out = tmp_path / "lossy"
+    with isolated_session(out, subbuf_size="8K", num_subbuf=2, read_timer_us=200_000) as run_as:
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                              timeout=120, check=True,
-                              preexec_fn=lambda: os.setgid(gid))
-    finally:
-        session.destroy()
-    assert session.output is not None
-    rep = report(read_trace(session.output))
+                              timeout=120, check=True, preexec_fn=run_as)
+    rep = report(read_trace(out))
     assert rep["discarded"]["events"] > 0, "LTTng kept up: nothing was lost"
     counted = [m for m in rep["missing_events"] if m["count"]]
     assert counted
@@ -464,8 +452,8 @@ def test_lost_blocks_are_counted_where_they_were_lost(tmp_path: Path) -> None:
     assert counted == rep["missing_events"]
     # Decoding the CPUs' streams on separate threads changes nothing (a loss's
     # record was once out of time order there, and blocks after it arrived late).
-    one_thread = analysis.read_trace(session.output, progress="never", decode_threads=1)
-    two_threads = analysis.read_trace(session.output, progress="never", decode_threads=2)
+    one_thread = analysis.read_trace(out, progress="never", decode_threads=1)
+    two_threads = analysis.read_trace(out, progress="never", decode_threads=2)
     assert one_thread.raw["missing_events"] == two_threads.raw["missing_events"]
     workers = {m["vtid"] for m in counted}
     # Every record the workers wrote is either read or counted missing, on its thread.
