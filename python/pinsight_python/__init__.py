@@ -334,7 +334,7 @@ def _run_deferred(action: Callable[[], None]) -> None:
         action()
     except Exception as e:  # reported: never raised into the call it ran after
         print(f"pinsight-python: a call made from a signal handler during another "
-              f"activate/deactivate/set_mode, run after it, failed: {e}", file=sys.stderr)
+              f"activate/deactivate/set_mode/reload, run after it, failed: {e}", file=sys.stderr)
 
 
 def deactivate() -> None:

@@ -324,6 +324,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--exclude", metavar="LIST", action="append",
                        help="never trace these modules and their submodules (comma-separated; "
                        "added to the configuration's module_exclude)")
+    add_payload_arguments(group)
+    group.add_argument("--ignore-frozen", action="store_true",
+                       help="leave out importlib's frozen bootstrap frames (<frozen "
+                       "importlib._bootstrap>), which fill every import")
+
+
+def add_payload_arguments(group: argparse._ActionsContainer) -> None:
+    """--compact and --batch (trace, python -m pinsight_python, attach). `group`:
+    an argument group or parser; attach's is mutually exclusive."""
     group.add_argument("--compact", action="store_true",
                        help="compact payload: integer events, names once per function and "
                        "second (about 40%% of the bytes; the first second of a late-started "
@@ -333,9 +342,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="batched payload: compact's records packed per thread into one "
                        "event per block of a few KiB, flushed at least every 100 ms (the "
                        "cheapest per call; Trace Compass needs `pinsight-python unbatch`)")
-    group.add_argument("--ignore-frozen", action="store_true",
-                       help="leave out importlib's frozen bootstrap frames (<frozen "
-                       "importlib._bootstrap>), which fill every import")
+
+
+def payload_option(args: argparse.Namespace) -> Optional[str]:
+    """The payload add_payload_arguments()' options chose, None for neither."""
+    if getattr(args, "compact", False):
+        return "compact"
+    return "batched" if getattr(args, "batch", False) else None
 
 
 def from_arguments(args: argparse.Namespace, errors: List[str]) -> Settings:
@@ -366,8 +379,6 @@ def from_arguments(args: argparse.Namespace, errors: List[str]) -> Settings:
     settings.exclude = exclude
     if getattr(args, "compact", False) and getattr(args, "batch", False):
         errors.append("--compact and --batch: choose one payload")
-    elif getattr(args, "compact", False):
-        settings.payload = "compact"
-    elif getattr(args, "batch", False):
-        settings.payload = "batched"
+    else:
+        settings.payload = payload_option(args)
     return settings

@@ -93,17 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", metavar="NAME", help="auto, sys.monitoring or setprofile (default: auto)"
     )
-    payload = parser.add_mutually_exclusive_group()
-    payload.add_argument(
-        "--compact", action="store_true",
-        help="compact payload: integer events, names once per function and second "
-        "(default: the configuration's [Python] payload, else full)",
-    )
-    payload.add_argument(
-        "--batch", action="store_true",
-        help="batched payload: compact's records packed per thread into one event per block "
-        "of a few KiB (the cheapest per call; Trace Compass needs `pinsight-python unbatch`)",
-    )
+    settings.add_payload_arguments(parser.add_mutually_exclusive_group())
     parser.add_argument(
         "--no-summary", action="store_true", help="do not read the trace back for a summary"
     )
@@ -147,9 +137,9 @@ def _activation_request(args: argparse.Namespace) -> Dict[str, Any]:
     config = (
         settings.check_config_path(args.config, "--config") if args.config is not None else None
     )
-    payload = "compact" if args.compact else "batched" if args.batch else None
     return {"action": "activate", "events": events, "mode": mode, "config": config,
-            "backend": backend, "payload": payload, "register_timeout_ms": REGISTER_TIMEOUT_MS}
+            "backend": backend, "payload": settings.payload_option(args),
+            "register_timeout_ms": REGISTER_TIMEOUT_MS}
 
 
 def _output_dir(args: argparse.Namespace) -> Optional[Path]:
