@@ -276,7 +276,7 @@ def test_configuration_file_names_gil_and_a_reload_turns_it_off_and_on(tracer: T
         activate=f"pinsight_python.activate(config={str(config)!r})",
     )
     assert run.stdout.split() == ["True", "True", "False", "False", "True", "True"]
-    released = [e for e in run.trace.named("gil_released")]
+    released = run.trace.named("gil_released")
     # The first and last compress released the GIL traced; the middle one untraced.
     assert len(released) == 2, released
 
