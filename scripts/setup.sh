@@ -20,11 +20,15 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 debian_packages=(
   lttng-tools liblttng-ust-dev liburcu-dev libinih-dev
   babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
-  pkg-config g++ make procps clang-format gdb
+  pkg-config g++ make procps clang-format
   openmpi-bin libopenmpi-dev
   python3-venv python3-dev
   clang libomp-dev
 )
+
+# attach needs no debugger on x86-64 (its own injector) nor on CPython 3.14+
+# (sys.remote_exec); CPython 3.8-3.13 on other processors go through gdb.
+[[ $(uname -m) == x86_64 ]] || debian_packages+=(gdb)
 
 missing=()
 for p in "${debian_packages[@]}"; do

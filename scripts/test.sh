@@ -24,7 +24,7 @@ stage() {
 }
 
 stage "ruff" .venv/bin/python -m ruff check python tests bench scripts
-stage "clang-format" bash -c "git ls-files 'src/*.cpp' 'src/*.h' | xargs clang-format --dry-run --Werror"
+stage "clang-format" bash -c "git ls-files 'src/*.c' 'src/*.cpp' 'src/*.h' | xargs clang-format --dry-run --Werror"
 stage "mypy (strict)" .venv/bin/python -m mypy
 stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
 stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend)" .venv-fallback/bin/python -m pytest "$@"

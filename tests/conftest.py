@@ -10,8 +10,7 @@ from pinsight_python import lttng
 from .tracing import PINSIGHT_LIB, Tracer
 
 REQUIRED_TOOLS = (
-    "lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "clang", "mpirun", "gdb",
-    "setpriv",
+    "lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "clang", "mpirun", "setpriv",
 )
 
 

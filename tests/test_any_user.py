@@ -72,6 +72,46 @@ def test_trace_and_report_as_an_unprivileged_user() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def test_attach_as_an_unprivileged_user() -> None:
+    """A user attaches to their own running program with the site install: no root,
+    no debugger, no capability; the program ends as it would have."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create the unprivileged user (CI runs as root)")
+    ensure_user()
+    work = Path(tempfile.mkdtemp(prefix="pinsight-any-user-"))
+    os.chmod(work, 0o777)
+    (work / "prog.py").write_text(textwrap.dedent("""
+        import os, sys, time
+        def tick():
+            time.sleep(0.002)
+        print("ready", flush=True)
+        while not os.path.exists(sys.argv[1]):
+            tick()
+        print("done")
+        sys.exit(4)
+    """))
+    (work / "job.sh").write_text(textwrap.dedent(f"""
+        {SITE}/bin/python prog.py stop > prog.out &
+        until grep -q ready prog.out; do sleep 0.05; done
+        {SITE}/bin/pinsight-python attach $! -o out --duration 1 --no-summary || exit 90
+        touch stop
+        wait $!
+        echo "program exited $?"
+    """))
+    try:
+        job = as_user("bash", str(work / "job.sh"), cwd=work)
+        assert job.returncode == 0, job.stderr
+        assert job.stdout == "program exited 4\n", (job.stdout, job.stderr)
+        assert (work / "prog.out").read_text() == "ready\ndone\n"
+        report = as_user(str(SITE / "bin" / "pinsight-python"), "report", "--json", "--top", "0",
+                         str(work / "out"), cwd=work)
+        assert report.returncode == 0, report.stderr
+        assert '"tick"' in report.stdout
+    finally:
+        subprocess.run(["pkill", "-u", USER, "lttng-sessiond"], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def test_wheel_and_editable_builds_are_kept_apart() -> None:
     """The site install (a wheel, `pip install .`) was built in this checkout after the
     editable one: each keeps its own build directory and CMake options."""

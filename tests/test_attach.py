@@ -467,11 +467,23 @@ def test_refuses_unsupported_versions(tmp: Path) -> None:
         assert "runs CPython 3.7: pinsight-python needs 3.8+" in refused(program.pid)
     finally:
         program.finish()
-    # 3.14+ (sys.remote_exec) and free-threaded builds cannot be had here.
-    with pytest.raises(injection.AttachError, match=r"3\.14 and later would use sys\.remote_exec"):
-        injection.check_version(1, (3, 14), free_threaded=False)
+    # Free-threaded builds cannot be had here.
     with pytest.raises(injection.AttachError, match="free-threaded"):
         injection.check_version(1, (3, 13), free_threaded=True)
+
+
+def test_remote_debugging_disabled_is_refused() -> None:
+    """3.14+: what stops sys.remote_exec is named before anything touches the target:
+    the -X option on its command line, or what its interpreter said in the probe
+    (PYTHON_DISABLE_REMOTE_DEBUG in its environment, a build without it)."""
+    refusal = injection.remote_debug_refusal
+    assert refusal(["python3.14", "-X", "disable_remote_debug", "app.py"], True) == (
+        "it was started with -X disable_remote_debug"
+    )
+    assert "-X disable_remote_debug" in str(refusal(["python3", "-Xdisable_remote_debug"], True))
+    assert "PYTHON_DISABLE_REMOTE_DEBUG" in str(refusal(["python3.14", "app.py"], False))
+    assert refusal(["python3.14", "app.py", "-X", "disable_remote_debug"], True) is None
+    assert refusal(["python3.14", "-X", "dev", "app.py"], True) is None
 
 
 def test_bad_arguments() -> None:

@@ -1,9 +1,10 @@
 """The target side of ``pinsight-python attach`` and ``detach``.
 
-``injection.py`` has gdb queue one pending call in the target (``Py_AddPendingCall``
-with ``PyRun_SimpleString``); the interpreter runs it on its main thread, between two
-bytecodes, with the GIL held, and the code it runs calls :func:`run` with the path of
-a request file. Nothing here may raise into the program: every outcome, failure
+``injection.py`` queues a few lines of code in the target (``sys.remote_exec`` on
+3.14+, else a pending call, ``Py_AddPendingCall`` with ``PyRun_SimpleString``, queued by
+our injector or gdb); the interpreter runs it on its main thread, between two
+bytecodes, with the GIL held, and the code calls :func:`run` with the path of a
+request file. Nothing here may raise into the program: every outcome, failure
 included, goes to the result file next to the request.
 
 The request is claimed by renaming it: if ``attach`` gave up waiting (the main thread
@@ -23,7 +24,9 @@ CLAIMED_SUFFIX = ".claimed"
 RESULT_SUFFIX = ".result"
 
 # The page of the previous injection's code: released by the next one (the code of
-# the current injection is still that of the running PyRun_SimpleString call).
+# the current injection is still that of the running PyRun_SimpleString call). A page
+# the injector's trampoline has not yet marked done is kept (never seen: the mark
+# comes right after the call is queued, long before the next request).
 _previous_page = 0
 
 

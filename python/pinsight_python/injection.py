@@ -5,22 +5,31 @@ to switch tracing on and off there.
 How the code gets in (docs/activation.md, "Attaching to a running process"):
 
 1. Checks, before anything touches the target: the process exists and is a CPython
-   interpreter (3.8 to 3.13, not free-threaded), we may ptrace it (owner, capabilities,
+   interpreter (3.8 or later, not free-threaded), we may ptrace it (owner, capabilities,
    Yama's ptrace_scope, no other tracer), and its own interpreter, started with its
    environment, working directory and path options, imports pinsight_python.
-2. gdb (batch mode, no Python in gdb) attaches, calls ``mmap`` for one anonymous page,
-   writes a few lines of Python into it and calls
-   ``Py_AddPendingCall(PyRun_SimpleString, page)``, then detaches: the target was stopped
-   for the length of two calls that take no lock of the program (``mmap`` is a system
-   call; ``Py_AddPendingCall`` only takes the pending-call queue's own lock).
-3. The interpreter runs the pending call on its main thread at its next check between
-   two bytecodes, GIL held, never inside a C call: the code calls
+2. The request's code is queued in the target by the way its version allows:
+
+   - CPython 3.14 and later: ``sys.remote_exec(pid, script)`` (PEP 768), run by an
+     interpreter of the target's own version; the target runs the script at its next
+     safe point. Nothing of ours touches its registers or memory. A target started with
+     remote debugging disabled is refused.
+   - CPython 3.8 to 3.13 on x86-64: our injector (src/inject/injector.c) borrows one
+     thread at a safe point, maps a page holding the code and has the thread call
+     ``Py_AddPendingCall(PyRun_SimpleString, page)`` through a trampoline that puts
+     every register back and restarts its system call; it changes no extended register
+     state (which Debian 12's gdb cannot write on processors with AMX) and lets the
+     thread go before the call, so that a killed attach cannot leave it half-way.
+   - Elsewhere (3.8 to 3.13 on another architecture): gdb, which calls ``mmap`` and
+     ``Py_AddPendingCall`` in the target.
+3. The interpreter runs the code on its main thread at its next check between two
+   bytecodes, GIL held, never inside a C call: it calls
    ``pinsight_python._remote.run(request)``, which activates or deactivates as the
    request file says and writes the outcome beside it.
 
 A main thread blocked in a long C call (``time.sleep(60)``, a blocking read) runs the
-pending call when that call returns: ``attach`` waits ``--timeout`` seconds for the
-result, then withdraws the request, and the late pending call does nothing.
+code when that call returns: ``attach`` waits ``--timeout`` seconds for the result, then
+withdraws the request, and the late code does nothing.
 """
 
 from __future__ import annotations
@@ -38,11 +47,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _remote, _startup, settings
+from . import _remote, _startup, elf_symbols, settings
 
 GDB_TIMEOUT = 60.0
+INJECTOR_TIMEOUT = 60.0
 PROBE_TIMEOUT = 60.0
-SUPPORTED = ((3, 8), (3, 13))  # inclusive; 3.14+ has sys.remote_exec, unverified here
+OLDEST = (3, 8)
+REMOTE_EXEC = (3, 14)  # sys.remote_exec (PEP 768) from here on
+INJECTOR = "pinsight-python-inject"
+# A test hook: "gdb" forces the debugger where our injector would be used.
+ENV_INJECT_WITH = "PINSIGHT_PYTHON_INJECT_WITH"
 CAP_SYS_PTRACE = 19
 _PYTHON_NAME = re.compile(r"python\d*(\.\d+)?[a-z]*$")
 _LIBPYTHON = re.compile(r"/libpython(\d+)\.(\d+)[a-z]*\.so[.\d]*$")
@@ -230,7 +244,8 @@ import json, sys, sysconfig
 if {script_dir!r} and not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)):
     sys.path.insert(0, {script_dir!r})
 info = {{"version": list(sys.version_info[:2]),
-        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED"))}}
+        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "remote_debug": getattr(sys, "is_remote_debug_enabled", lambda: None)()}}
 try:
     import pinsight_python._remote, pinsight_python._pinsight_python
     info["package_dir"] = pinsight_python.__path__[0]
@@ -273,15 +288,29 @@ def inspect(pid: int) -> Target:
 
 def check_version(pid: int, version: Tuple[int, int], free_threaded: bool) -> None:
     name = f"CPython {version[0]}.{version[1]}"
-    if version > SUPPORTED[1]:
-        raise AttachError(
-            f"process {pid} runs {name}: attaching to 3.14 and later would use "
-            "sys.remote_exec, which pinsight-python cannot verify yet; not attached"
-        )
-    if version < SUPPORTED[0]:
+    if version < OLDEST:
         raise AttachError(f"process {pid} runs {name}: pinsight-python needs 3.8+")
     if free_threaded:
         raise AttachError(f"process {pid} runs a free-threaded {name}: not supported")
+
+
+def remote_debug_refusal(argv: Sequence[str], probed: Optional[bool]) -> Optional[str]:
+    """Why CPython 3.14+'s sys.remote_exec cannot reach the target, or None. The probe
+    ran its interpreter with its environment (PYTHON_DISABLE_REMOTE_DEBUG, the build);
+    its -X options are read from its command line."""
+    options = list(argv[1:])
+    for i, arg in enumerate(options):
+        if arg == "--" or not arg.startswith("-"):
+            break
+        value = arg[2:] or (options[i + 1] if i + 1 < len(options) else "")
+        if arg.startswith("-X") and value == "disable_remote_debug":
+            return "it was started with -X disable_remote_debug"
+    if probed is False:
+        return (
+            "remote debugging is disabled in it (PYTHON_DISABLE_REMOTE_DEBUG is set, or its "
+            "interpreter was built without it)"
+        )
+    return None
 
 
 def _as_owner(target: Target) -> Optional[Callable[[], None]]:
@@ -322,6 +351,13 @@ def _probe(target: Target, argv: Sequence[str]) -> None:
         ) from None
     target.version = (int(info["version"][0]), int(info["version"][1]))
     check_version(target.pid, target.version, bool(info.get("free_threaded")))
+    if target.version >= REMOTE_EXEC:
+        refusal = remote_debug_refusal(argv, info.get("remote_debug"))
+        if refusal:
+            raise AttachError(
+                f"process {target.pid} runs CPython {target.version[0]}.{target.version[1]}, "
+                f"which attach reaches through sys.remote_exec, but {refusal}; not attached"
+            )
     if "error" in info:
         raise AttachError(
             f"process {target.pid}: its interpreter ({target.executable}, CPython "
@@ -330,26 +366,59 @@ def _probe(target: Target, argv: Sequence[str]) -> None:
             "environment the program runs in; nothing was injected"
         )
     target.package_dir = info["package_dir"]
+    mechanism(target)  # what attach needs is there, before anything touches the target
 
 
 # ---------------------------------------------------------------------------- injection
 
 
+def injector_path() -> Optional[str]:
+    """Our injector, installed beside the extension (x86-64 builds only)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pinsight_python._pinsight_python")
+    folder = os.path.dirname(os.path.realpath(spec.origin)) if spec and spec.origin else ""
+    path = os.path.join(folder or os.path.dirname(__file__), INJECTOR)
+    return path if os.access(path, os.X_OK) else None
+
+
+def mechanism(target: Target) -> str:
+    """How a request gets into this target: "remote_exec", "injector" or "gdb"."""
+    if target.version >= REMOTE_EXEC:
+        return "remote_exec"
+    forced = os.environ.get(ENV_INJECT_WITH, "")
+    if forced not in ("", "gdb", "injector"):
+        raise AttachError(f"{ENV_INJECT_WITH}={forced!r}: expected gdb or injector")
+    if forced != "gdb" and injector_path() is not None:
+        return "injector"
+    if forced == "injector":
+        raise AttachError(f"{INJECTOR} is not installed beside pinsight_python")
+    if shutil.which("gdb") is None:
+        raise AttachError(
+            f"process {target.pid} runs CPython {target.version[0]}.{target.version[1]} on "
+            f"{os.uname().machine}, where attach needs gdb (Debian: apt-get install gdb); "
+            "on x86-64, or with CPython 3.14 and later, it needs nothing more"
+        )
+    return "gdb"
+
+
 def gdb_path() -> str:
     path = shutil.which("gdb")
     if path is None:
-        raise AttachError(
-            "gdb was not found on PATH: attach needs it (Debian: apt-get install gdb)"
-        )
+        raise AttachError("gdb was not found on PATH (Debian: apt-get install gdb)")
     return path
 
 
-def _injected_code(request: str) -> str:
+PAGE_PLACEHOLDER = "0x0000000000000000"
+
+
+def _injected_code(request: str, page: str = PAGE_PLACEHOLDER) -> str:
     # Expression statements only: nothing is bound in __main__, whose namespace this
-    # runs in. The page address is filled in by gdb (a fixed-width hex number).
+    # runs in. `page` is where the code itself lies (the injector or gdb fills it in),
+    # released by the next request once its trampoline is done with it.
     return (
         f"try:\n __import__('os').path.exists({request!r}) and __import__("
-        f"'pinsight_python._remote', fromlist=['run']).run({request!r}, 0x%016lx)\n"
+        f"'pinsight_python._remote', fromlist=['run']).run({request!r}, {page})\n"
         "except Exception:\n pass\n"
     )
 
@@ -378,12 +447,90 @@ detach
 
 
 def inject(target: Target, request: str) -> None:
-    """Queue the pending call that runs _remote.run(request) in the target."""
+    """Queue the code that runs _remote.run(request) in the target."""
     if not _SAFE_PATH.fullmatch(request) or len(request) > 1000:
         raise AttachError(f"the request path {request!r} must be plain (letters, digits, ./_+-)")
+    how = mechanism(target)
+    if how == "remote_exec":
+        _remote_exec(target, request)
+    elif how == "injector":
+        _inject_with_injector(target, request)
+    else:
+        _inject_with_gdb(target, request)
+
+
+def _queue_full(target: Target) -> AttachError:
+    return AttachError(
+        f"process {target.pid}: Py_AddPendingCall refused the call (its queue is full); "
+        "nothing else was changed; try again"
+    )
+
+
+def _inject_with_injector(target: Target, request: str) -> None:
+    """Our injector, in a session of its own: a signal meant for attach (Ctrl-C, a
+    killed job) does not cut it short between two steps; it notices attach's death
+    itself and lets the target go at the next step."""
+    try:
+        addresses, syscall, _ = elf_symbols.resolve(
+            target.pid, ("Py_AddPendingCall", "PyRun_SimpleString")
+        )
+    except (OSError, elf_symbols.ElfError) as e:
+        raise AttachError(f"process {target.pid}: cannot find CPython's functions: {e}") from None
+    cmd = [
+        str(injector_path()),
+        str(target.pid),
+        f"{addresses['Py_AddPendingCall']:x}",
+        f"{addresses['PyRun_SimpleString']:x}",
+        f"{syscall:x}",
+        _injected_code(request),
+    ]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=INJECTOR_TIMEOUT, check=False,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        raise AttachError(
+            f"process {target.pid}: the injector did not finish within {INJECTOR_TIMEOUT:.0f} s"
+        ) from None
+    lines = proc.stdout.strip().splitlines()
+    last = lines[-1] if lines else proc.stderr.strip() or f"exit status {proc.returncode}"
+    if proc.returncode != 0 or not last.startswith("ok "):
+        reason = last[len("error: ") :] if last.startswith("error: ") else last
+        raise AttachError(f"process {target.pid}: could not inject: {reason}")
+    fields = dict(field.split("=", 1) for field in last.split()[1:])
+    if int(fields.get("rc", "-1")) != 0:
+        raise _queue_full(target)
+
+
+def _remote_exec(target: Target, request: str) -> None:
+    """CPython 3.14+: the target's own kind of interpreter asks it to run a script."""
+    script = request + ".py"
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(_injected_code(request, "0"))
+    os.chmod(script, 0o644)
+    call = f"import sys; sys.remote_exec({target.pid}, {script!r})"
+    try:
+        proc = subprocess.run(
+            [target.executable, "-I", "-S", "-c", call], capture_output=True, text=True,
+            timeout=INJECTOR_TIMEOUT, check=False, stdin=subprocess.DEVNULL,
+            start_new_session=True, env={settings.ENV_SWITCH: "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        detail = getattr(e, "strerror", None) or "timed out"
+        raise AttachError(f"process {target.pid}: sys.remote_exec: {detail}") from None
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise AttachError(
+            f"process {target.pid}: sys.remote_exec failed: "
+            f"{lines[-1] if lines else proc.returncode}"
+        )
+
+
+def _inject_with_gdb(target: Target, request: str) -> None:
     script = request + ".gdb"
     with open(script, "w", encoding="ascii") as f:
-        f.write(gdb_script(_injected_code(request)))
+        f.write(gdb_script(_injected_code(request, "0x%016lx")))
     cmd = [
         gdb_path(), "-nx", "-batch", "-q", "--readnever",
         "-iex", "set debuginfod enabled off",
@@ -411,10 +558,7 @@ def inject(target: Target, request: str) -> None:
     if m is None:
         raise AttachError(f"process {target.pid}: gdb could not inject: {_gdb_reason(proc)}")
     if int(m.group(1)) != 0:
-        raise AttachError(
-            f"process {target.pid}: Py_AddPendingCall refused the call (its queue is full); "
-            "try again"
-        )
+        raise _queue_full(target)
 
 
 def _gdb_reason(proc: subprocess.CompletedProcess[str]) -> str:

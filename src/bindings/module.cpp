@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -193,15 +195,24 @@ PYBIND11_MODULE(_pinsight_python, m) {
     Py_END_ALLOW_THREADS
   });
   // `pinsight-python attach` writes the code it injects into one anonymous
-  // page (gdb calls mmap in the target); the next injection releases it.
+  // page (src/inject/injector.c, or gdb); the next injection releases it. The
+  // injector's page is released only once its trampoline has marked it done
+  // (its last access): a page still in use is kept.
   m.def("_release_attach_page", [](uintptr_t address) {
     long page = sysconf(_SC_PAGESIZE);
     if (address == 0 || address % static_cast<uintptr_t>(page) != 0) {
       throw std::invalid_argument("not a page address");
     }
+    constexpr uint64_t kDoneMark = 0x656e6f6474686770ULL;  // injector.c's DONE_MARK
+    const auto *bytes = reinterpret_cast<const char *>(address);
+    uint64_t mark;
+    std::memcpy(&mark, bytes + 8, sizeof mark);
+    bool by_gdb = std::memcmp(bytes, "try:", 4) == 0;
+    if (mark != kDoneMark && !by_gdb) return false;
     if (munmap(reinterpret_cast<void *>(address), static_cast<size_t>(page)) != 0) {
       throw std::system_error(errno, std::generic_category(), "munmap");
     }
+    return true;
   });
 
   // For the test module only (testing_api.h): no Python-callable hook here.

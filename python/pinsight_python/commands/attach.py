@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import injection, lttng, settings
+from .. import lttng, settings
 from ..injection import AttachError, Channel, Target, alive, for_each, inspect, request_action
 from . import recording
 from .exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -39,7 +39,8 @@ target has exited, then switches tracing off, destroys the session and prints a 
 Tracing starts when the target's main thread next runs Python code: at once for a busy
 program, when the call returns for one blocked in a C call (time.sleep, a read). The
 target's interpreter must be able to import pinsight_python (install it into the
-environment the program runs in). Needs gdb, and the right to ptrace the process.
+environment the program runs in). Needs the right to ptrace the process (its owner,
+or root); nothing else on x86-64 or with CPython 3.14+ (gdb on other processors).
 Exit status: 0, 1 when a target was refused or did not answer, 2 bad arguments.
 
 examples:
@@ -155,14 +156,13 @@ def _output_dir(args: argparse.Namespace) -> Optional[Path]:
 def checked_targets(
     args: argparse.Namespace, prog: str, more: Callable[[], Any] = lambda: None
 ) -> Tuple[Optional[List[Target]], int, Any]:
-    """Arguments (and `more()`'s, which may raise SettingsError), gdb, then every target:
+    """Arguments (and `more()`'s, which may raise SettingsError), then every target:
     (targets, 0, more's value), or (None, exit status, None) after the error lines."""
     try:
         pids = _parse_pids(args.pids)
         if args.timeout <= 0:
             raise settings.SettingsError(f"--timeout {args.timeout:g}: expected a positive number")
         extra = more()
-        injection.gdb_path()
     except settings.SettingsError as e:
         recording.error(prog, str(e))
         return None, EXIT_USAGE, None
