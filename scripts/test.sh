@@ -38,7 +38,8 @@ sanitized_tests=(tests/test_core.py tests/test_config_parse.py tests/test_modes.
   tests/test_activation.py tests/test_lifetimes.py tests/test_callee_names.py
   tests/test_economy.py tests/test_other_tools.py tests/test_neighbours.py tests/test_imports.py
   tests/test_children.py tests/test_backends.py tests/test_cpython_versions.py
-  tests/test_generator_lifetimes.py tests/test_cpython_suites.py::test_cpython_suites_in_one_process)
+  tests/test_generator_lifetimes.py tests/test_never_hang.py
+  tests/test_cpython_suites.py::test_cpython_suites_in_one_process)
 sanitized() {
   bash scripts/build-sanitized.sh --no-deps -e . || return 1
   local runtimes

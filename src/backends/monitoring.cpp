@@ -23,18 +23,26 @@ inline const void *frame_now() { return compat::current_frame(compat::thread_sta
 inline int offset_of(PyObject *offset) {
   long value = PyLong_AsLong(offset);
   if (value == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
+    py::clear_error();
     return 0;
   }
   return static_cast<int>(value);
 }
 
 // Callbacks never raise into the traced program: an internal failure turns
-// tracing off (Tracer::internal_failure) and the program goes on.
+// tracing off (Tracer::internal_failure) and the program goes on. The one
+// exception is the program's own: an allocation that failed in a begin or
+// CALL callback is raised as MemoryError there (the frame then unwinds, with
+// PY_UNWIND; the call is not made), as the program would have met it.
+inline PyObject *verdict_or_memory_error(Verdict v) {
+  if (py::take_memory_failure()) return PyErr_NoMemory();
+  return verdict(v);
+}
+
 template <int Transition>
 PyObject *on_begin(PyObject *, PyObject *const *args, Py_ssize_t) {
   try {
-    return verdict(Tracer::instance().on_begin(args[0], frame_now(), Transition));
+    return verdict_or_memory_error(Tracer::instance().on_begin(args[0], frame_now(), Transition));
   } catch (...) {
     Tracer::instance().internal_failure("out of memory in a begin callback");
     Py_RETURN_NONE;
@@ -44,7 +52,9 @@ PyObject *on_begin(PyObject *, PyObject *const *args, Py_ssize_t) {
 template <int Transition>
 PyObject *on_end(PyObject *, PyObject *const *args, Py_ssize_t) {
   try {
-    return verdict(Tracer::instance().on_end(args[0], frame_now(), Transition));
+    Verdict v = Tracer::instance().on_end(args[0], frame_now(), Transition);
+    py::take_memory_failure();  // an end replaces no exception of the program's
+    return verdict(v);
   } catch (...) {
     Tracer::instance().internal_failure("out of memory in an end callback");
     Py_RETURN_NONE;
@@ -53,7 +63,8 @@ PyObject *on_end(PyObject *, PyObject *const *args, Py_ssize_t) {
 
 PyObject *on_call(PyObject *, PyObject *const *args, Py_ssize_t) {
   try {
-    return verdict(Tracer::instance().on_call(args[0], frame_now(), offset_of(args[1]), args[2]));
+    return verdict_or_memory_error(
+        Tracer::instance().on_call(args[0], frame_now(), offset_of(args[1]), args[2]));
   } catch (...) {
     Tracer::instance().internal_failure("out of memory in a CALL callback");
     Py_RETURN_NONE;
@@ -190,7 +201,7 @@ class MonitoringBackend final : public Backend {
         taken += std::string(taken.empty() ? "" : ", ") + std::to_string(id) + ": " +
                  (utf8 ? utf8 : "?");
         Py_XDECREF(text);
-        PyErr_Clear();
+        py::clear_error();
       }
       Py_DECREF(owner);
       if (free) {

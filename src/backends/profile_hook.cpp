@@ -147,7 +147,8 @@ void forget_throw(ThreadState &state, PyObject *callable) {
   }
 }
 
-// The profile function: never fails, so it never raises into the program.
+// The profile function: it raises into the program only the program's own
+// MemoryError (below).
 int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
   try {
     Tracer &tracer = Tracer::instance();
@@ -194,6 +195,13 @@ int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
   } catch (...) {
     Tracer::instance().internal_failure("out of memory in the profile function");
   }
+  // The program's allocation that failed while we named a native callee: the
+  // call is not made and raises MemoryError, as it would have. Elsewhere a
+  // failed profile call would leave a frame without its end: not raised.
+  if (py::take_memory_failure() && what == PyTrace_C_CALL) {
+    PyErr_NoMemory();
+    return -1;
+  }
   return 0;
 }
 
@@ -235,7 +243,7 @@ class ProfileBackend final : public Backend {
     for (int i = 0; i < 2; ++i) {
       Py_CLEAR(thread_starters[i]);
       thread_starters[i] = PyObject_GetAttrString(thread_module, starters[i]);
-      if (!thread_starters[i]) PyErr_Clear();
+      if (!thread_starters[i]) py::clear_error();
     }
     Py_DECREF(thread_module);
   }

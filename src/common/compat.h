@@ -310,6 +310,12 @@ inline bool thread_state_complete(PyThreadState *tstate) {
 
 }  // namespace pinsight::compat
 
+// tracemalloc's public probe, by its C symbol: CPython 3.13.0's
+// cpython/tracemalloc.h declares it without extern "C" (a C++ caller would
+// look for a mangled name).
+extern "C" int pinsight_tracemalloc_untrack(unsigned int domain,
+                                            uintptr_t ptr) __asm__("PyTraceMalloc_Untrack");
+
 #if PY_VERSION_HEX >= 0x030D0000
 // Exported, but declared only in the internal headers since 3.13.
 extern "C" int _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);

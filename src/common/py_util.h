@@ -7,13 +7,32 @@
 
 namespace pinsight::py {
 
+// Set when an error we clear is a MemoryError: the allocation that failed was
+// the program's to fail (a memory limit, _testcapi.set_nomemory). The
+// callbacks then raise MemoryError where the program would have met it,
+// instead of swallowing it (tests/test_never_hang.py).
+inline thread_local bool memory_failed = false;
+
+// Clears the pending error, remembering a MemoryError.
+inline void clear_error() {
+  if (PyErr_ExceptionMatches(PyExc_MemoryError)) memory_failed = true;
+  PyErr_Clear();
+}
+
+// Whether an allocation failed since the last call, and forgets it.
+inline bool take_memory_failure() {
+  bool failed = memory_failed;
+  memory_failed = false;
+  return failed;
+}
+
 // `text` as UTF-8, or `fallback` when it is not a str (error cleared).
 inline std::string utf8_or(PyObject *text, const char *fallback) {
   if (text && PyUnicode_Check(text)) {
     Py_ssize_t size = 0;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
     if (utf8) return std::string(utf8, static_cast<size_t>(size));
-    PyErr_Clear();
+    clear_error();
   }
   return fallback;
 }
@@ -21,7 +40,7 @@ inline std::string utf8_or(PyObject *text, const char *fallback) {
 // New reference to `object.name`, or null with the error cleared.
 inline PyObject *attribute_or_null(PyObject *object, const char *name) {
   PyObject *value = PyObject_GetAttrString(object, name);
-  if (!value) PyErr_Clear();
+  if (!value) clear_error();
   return value;
 }
 

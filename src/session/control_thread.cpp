@@ -42,7 +42,10 @@ struct sigaction previous_action;
 // the interpreter's thread list at any moment, where the setprofile backend
 // finds the state of a thread being started (profile_hook.cpp): that thread
 // would stay untraced. Made while the activating thread holds the GIL, so no
-// thread start can be under way then. Set on the control thread only.
+// thread start can be under way then. Under tracemalloc, whose hook on the new
+// thread's allocation takes the GIL, start() lets the GIL go while it waits:
+// with the setprofile backend, a thread started by another thread in those
+// microseconds may stay untraced. Set on the control thread only.
 thread_local PyThreadState *python_state = nullptr;
 std::mutex state_mutex;
 std::condition_variable state_made;
@@ -222,6 +225,15 @@ void run(PyInterpreterState *interpreter) {
   delete_python_state();
 }
 
+// Whether tracemalloc traces allocations now (GIL held). Its public probe:
+// PyTraceMalloc_Untrack answers -2 when tracemalloc is off, and untracking an
+// address never tracked changes nothing.
+bool tracemalloc_tracing() {
+  static const char probe = 0;
+  constexpr unsigned int kNoDomain = 0x70797069;  // a domain nobody tracks in
+  return pinsight_tracemalloc_untrack(kNoDomain, reinterpret_cast<uintptr_t>(&probe)) != -2;
+}
+
 }  // namespace
 
 void start(void (*on_signal)()) {
@@ -244,12 +256,20 @@ void start(void (*on_signal)()) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
   state_ready = false;
+  bool gil_needed = tracemalloc_tracing();
   worker = std::thread(run, compat::interpreter_of(PyThreadState_Get()));
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  {
-    // Waits with the GIL held on purpose (see python_state).
+  auto wait_for_state = [] {
     std::unique_lock<std::mutex> lock(state_mutex);
     state_made.wait(lock, [] { return state_ready; });
+  };
+  if (gil_needed) {
+    // tracemalloc traces raw allocations under the GIL (PyGILState_Ensure in
+    // its hook): the new thread's PyThreadState_New needs it from us.
+    Py_BEGIN_ALLOW_THREADS wait_for_state();
+    Py_END_ALLOW_THREADS
+  } else {
+    wait_for_state();  // with the GIL held on purpose (see python_state)
   }
   // Named by its creator, before anything can fork: pinsight_python's fork hook
   // tells this thread (and LTTng-UST's "<name>-ust" listeners) from the program's.

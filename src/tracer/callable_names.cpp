@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/py_util.h"
+
 namespace pinsight::callables {
 namespace {
 
@@ -108,12 +110,12 @@ Guard *guard_of(PyObject *obj) {
   if (!weakly_referenceable(obj)) return nullptr;
   static PyObject *callback = PyCFunction_New(&on_guarded_death_def, nullptr);
   if (!callback) {
-    PyErr_Clear();
+    py::clear_error();
     return nullptr;
   }
   PyObject *weakref = PyWeakref_NewRef(obj, callback);
   if (!weakref) {
-    PyErr_Clear();
+    py::clear_error();
     return nullptr;
   }
   // Making the weakref may have run the garbage collector (and our callback
@@ -139,7 +141,7 @@ std::string attr_string(PyObject *obj, const char *attr) {
     if (utf8) out = utf8;
   }
   Py_XDECREF(value);
-  PyErr_Clear();
+  py::clear_error();
   return out;
 }
 
@@ -189,7 +191,7 @@ PyObject *unwrapped(PyObject *value) {
   if (Py_IS_TYPE(value, &PyStaticMethod_Type) || Py_IS_TYPE(value, &PyClassMethod_Type)) {
     PyObject *func = PyObject_GetAttrString(value, "__func__");
     if (!func) {
-      PyErr_Clear();
+      py::clear_error();
       return nullptr;
     }
     Py_DECREF(func);  // the wrapper keeps it alive
@@ -214,7 +216,7 @@ std::string find_in_classes(PyObject *callable, PyObject *dict, int depth) {
       if (unwrapped(member) == callable && PyUnicode_Check(attr)) {
         const char *name = PyUnicode_AsUTF8(attr);
         if (!name) {
-          PyErr_Clear();
+          py::clear_error();
           continue;
         }
         std::string method = name;
@@ -239,7 +241,7 @@ bool is_python_function(PyObject *obj) {
     PyObject *func = PyObject_GetAttrString(obj, "__func__");
     bool result = func && PyFunction_Check(func);
     Py_XDECREF(func);
-    PyErr_Clear();
+    py::clear_error();
     return result;
   }
   return false;
@@ -248,7 +250,7 @@ bool is_python_function(PyObject *obj) {
 PyObject *type_lookup(PyTypeObject *type, const char *name) {
   PyObject *key = PyUnicode_InternFromString(name);
   if (!key) {
-    PyErr_Clear();
+    py::clear_error();
     return nullptr;
   }
   PyObject *found = _PyType_Lookup(type, key);  // borrowed, no exception
@@ -268,12 +270,12 @@ std::string module_name_of(PyCFunctionObject *fn) {
   if (fn->m_module && PyUnicode_Check(fn->m_module)) {
     const char *utf8 = PyUnicode_AsUTF8(fn->m_module);
     if (utf8) return utf8;
-    PyErr_Clear();
+    py::clear_error();
   }
   if (fn->m_self && PyModule_Check(fn->m_self)) {
     const char *name = PyModule_GetName(fn->m_self);
     if (name) return name;
-    PyErr_Clear();
+    py::clear_error();
   }
   return std::string();
 }
@@ -378,7 +380,7 @@ const char *classify_object(PyObject *callable, bool *immortal_out, PyObject **m
     *immortal_out = immortal(reinterpret_cast<PyObject *>(descr->d_type));
     const char *attr = descr->d_name ? PyUnicode_AsUTF8(descr->d_name) : nullptr;
     if (!attr) {
-      PyErr_Clear();
+      py::clear_error();
       attr = "?";
     }
     return intern(type_name(descr->d_type) + "." + attr);
@@ -415,7 +417,7 @@ void remember_object(PyObject *callable, const char *name, bool is_immortal, PyO
   if (!module) return;
   PyObject *key = PyUnicode_InternFromString(attr.c_str());
   if (!key) {
-    PyErr_Clear();
+    py::clear_error();
     return;
   }
   Guard *guard = guard_of(module);

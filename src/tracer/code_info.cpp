@@ -83,7 +83,7 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
     ++live;
     ++created;
   } else {
-    PyErr_Clear();
+    py::clear_error();
   }
   PyErr_Restore(exc_type, exc_value, exc_tb);
   return result;

@@ -147,7 +147,7 @@ bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags,
   // allocation): no iterator is held across it.
   PyObject *weakref = PyWeakref_NewRef(generator, dead_callback);
   if (!weakref) {
-    PyErr_Clear();
+    py::clear_error();
     return false;
   }
   by_frame_[frame] = Entry{&code, weakref, started_ns, 1, flags, false};

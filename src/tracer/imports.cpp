@@ -3,6 +3,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "common/py_util.h"
 #include "config/config_store.h"
 #include "tracer/tracer.h"
 
@@ -15,7 +16,7 @@ const char *intern(PyObject *name) {
   Py_ssize_t size = 0;
   const char *utf8 = PyUnicode_AsUTF8AndSize(name, &size);
   if (!utf8) {
-    PyErr_Clear();
+    py::clear_error();
     return nullptr;
   }
   return names->emplace(utf8, static_cast<size_t>(size)).first->c_str();
@@ -33,7 +34,7 @@ const char *module_to_load(const void *frame_key) {
     PyObject *modules = PyImport_GetModuleDict();  // borrowed
     PyObject *loaded = modules ? PyDict_GetItemWithError(modules, name) : nullptr;
     if (!loaded) {
-      PyErr_Clear();
+      py::clear_error();
       module = intern(name);
     }
   }

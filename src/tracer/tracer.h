@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/py_util.h"
 #include "config/config.h"
 #include "emit/emitter.h"
 #include "tracer/backend.h"
@@ -360,6 +361,9 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, Py
   if (!(top->flags & kTraceCCalls)) return Verdict::Continue;
   callables::NativeCallable native;
   if (!callables::native(callable, &native)) return Verdict::Continue;
+  // Naming it met the program's allocation failure: the backend raises it at
+  // this call, which then never runs: no record.
+  if (py::memory_failed) return Verdict::Continue;
   CodeInfo *caller = top->code;
   uint32_t events = caller->for_thread(state->python_thread_id).events;
   uint8_t flags = 0;
