@@ -20,11 +20,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Dict, List
 
 import pytest
 
-from .tracing import OWN_VARIABLES
+from .tracing import OWN_VARIABLES, read_trace
 
 HANG = 60  # seconds: the programs below take well under one
 
@@ -135,3 +136,49 @@ def test_our_allocations_are_not_the_programs() -> None:
         assert res.returncode == 0, res.stderr
         outputs.append(res.stdout)
     assert outputs[0] == outputs[1] and outputs[0].endswith(", 285)\n"), outputs
+
+
+CLOSERS = textwrap.dedent("""
+    import os, subprocess, sys
+    def work(n):
+        return sum(i * i for i in range(n))
+    statuses = []
+    for _ in range(10):
+        pid = os.fork()
+        if pid == 0:  # a daemonizing child: every descriptor above 2 closed, then work
+            os.closerange(3, 4096)
+            for _ in range(100):
+                work(100)
+            os._exit(0)
+        statuses.append(os.waitpid(pid, 0)[1])
+        statuses.append(subprocess.run(
+            ["true"], close_fds=True, preexec_fn=lambda: os.closerange(3, 4096)).returncode)
+    r, w = os.pipe()
+    lister = subprocess.Popen(["/bin/sh", "-c", "cd /proc/$$/fd && echo *"], stdout=w,
+                              close_fds=True, pass_fds=[w])
+    os.close(w)
+    listed = os.read(r, 1000).split()
+    lister.wait()
+    print(statuses == [0] * 20, sorted("w" if int(fd) == w else fd.decode() for fd in listed))
+""")
+
+
+def test_children_that_close_every_descriptor(tmp_path: Path) -> None:
+    """Forked children that close every descriptor (a daemon, a preexec_fn): LTTng-UST
+    used to abort them when it found its descriptors closed; traced, they end as
+    untraced. A program exec'd with pass_fds gets exactly what it was passed."""
+    script = tmp_path / "closers.py"
+    script.write_text(CLOSERS)
+    untraced = run([str(script)], environment())
+    assert untraced.returncode == 0 and untraced.stdout.startswith("True ['0', '1', '2', "), (
+        untraced.stdout, untraced.stderr)
+    cli = [sys.executable, "-m", "pinsight_python.cli", "trace", "-o", str(tmp_path / "out"),
+           "--no-summary", "--", sys.executable, str(script)]
+    traced = subprocess.run(cli, capture_output=True, text=True, env=environment(),
+                            timeout=300, check=False)
+    assert (traced.returncode, traced.stdout) == (0, untraced.stdout), traced.stderr
+    assert "Assertion" not in traced.stderr, traced.stderr
+    trace = read_trace(tmp_path / "out")
+    workers = {e.ctx["vpid"] for e in trace.named("function_begin")
+               if e.fields.get("qualname") == "work"}
+    assert len(workers) == 10, workers  # every forked child traced to its end

@@ -237,6 +237,9 @@ def _plan(args: argparse.Namespace) -> _Plan:
     env = dict(os.environ)
     if preload is not None:
         _preload(env, preload, warnings)
+    _guard_descriptors(env, errors)
+    if errors:
+        raise _Refused(errors)
     chosen.export(env)
     env[_settings.ENV_CONFIG_REPORTED] = "1"
     return _Plan(command, output, env, url, config, warnings, subbuf_size, num_subbuf, domains)
@@ -384,6 +387,25 @@ def sanitizer_runtime(ld_preload: str) -> Optional[str]:
         ):
             return entry
     return None
+
+
+def fd_guard_library() -> Path:
+    """The descriptor guard `trace` preloads, installed beside the extension."""
+    return alloc_preload_library().with_name("libpinsight_fd_guard.so")
+
+
+def _guard_descriptors(env: Dict[str, str], errors: List[str]) -> None:
+    """LTTng-UST aborts a process whose descriptors of its were closed under it (a
+    forked child closing every descriptor, subprocess's close_fds after a preexec_fn):
+    the guard keeps them open; all are close-on-exec, so no exec'd program gets one.
+    Last in LD_PRELOAD: a sanitizer runtime or the malloc interposer stays first."""
+    guard = fd_guard_library()
+    if not guard.is_file():
+        errors.append(f"{guard} is missing: reinstall pinsight-python")
+        return
+    preloaded = env.get("LD_PRELOAD", "").split()
+    if str(guard) not in preloaded:
+        env["LD_PRELOAD"] = " ".join([*preloaded, str(guard)])
 
 
 def alloc_preload_library() -> Path:
