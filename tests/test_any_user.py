@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,18 @@ def as_user(*command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=180, check=False)
 
 
+def stop_user_daemons() -> None:
+    """The session daemon `trace` started for this user, who had none, and its
+    consumer daemons: a consumer left behind keeps its socket, and the next session
+    daemon of the user then has none ("No UST consumer detected")."""
+    subprocess.run(["pkill", "-u", USER, "^lttng-"], check=False)
+    deadline = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-u", USER, "^lttng-"], capture_output=True,
+                         check=False).returncode == 0:
+        assert time.monotonic() < deadline, "the user's LTTng daemons did not stop"
+        time.sleep(0.1)
+
+
 def test_trace_and_report_as_an_unprivileged_user() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to create the unprivileged user (CI runs as root)")
@@ -45,6 +58,7 @@ def test_trace_and_report_as_an_unprivileged_user() -> None:
         f"no site install in {SITE}: run bash scripts/setup.sh"
     )
     ensure_user()
+    stop_user_daemons()  # left by an earlier run that was killed
     # Not under pytest's tmp_path: root's, which others cannot enter.
     work = Path(tempfile.mkdtemp(prefix="pinsight-any-user-"))
     os.chmod(work, 0o777)
@@ -67,8 +81,7 @@ def test_trace_and_report_as_an_unprivileged_user() -> None:
         owner = pwd.getpwuid((work / "out").stat().st_uid).pw_name
         assert owner == USER
     finally:
-        # The session daemon trace started for this user, who had none.
-        subprocess.run(["pkill", "-u", USER, "lttng-sessiond"], check=False)
+        stop_user_daemons()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -78,6 +91,7 @@ def test_attach_as_an_unprivileged_user() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to create the unprivileged user (CI runs as root)")
     ensure_user()
+    stop_user_daemons()
     work = Path(tempfile.mkdtemp(prefix="pinsight-any-user-"))
     os.chmod(work, 0o777)
     (work / "prog.py").write_text(textwrap.dedent("""
@@ -92,10 +106,13 @@ def test_attach_as_an_unprivileged_user() -> None:
     """))
     (work / "job.sh").write_text(textwrap.dedent(f"""
         {SITE}/bin/python prog.py stop > prog.out &
+        program=$!
+        trap 'touch stop' EXIT  # whatever happens, the program ends
         until grep -q ready prog.out; do sleep 0.05; done
-        {SITE}/bin/pinsight-python attach $! -o out --duration 1 --no-summary || exit 90
+        timeout 120 {SITE}/bin/pinsight-python attach $program -o out --duration 1 \
+          --no-summary || exit 90
         touch stop
-        wait $!
+        wait $program
         echo "program exited $?"
     """))
     try:
@@ -108,7 +125,7 @@ def test_attach_as_an_unprivileged_user() -> None:
         assert report.returncode == 0, report.stderr
         assert '"tick"' in report.stdout
     finally:
-        subprocess.run(["pkill", "-u", USER, "lttng-sessiond"], check=False)
+        stop_user_daemons()
         shutil.rmtree(work, ignore_errors=True)
 
 
