@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from pinsight_python.commands.trace import alloc_preload_library
+from pinsight_python.commands.trace import alloc_preload_library, fd_guard_library
 
 from .tracing import Run, Tracer
 
@@ -219,7 +219,8 @@ def test_trace_alloc_leaves_a_preloaded_sanitizer_first(tmp_path: Path) -> None:
                            "--", sys.executable, str(script)], capture_output=True, text=True,
                           check=False, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["False", libasan], proc.stdout
+    # The sanitizer first, no malloc interposer, the descriptor guard last.
+    assert proc.stdout.split() == ["False", libasan, str(fd_guard_library())], proc.stdout
     warnings = [line for line in proc.stderr.splitlines() if "warning:" in line]
     assert len(warnings) == 1 and "libasan.so" in warnings[0] and "not sampled" in warnings[0], (
         proc.stderr)
