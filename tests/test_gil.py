@@ -32,10 +32,21 @@ GIL = 'pinsight_python.activate(events=["function", "c_call", "gil"])'
 # number of iterations without a single call: the thread's only events are its
 # start and end, and the accounting must be right all the same.
 TWO_LOOPS = """
-import json, sys, threading, time
+import functools, json, sys, threading, time
 
 def step(x):
     return x + 1
+
+# The shapes of real code: a builtin driving Python (a generator, a key, a callback)
+# and a native call in the loop's condition. None of them releases the GIL.
+SHAPES = {
+    "sum_genexpr": lambda: sum(i for i in range(200)),
+    "map": lambda: sum(map(step, range(200))),
+    "sorted_key": lambda: len(sorted(range(200), key=step)),
+    "list_genexpr": lambda: len(list(i for i in range(200))),
+    "any_all": lambda: any(i < 0 for i in range(200)) or all(i >= 0 for i in range(200)),
+    "reduce": lambda: functools.reduce(lambda a, b: a + b, range(200)),
+}
 
 def work(name, out, call):
     w0 = time.perf_counter()
@@ -44,7 +55,10 @@ def work(name, out, call):
     if call == "none":
         for _ in range(20_000_000):
             x = x + 1
-    while call != "none" and time.perf_counter() - w0 < 1.0:
+    end = time.monotonic() + 1.0
+    while call in SHAPES and time.monotonic() < end:
+        x += SHAPES[call]()
+    while call not in ("none", *SHAPES) and time.perf_counter() - w0 < 1.0:
         if call == "call":
             for _ in range(10):
                 for _ in range(200):
@@ -65,6 +79,40 @@ def main():
     for t in threads:
         t.join()
     print(json.dumps(out))
+
+main()
+"""
+
+# One thread runs Python while the other sleeps and waits on a lock in short
+# turns: libpython releases the GIL in both (no hook of ours sees it, the open
+# native call tells). The sleeper's own clocks: wall - CPU is released + waited.
+SLEEPER = """
+import json, threading, time
+
+def spin(stop):
+    x = 0
+    while not stop:
+        x += 1
+
+def nap(lock):
+    w0 = time.perf_counter()
+    c0 = time.thread_time()
+    for _ in range(150):
+        time.sleep(0.002)
+        lock.acquire(timeout=0.002)
+    return {"wall": time.perf_counter() - w0, "cpu": time.thread_time() - c0,
+            "tid": threading.get_native_id()}
+
+def main():
+    stop = []
+    t = threading.Thread(target=spin, args=(stop,))
+    t.start()
+    lock = threading.Lock()
+    lock.acquire()  # held: every acquire below waits its whole timeout
+    truth = nap(lock)
+    stop.append(True)
+    t.join()
+    print(json.dumps(truth))
 
 main()
 """
@@ -130,7 +178,10 @@ def threads_by_tid(report: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
     return {t["vtid"]: t for t in proc["threads"]}
 
 
-@pytest.mark.parametrize("calls", ["call", "nocall", "none"])
+SHAPES = ["sum_genexpr", "map", "sorted_key", "list_genexpr", "any_all", "reduce"]
+
+
+@pytest.mark.parametrize("calls", ["call", "nocall", "none", *SHAPES])
 def test_two_python_threads_wait_is_wall_minus_cpu(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: str
 ) -> None:
@@ -151,12 +202,13 @@ def test_two_python_threads_wait_is_wall_minus_cpu(
         assert gil["released_ns"] == 0, gil  # pure Python: nothing released the GIL
         # held + waited + released = the thread's wall time (first to last event)
         assert gil["gil_held_ns"] + gil["gil_wait_ns"] == gil["wall_ns"]
+        if calls not in ("call", "nocall"):
+            continue  # the waits are seen in the generators and callbacks (none: in the caller)
         (work,) = [f for f in gil["functions"] if f["name"] == "work"]
         # The waits happen in work's loop (or in step, which it calls).
         in_work = work["gil_wait_ns"] + sum(
             f["gil_wait_ns"] for f in gil["functions"] if f["name"] == "step")
-        if calls != "none":  # else the waits are seen at work's end only: in its caller
-            assert in_work >= 0.9 * gil["gil_wait_ns"], gil["functions"]
+        assert in_work >= 0.9 * gil["gil_wait_ns"], gil["functions"]
 
 
 def test_zlib_compress_releases_the_gil_for_its_whole_duration(
@@ -183,6 +235,19 @@ def test_zlib_compress_releases_the_gil_for_its_whole_duration(
     assert process_row == released
     spinner = next(t for t in proc["threads"] if t["python_thread_id"] == 1)
     assert spinner["gil"]["gil_held_ns"] > 0.3 * duration
+
+
+def test_sleep_and_lock_waits_release_the_gil(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = run_traced(tmp_path, SLEEPER)
+    truth = json.loads(run.stdout)
+    gil = threads_by_tid(report_of(run.path, capsys))[truth["tid"]]["gil"]
+    off_cpu = (truth["wall"] - truth["cpu"]) * 1e9
+    # Asleep or waiting on the lock, released; back, waiting for the spinner's GIL.
+    assert gil["released_ns"] > 0.3 * off_cpu, (gil, truth)
+    assert abs(gil["released_ns"] + gil["gil_wait_ns"] - off_cpu) <= 0.1 * truth["wall"] * 1e9, (
+        gil, truth)
 
 
 def test_gil_events_off_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

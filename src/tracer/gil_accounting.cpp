@@ -66,15 +66,19 @@ uint64_t advance(GilPoint &point) {
 
 uint64_t monotonic_ns() { return read_clock(CLOCK_MONOTONIC); }
 
-void switched_in(ThreadState &state) {
+void switched_in(ThreadState &state, bool at_begin) {
   int previous_id = take_holder(state);
   if (!enabled.load(std::memory_order_relaxed)) return;
   bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
   uint64_t off = advance(state.gil);
   if (first) return;
-  // Inside a native call, only the call itself can have released the GIL: the
-  // eval loop drops it at the switch interval in Python code only.
-  bool in_native = !state.stack.empty() && state.stack.back().kind == RecordKind::CCall;
+  // Inside a native call that runs no Python, only the call itself can have
+  // released the GIL (time.sleep, a lock, I/O in libpython): the eval loop drops
+  // it at the switch interval in bytecode only. A hand-off seen as a Python frame
+  // starts or resumes under a native caller (sum over a generator, map, sorted
+  // with a key) was the eval loop's, at the frame's entry: a wait.
+  bool in_native =
+      !at_begin && !state.stack.empty() && state.stack.back().kind == RecordKind::CCall;
   emitter::gil_switch(state.python_thread_id, previous_id, in_native ? 0 : off,
                       in_native ? off : 0);
 }

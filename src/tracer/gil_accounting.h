@@ -29,11 +29,15 @@ void set_enabled(bool on);
 // at zero) and the other threads are gone.
 void after_fork_child();
 
-void switched_in(ThreadState &state);  // slow path of note_thread
+void switched_in(ThreadState &state, bool at_begin);  // slow path of note_thread
 
 // Every hot path, with the calling thread's state: one compare.
-inline void note_thread(ThreadState &state) {
-  if (thread_states::gil_holder.load(std::memory_order_relaxed) != &state) switched_in(state);
+// at_begin: the event is a Python frame starting or resuming, so the thread was
+// on its way into bytecode (a native caller such as sum() or map() driving it).
+inline void note_thread(ThreadState &state, bool at_begin = false) {
+  if (thread_states::gil_holder.load(std::memory_order_relaxed) != &state) {
+    switched_in(state, at_begin);
+  }
 }
 
 uint64_t monotonic_ns();

@@ -203,7 +203,7 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
     return Verdict::Continue;
   }
   ThreadState *state = thread_states::current();
-  gil_accounting::note_thread(*state);
+  gil_accounting::note_thread(*state, /*at_begin=*/true);
   if (transition == wire::kStart) return begin_start(*info, *state, frame);
   return begin_resume(*info, *state, frame, transition);
 }
