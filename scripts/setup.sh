@@ -99,10 +99,9 @@ py_oldest=$(find_python 8 8)
 make_venv .venv-py38 "$py_oldest" ".[smoke]"
 
 # CPython 3.14 and 3.15, from Debian sid into a private prefix each (bookworm has
-# neither): editable like .venv. Debian's pyconfig.h includes
-# <x86_64-linux-gnu/python3.1x/pyconfig.h>, found under the prefix's include
-# directory. The venv is made without ensurepip (Debian's python3.1x-venv is not
-# unpacked); pip comes from the prefix's own wheel.
+# neither, scripts/sid-cpython.sh): editable like .venv. The venv is made without
+# ensurepip (Debian's python3.1x-venv is not unpacked); pip comes from the prefix's
+# own wheel.
 for sid_version in 3.14 3.15; do
   sid_python=$(bash scripts/sid-cpython.sh "$sid_version" | tail -n 1)
   sid_prefix=${sid_python%/usr/bin/*}
@@ -114,8 +113,7 @@ for sid_version in 3.14 3.15; do
     pip_wheel=$(echo "$sid_prefix"/usr/share/python-wheels/pip-*.whl)
     "$dir/bin/python" "$pip_wheel/pip" install -q "$pip_wheel"
   fi
-  CFLAGS=-I$sid_prefix/usr/include CXXFLAGS=-I$sid_prefix/usr/include \
-    "$dir/bin/python" -m pip install -q "${dev_build[@]}" -e ".[test]"
+  "$dir/bin/python" -m pip install -q "${dev_build[@]}" -e ".[test]"
 done
 
 # A site install every user can run, as an HPC site makes one for everyone: Debian's

@@ -17,7 +17,20 @@ mirror=${PINSIGHT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 die() { echo "sid-cpython: error: $*" >&2; exit 1; }
 
+# Debian's <python3.x/pyconfig.h> only includes <x86_64-linux-gnu/python3.x/pyconfig.h>,
+# which a compiler finds under /usr/include, not under the prefix: the prefix holds
+# one architecture, so its own file takes the wrapper's place, and anything built
+# against sysconfig's include directory (pip, the tests' extensions) finds it.
+own_pyconfig() {
+  local include=$prefix/usr/include
+  local arch_h=$include/$(uname -m)-linux-gnu/python$version/pyconfig.h
+  [[ -f $arch_h ]] && ! cmp -s "$arch_h" "$include/python$version/pyconfig.h" &&
+    cp "$arch_h" "$include/python$version/pyconfig.h"
+  return 0
+}
+
 if [[ -x $python ]] && "$python" -c 'import venv, ssl, sqlite3, ctypes' 2>/dev/null; then
+  own_pyconfig
   echo "$python"
   exit 0
 fi
@@ -48,6 +61,7 @@ patchelf --set-interpreter "$prefix/usr/lib64/ld-linux-x86-64.so.2" --force-rpat
   "$prefix.partial/usr/bin/python$version"
 rm -rf "$prefix"
 mv "$prefix.partial" "$prefix"
+own_pyconfig
 chmod -R a+rX "$prefix"
 "$python" -c 'import venv, ssl, sqlite3, ctypes' || die "$python does not run"
 echo "$python"

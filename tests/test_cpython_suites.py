@@ -10,10 +10,12 @@ events cost neither disk nor a consumer's CPU. The same tests must fail both
 times, and none may hang: regrtest's --timeout fails a test file that does.
 
 Left out (TWO_TOOL_FAILURES), as docs/activation.md ("Debuggers and
-profilers") tells users: on 3.13, the profile tests that fail with *any*
+profilers") tells users: on 3.13 to 3.15, the profile tests that fail with *any*
 second sys.monitoring tool watching calls, a do-nothing one of a few lines
-(tests/two_tools_probe/sitecustomize.py reproduces them without us); on 3.11,
-the profile tests that a profile function already in place makes fail.
+(tests/two_tools_probe/sitecustomize.py reproduces them without us), and on 3.15
+two tests that crash CPython with any such tool; on 3.11, the profile tests that
+a profile function already in place makes fail. Each version runs its own Lib/test
+(3.14 and 3.15: Debian's libpython3.1x-testsuite, scripts/sid-cpython.sh).
 """
 
 from __future__ import annotations
@@ -67,11 +69,23 @@ _PROFILE_BAD_RETURN = (
 # sys.setprofile(profiler) replaces it during the call, and CPython then
 # reports that call's c_return to the new profiler ("Bad return" again; which
 # of these tests it hits varies from run to run).
+_MONITORING_BAD_RETURN = frozenset(
+    [f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN]
+    + ["test.test_sys_setprofile.TestEdgeCases.test_method_with_c_function"]
+)
+# CPython 3.15 with any second sys.monitoring tool (tests/two_tools_probe too): the
+# interpreter dies of SIGSEGV in its instrumentation, on invalid bytecode, and when an
+# allocation fails while it builds a callback's arguments.
+_CRASHES_315 = frozenset(
+    [
+        "test.test_code.CodeTest.test_invalid_bytecode",
+        "test.test_exceptions.ExceptionTests.test_exec_set_nomemory_hang",
+    ]
+)
 TWO_TOOL_FAILURES: Dict[Tuple[Tuple[int, int], str], FrozenSet[str]] = {
-    ((3, 13), "sys.monitoring"): frozenset(
-        [f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN]
-        + ["test.test_sys_setprofile.TestEdgeCases.test_method_with_c_function"]
-    ),
+    ((3, 13), "sys.monitoring"): _MONITORING_BAD_RETURN,
+    ((3, 14), "sys.monitoring"): _MONITORING_BAD_RETURN,
+    ((3, 15), "sys.monitoring"): _MONITORING_BAD_RETURN | _CRASHES_315,
     ((3, 11), "setprofile"): frozenset(
         [f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN]
         # Fails with any profile function in place (sys.setprofile(lambda *a: None) too):

@@ -357,9 +357,10 @@ def _fresh_main_namespace() -> Dict[str, object]:
         __package__=None,
         __loader__=None,
         __spec__=None,
-        __annotations__={},
         __builtins__=builtins,
     )
+    if sys.version_info < (3, 14):  # 3.14's modules make theirs lazily (PEP 649)
+        namespace["__annotations__"] = {}
     return namespace
 
 
