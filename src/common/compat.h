@@ -14,8 +14,8 @@
 
 // The CPython versions whose private structures (the thread state's current
 // frame, the frame object's interpreter frame, the code object's extra array)
-// this code was checked against: 3.8 to 3.15, with the GIL. On any other CPython the extension still builds
-// and imports, reads none of those structures, and activate() refuses
+// this code was checked against: 3.8 to 3.15, with the GIL. On any other CPython the extension
+// still builds and imports, reads none of those structures, and activate() refuses
 // (unverified_cpython below); CMakeLists.txt warns at build time.
 #define PINSIGHT_CPYTHON_VERIFIED_FIRST 0x03080000
 #define PINSIGHT_CPYTHON_VERIFIED_END 0x03100000  // first version not checked
@@ -116,8 +116,8 @@ inline int code_set_extra(PyObject *code, Py_ssize_t index, void *extra) {
 }
 
 // A code object's extra array (Include/internal/pycore_code.h, since 3.14
-// Objects/codeobject.c; the same from 3.6 to 3.15). CPython sizes it for every index requested so far, and when
-// the code object dies calls each registered free function on its slot, NULL
+// Objects/codeobject.c; the same from 3.6 to 3.15). CPython sizes it for every index requested so
+// far, and when the code object dies calls each registered free function on its slot, NULL
 // included.
 struct CodeExtraHead {
   Py_ssize_t ce_size;
