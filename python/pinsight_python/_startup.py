@@ -474,7 +474,9 @@ def _run_script(inv: _Invocation) -> None:
         # of the working directory `python -m` put there.
         sys.path[0] = os.path.dirname(os.path.realpath(path))
     namespace = _fresh_main_namespace()
-    namespace.update(__file__=path, __cached__=None, __loader__=loader)
+    namespace.update(__file__=path, __loader__=loader)
+    if sys.version_info < (3, 15):  # 3.15's __main__ has no __cached__
+        namespace["__cached__"] = None
     _run_guarded(lambda: exec(code, namespace))
 
 
