@@ -9,6 +9,9 @@
 # CMake option PINSIGHT_PYTHON_TESTING), which wheels do not.
 #   .venv-sanitize  the .venv interpreter, editable, built with ASan + UBSan (build/sanitize)
 #   .venv-py38      CPython 3.8, for the short smoke test of the oldest supported version
+#   .venv-3.14      CPython 3.14 and
+#   .venv-3.15      CPython 3.15, both Debian sid's, unpacked into a private prefix
+#                   (scripts/sid-cpython.sh, /opt/pinsight-cpython/3.1x), editable
 # and a site install for every user in $PINSIGHT_PYTHON_SITE (default /opt/pinsight-python).
 set -euo pipefail
 
@@ -24,6 +27,7 @@ debian_packages=(
   openmpi-bin libopenmpi-dev
   python3-venv python3-dev
   clang libomp-dev
+  patchelf
 )
 
 # attach needs no debugger on x86-64 (its own injector) nor on CPython 3.14+
@@ -93,6 +97,24 @@ make_venv .venv-fallback "$py_fallback" "${dev_build[@]}" -e ".[test]"
 py_oldest=$(find_python 8 8)
 [[ -n $py_oldest ]] || die "no CPython 3.8 with venv found on PATH or in pyenv (needed for .venv-py38)"
 make_venv .venv-py38 "$py_oldest" ".[smoke]"
+
+# CPython 3.14 and 3.15, from Debian sid into a private prefix each (bookworm has
+# neither, scripts/sid-cpython.sh): editable like .venv. The venv is made without
+# ensurepip (Debian's python3.1x-venv is not unpacked); pip comes from the prefix's
+# own wheel.
+for sid_version in 3.14 3.15; do
+  sid_python=$(bash scripts/sid-cpython.sh "$sid_version" | tail -n 1)
+  sid_prefix=${sid_python%/usr/bin/*}
+  dir=.venv-$sid_version
+  echo "setup: $dir with $("$sid_python" -V 2>&1) ($sid_python)"
+  if [[ ! -x $dir/bin/python ]] || ! "$dir/bin/python" -m pip --version >/dev/null 2>&1; then
+    rm -rf "$dir"
+    "$sid_python" -m venv --without-pip "$dir"
+    pip_wheel=$(echo "$sid_prefix"/usr/share/python-wheels/pip-*.whl)
+    "$dir/bin/python" "$pip_wheel/pip" install -q "$pip_wheel"
+  fi
+  "$dir/bin/python" -m pip install -q "${dev_build[@]}" -e ".[test]"
+done
 
 # A site install every user can run, as an HPC site makes one for everyone: Debian's
 # CPython (readable by all, unlike an interpreter in root's home), the package as a

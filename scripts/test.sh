@@ -2,7 +2,8 @@
 # The whole test suite, on the environments scripts/setup.sh made:
 #   bash scripts/test.sh [pytest args...]
 # Lint, format and type checks (mypy, strict), then the suite on .venv (CPython >= 3.12,
-# sys.monitoring) and on .venv-fallback (CPython 3.11, PyEval_SetProfile), the core
+# sys.monitoring), on .venv-fallback (CPython 3.11, PyEval_SetProfile), on .venv-3.14 and
+# .venv-3.15 (Debian sid's CPython 3.14 and 3.15, sys.monitoring), the core
 # tests on an AddressSanitizer + UndefinedBehaviorSanitizer build (.venv-sanitize), then
 # the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status
 # is non-zero if any failed. The extension is built with -Werror in every venv but
@@ -10,7 +11,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-for venv in .venv .venv-fallback .venv-py38 .venv-sanitize; do
+for venv in .venv .venv-fallback .venv-3.14 .venv-3.15 .venv-py38 .venv-sanitize; do
   [[ -x $venv/bin/python ]] || { echo "test: $venv is missing: run bash scripts/setup.sh" >&2; exit 1; }
 done
 
@@ -28,6 +29,8 @@ stage "clang-format" bash -c "git ls-files 'src/*.c' 'src/*.cpp' 'src/*.h' | xar
 stage "mypy (strict)" .venv/bin/python -m mypy
 stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
 stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend)" .venv-fallback/bin/python -m pytest "$@"
+stage "suite on $(.venv-3.14/bin/python -V) (Debian sid's)" .venv-3.14/bin/python -m pytest "$@"
+stage "suite on $(.venv-3.15/bin/python -V) (Debian sid's)" .venv-3.15/bin/python -m pytest "$@"
 # AddressSanitizer + UndefinedBehaviorSanitizer, as memray does: rebuild the extension
 # into .venv-sanitize (incremental, in build/sanitize; -Werror like every development
 # build) and run the core tests with the runtimes preloaded, since CPython itself is

@@ -26,6 +26,13 @@ from pinsight_python import elf_symbols, injection
 from .tracing import read_trace
 
 CLI = [sys.executable, "-m", "pinsight_python.cli"]
+# From 3.14 attach goes through sys.remote_exec (PEP 768), not our injector: the tests
+# of the injector's stages and of its pending call run on 3.8-3.13 (and the injector
+# itself on pyenv's 3.8-3.13 from any venv, test_injector_on_every_interpreter).
+REMOTE_EXEC = sys.version_info >= injection.REMOTE_EXEC
+injector_only = pytest.mark.skipif(
+    REMOTE_EXEC, reason="3.14+ attaches through sys.remote_exec, not the injector"
+)
 KINDS = ("sleep", "read", "select")
 STAGES = ("seized", "data-page", "code-page", "stack-written")
 
@@ -158,11 +165,13 @@ def test_attach_and_detach_without_gdb(tmp_path: Path, kind: str, no_gdb: Dict[s
             assert off.returncode == 0, off.stderr
         maps = [line.split() for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines()]
         code_pages = [m for m in maps if len(m) == 5 and m[1] == "r-xp" and m[4] == "0"]
-        assert len(code_pages) == 1, code_pages
+        # sys.remote_exec maps nothing into the target.
+        assert len(code_pages) == (0 if REMOTE_EXEC else 1), code_pages
     finally:
         target.finish(imported=True)
 
 
+@injector_only
 @pytest.mark.parametrize("stage", STAGES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_forced_failure_leaves_the_target_as_it_was(
@@ -179,6 +188,7 @@ def test_forced_failure_leaves_the_target_as_it_was(
         target.finish()
 
 
+@injector_only
 @pytest.mark.parametrize("stage", ("seized", "data-page", "stack-written"))
 def test_killed_attach_leaves_the_target_as_it_was(
     tmp_path: Path, stage: str, no_gdb: Dict[str, str]
@@ -204,8 +214,7 @@ def test_killed_attach_leaves_the_target_as_it_was(
             time.sleep(0.2)
         finally:
             target.finish()
-
-
+@injector_only
 def test_full_pending_call_queue(tmp_path: Path, no_gdb: Dict[str, str]) -> None:
     """CPython's pending-call queue is full: Py_AddPendingCall says so, attach says so,
     and the program's own pending calls all run, in order, when its main thread can."""
@@ -271,8 +280,7 @@ def test_refused_ptrace(tmp_path: Path) -> None:
     finally:
         out, _ = proc.communicate(timeout=60)
     assert (out, proc.returncode) == ("done\n", 3)
-
-
+@injector_only
 def test_target_that_exits_meanwhile(tmp_path: Path, no_gdb: Dict[str, str]) -> None:
     script = tmp_path / "leaving.py"
     script.write_text(textwrap.dedent("""
@@ -304,6 +312,22 @@ def interpreters() -> List[Tuple[str, str]]:
         found.append((f"3.{minor}", str(paths[-1])))
     found.append(("debian", "/usr/bin/python3"))
     return found
+
+
+@pytest.mark.skipif(not REMOTE_EXEC, reason="sys.remote_exec exists from 3.14")
+def test_remote_debug_disabled_leaves_the_target_as_it_was(
+    tmp_path: Path, no_gdb: Dict[str, str]
+) -> None:
+    """3.14+: a target started with -X disable_remote_debug is refused before anything
+    touches it, and runs on as untouched."""
+    target = Target(tmp_path, "sleep", python=(sys.executable, "-X", "disable_remote_debug"))
+    try:
+        res = attach(str(target.pid), env=no_gdb)
+        assert res.returncode == 1, res.stderr
+        assert "disable_remote_debug" in res.stderr and "Traceback" not in res.stderr, res.stderr
+        assert tracer_of(target.pid) == 0
+    finally:
+        target.finish()
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -281,13 +281,16 @@ main = threading.main_thread().ident
 print(json.dumps([[name, ident == main, n] for (name, ident), n in starts.items()]))
 """
 
+# CPython 3.12 and 3.13 close a generator suspended outside any handler without
+# running it; before and since (3.14), close() throws GeneratorExit in (a traced
+# segment that raises).
+CLOSE_RUNS_NOTHING = (3, 12) <= sys.version_info < (3, 14)
+
 # Segments (begin/end pairs) of one traced instance of each soup function.
 SEGMENTS = {
     "exhausted": 3,  # start, resume, resume
     "dropped": 2,  # start, resume; then collected while suspended
-    # explicit close(): 3.12+ closes a generator suspended outside any handler
-    # without running it; before, GeneratorExit is thrown in (a traced segment)
-    "closed": 1 if sys.version_info >= (3, 12) else 2,
+    "closed": 1 if CLOSE_RUNS_NOTHING else 2,  # explicit close()
     "thrown": 2,  # start, throw
     "cyclic": 1,
     "nested": 3,  # start, resume (runs the inner ones), resume
@@ -301,7 +304,7 @@ SEGMENTS = {
 ENDED = {
     "exhausted": "returned",
     "dropped": "collected",
-    "closed": "collected" if sys.version_info >= (3, 12) else "raised",
+    "closed": "collected" if CLOSE_RUNS_NOTHING else "raised",
     "thrown": "collected",  # its finalizer's segment runs after the entry is gone
     "cyclic": "collected",
     "nested": "returned",

@@ -5,6 +5,7 @@ its trace is read back; each must behave exactly as untraced.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,47 @@ def test_subinterpreters_run_untraced_without_a_word(
     assert {e.fields["backend"] for e in run.trace.named("process_info")} == {backend}
     check_balanced(run.trace, allow_open=True)
 
+
+
+# 3.14+: concurrent.interpreters and InterpreterPoolExecutor run the main
+# interpreter's traced functions in sub-interpreters. Interpreter.exec(function)
+# takes only code without state of its own (CPython counts a co_extra annotation as
+# such state): a function traced in the main interpreter first must still go.
+INTERPRETER_POOL = """
+from concurrent import interpreters
+from concurrent.futures import InterpreterPoolExecutor
+
+def script():
+    x = 6 * 7
+
+def square(n):
+    return n * n
+
+def in_main(n):
+    return n + 1
+
+script()
+print(in_main(1), square(3), flush=True)
+interp = interpreters.create()
+interp.exec(script)
+print("call", interp.call(square, 4), flush=True)
+with InterpreterPoolExecutor(max_workers=2) as pool:
+    print("pool", sorted(pool.map(square, range(20))), flush=True)
+interp.close()
+print(in_main(2), flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="concurrent.interpreters is 3.14's")
+def test_interpreter_pool_runs_as_untraced(tracer: Tracer, tmp_path: Path) -> None:
+    run = tracer.run(INTERPRETER_POOL, activate=None, env=SHIM, timeout=120)
+    plain = untraced(INTERPRETER_POOL, tmp_path)
+    assert (run.returncode, run.stdout, run.stderr) == (plain.returncode, plain.stdout, "")
+    assert run.stdout.splitlines()[-1] == "3"
+    # The main interpreter's calls only, each exactly once.
+    begun = run.trace.functions()
+    assert (begun["in_main"], begun["square"], begun["script"]) == (2, 1, 1)
+    check_balanced(run.trace, allow_open=True)
 
 
 THREADING_FIRST_FROM_A_THREAD = """

@@ -188,13 +188,22 @@ print(after())
 """
 
 
+# Since 3.14 breakpoint() runs pdb on sys.monitoring (tool 0), which stops where it
+# should beside us; a Pdb on sys.settrace (still Pdb()'s default) does not.
+SETTRACE_PDB = (
+    "import pdb, sys\n"
+    "sys.breakpointhook = lambda: pdb.Pdb(backend='settrace').set_trace(sys._getframe(1))\n"
+)
+
+
 @needs_sys_monitoring
 def test_pdb_stops_where_it_would_untraced(tracer: Tracer, tmp_path: Path) -> None:
-    """Issue 22, point 9: on 3.12-3.13 a debugger's first stop came one line late
-    while we monitored calls (CPython does it with any second tool); the tracer
-    steps aside while bdb traces, and traces again once it is done."""
+    """Issue 22, point 9: on 3.12-3.15 a sys.settrace debugger's first stop came one
+    line late while we monitored calls (CPython does it with any second tool); the
+    tracer steps aside while bdb traces, and traces again once it is done."""
     env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_PYTHON"}
-    run = tracer.run(DEBUGGED, activate=None, env={"PINSIGHT_TRACE_PYTHON": "TRACING"})
+    program = (SETTRACE_PDB if sys.version_info >= (3, 14) else "") + DEBUGGED
+    run = tracer.run(program, activate=None, env={"PINSIGHT_TRACE_PYTHON": "TRACING"})
     script = tmp_path / f"prog{tracer.counter}.py"
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                            env=env, cwd=tmp_path, check=True)
@@ -210,3 +219,23 @@ def test_pdb_stops_where_it_would_untraced(tracer: Tracer, tmp_path: Path) -> No
     [proc] = report["processes"]
     assert proc["unbalanced"]["stepped_aside"] >= 2  # <module> and debugged(), at least
     assert proc["unbalanced"]["implicitly_closed"] == 0
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="pdb has a sys.monitoring backend from 3.14")
+def test_pdb_on_sys_monitoring_stops_where_it_would_untraced(
+    tracer: Tracer, tmp_path: Path
+) -> None:
+    """3.14+: breakpoint()'s pdb is a sys.monitoring tool; it stops where it would
+    untraced with us beside it, so the tracer does not step aside and traces on."""
+    env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_PYTHON"}
+    run = tracer.run(DEBUGGED, activate=None, env={"PINSIGHT_TRACE_PYTHON": "TRACING"})
+    script = tmp_path / f"prog{tracer.counter}.py"
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, check=True)
+    assert run.stdout == plain.stdout, run.stdout
+    assert run.stderr == plain.stderr
+    assert "-> breakpoint()" in run.stdout
+    assert not [e for e in run.trace.named("mode_change") if e.fields["reason"] == "debugger"]
+    assert run.trace.functions()["debugged"] == 1
+    assert run.trace.functions()["after"] == 1
+    assert run.trace.functions("function_end")["after"] == 1

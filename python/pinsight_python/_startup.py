@@ -357,9 +357,10 @@ def _fresh_main_namespace() -> Dict[str, object]:
         __package__=None,
         __loader__=None,
         __spec__=None,
-        __annotations__={},
         __builtins__=builtins,
     )
+    if sys.version_info < (3, 14):  # 3.14's modules make theirs lazily (PEP 649)
+        namespace["__annotations__"] = {}
     return namespace
 
 
@@ -473,7 +474,9 @@ def _run_script(inv: _Invocation) -> None:
         # of the working directory `python -m` put there.
         sys.path[0] = os.path.dirname(os.path.realpath(path))
     namespace = _fresh_main_namespace()
-    namespace.update(__file__=path, __cached__=None, __loader__=loader)
+    namespace.update(__file__=path, __loader__=loader)
+    if sys.version_info < (3, 15):  # 3.15's __main__ has no __cached__
+        namespace["__cached__"] = None
     _run_guarded(lambda: exec(code, namespace))
 
 

@@ -205,9 +205,13 @@ int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
   return 0;
 }
 
+// opcode.opmap: a dict, a frozendict from 3.15 (any mapping is read alike).
 int opcode_number(PyObject *opmap, const char *name) {
-  PyObject *value = PyDict_GetItemString(opmap, name);  // borrowed
-  return value ? static_cast<int>(PyLong_AsLong(value)) : -1;
+  PyObject *value = PyMapping_GetItemString(opmap, name);  // new reference
+  int number = value ? static_cast<int>(PyLong_AsLong(value)) : -1;
+  Py_XDECREF(value);
+  PyErr_Clear();  // absent (RETURN_CONST from 3.14): -1
+  return number;
 }
 
 class ProfileBackend final : public Backend {
@@ -224,7 +228,7 @@ class ProfileBackend final : public Backend {
     PyObject *opcode = PyImport_ImportModule("opcode");
     PyObject *opmap = opcode ? PyObject_GetAttrString(opcode, "opmap") : nullptr;
     Py_XDECREF(opcode);
-    if (!opmap || !PyDict_Check(opmap)) {
+    if (!opmap || !PyMapping_Check(opmap)) {
       Py_XDECREF(opmap);
       throw ActivationError("opcode.opmap: " + py::fetch_error());
     }

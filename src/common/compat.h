@@ -13,12 +13,12 @@
 #include <string>
 
 // The CPython versions whose private structures (the thread state's current
-// frame, the frame object's interpreter frame) this code was checked against:
-// 3.8 to 3.13, with the GIL. On any other CPython the extension still builds
-// and imports, reads none of those structures, and activate() refuses
+// frame, the frame object's interpreter frame, the code object's extra array)
+// this code was checked against: 3.8 to 3.15, with the GIL. On any other CPython the extension
+// still builds and imports, reads none of those structures, and activate() refuses
 // (unverified_cpython below); CMakeLists.txt warns at build time.
 #define PINSIGHT_CPYTHON_VERIFIED_FIRST 0x03080000
-#define PINSIGHT_CPYTHON_VERIFIED_END 0x030E0000  // first version not checked
+#define PINSIGHT_CPYTHON_VERIFIED_END 0x03100000  // first version not checked
 #if PY_VERSION_HEX >= PINSIGHT_CPYTHON_VERIFIED_FIRST && \
     PY_VERSION_HEX < PINSIGHT_CPYTHON_VERIFIED_END && !defined(Py_GIL_DISABLED)
 #define PINSIGHT_CPYTHON_VERIFIED 1
@@ -42,7 +42,7 @@ inline std::string unverified_cpython(unsigned long hexversion, bool free_thread
                 (hexversion >> 16) & 0xff, (hexversion >> 8) & 0xff, free_threaded ? "t" : "");
   const std::string verified =
       "pinsight-python reads CPython's private frame layout and was verified on CPython 3.8 to "
-      "3.13 with the GIL only";
+      "3.15 with the GIL only";
   if (free_threaded) {
     return std::string("free-threaded CPython ") + version + " is not supported: " + verified;
   }
@@ -115,9 +115,9 @@ inline int code_set_extra(PyObject *code, Py_ssize_t index, void *extra) {
 #endif
 }
 
-// A code object's extra array (Include/internal/pycore_code.h, the same from
-// 3.6 to 3.13). CPython sizes it for every index requested so far, and when
-// the code object dies calls each registered free function on its slot, NULL
+// A code object's extra array (Include/internal/pycore_code.h, since 3.14
+// Objects/codeobject.c; the same from 3.6 to 3.15). CPython sizes it for every index requested so
+// far, and when the code object dies calls each registered free function on its slot, NULL
 // included.
 struct CodeExtraHead {
   Py_ssize_t ce_size;
@@ -139,6 +139,30 @@ inline int code_set_own_extra(PyObject *code, Py_ssize_t index, void *extra) {
   (void)created;  // never guessed: activate() refuses on this CPython
 #endif
   return result;
+}
+
+// CPython 3.14 counts a code object with an extra array as carrying state of
+// its own (_PyCode_CheckNoInternalState): such code can no longer be shared
+// with another interpreter (concurrent.interpreters, InterpreterPoolExecutor)
+// and fails test_code's stateless checks. There our annotations live beside the
+// code objects instead, freed through a code watcher (watch_code_destruction).
+inline constexpr bool kCodeExtraIsState = PY_VERSION_HEX >= 0x030E0000;
+
+// Calls `on_destroy` (GIL held) just before any code object of the running
+// interpreter is freed; false before 3.12 (no code watchers) or when every
+// watcher slot is taken. Call once per process.
+inline bool watch_code_destruction(void (*on_destroy)(PyObject *code)) {
+#if PY_VERSION_HEX >= 0x030C0000
+  static void (*hook)(PyObject *) = nullptr;
+  hook = on_destroy;
+  return PyCode_AddWatcher([](PyCodeEvent event, PyCodeObject *code) -> int {
+           if (event == PY_CODE_EVENT_DESTROY) hook(reinterpret_cast<PyObject *>(code));
+           return 0;
+         }) >= 0;
+#else
+  (void)on_destroy;
+  return false;
+#endif
 }
 
 // co_qualname exists from 3.11; older versions only have co_name.
@@ -166,7 +190,7 @@ inline int code_line_at(PyCodeObject *code, int offset) { return PyCode_Addr2Lin
 // ---- frame objects (the setprofile backend and activation) ----
 
 // The part of CPython's frame object that leads to the interpreter frame;
-// the same layout from 3.11 to 3.13 (Include/internal/pycore_frame.h).
+// the same layout from 3.11 to 3.15 (Include/internal/pycore_frame.h).
 struct FrameObjectHead {
   PyObject_HEAD PyFrameObject *f_back;
   void *f_frame;
@@ -289,7 +313,7 @@ inline Py_tracefunc profile_function_of(PyThreadState *tstate) { return tstate->
 // The object sys.settrace() installed on `tstate` (borrowed), or null.
 inline PyObject *trace_object_of(PyThreadState *tstate) { return tstate->c_traceobj; }
 
-// CPython 3.12-3.13 deliver a sys.settrace debugger's first stop one line late
+// CPython 3.12-3.15 deliver a sys.settrace debugger's first stop one line late
 // while another sys.monitoring tool monitors function events (any such tool,
 // tests/two_tools_probe): the sys.monitoring backend steps aside for bdb.
 inline constexpr bool kDebuggerNeedsStepAside = PY_VERSION_HEX >= 0x030C0000;

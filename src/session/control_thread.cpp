@@ -33,7 +33,10 @@ std::once_flag init_once;
 std::atomic<bool> running{false};
 pid_t running_pid = 0;  // a forked child has no control thread: start anew
 std::atomic<bool> stopping{false};
-std::thread worker;
+// Never destroyed: a program whose atexit callbacks fail (CPython's
+// test_exceptions runs one out of memory) exits without stop(), and a joinable
+// std::thread destroyed at exit calls std::terminate (SIGABRT).
+std::thread &worker = *new std::thread();
 std::atomic<void (*)()> signal_handler{nullptr};
 struct sigaction previous_action;
 

@@ -8,6 +8,7 @@
 namespace pinsight::code_registry {
 
 Py_ssize_t extra_index = -1;
+std::unordered_map<const PyObject *, CodeInfo *> *beside = nullptr;
 
 namespace {
 CodeInfo *live_head = nullptr;
@@ -39,6 +40,15 @@ std::string module_name(PyObject *globals) {
   PyObject *name = PyDict_GetItemString(globals, "__name__");  // borrowed
   return py::utf8_or(name, "");
 }
+// The code watcher's (3.14+): `code` is about to be freed.
+void forget_code(PyObject *code) {
+  auto it = beside->find(code);
+  if (it == beside->end()) return;
+  CodeInfo *info = it->second;
+  beside->erase(it);
+  free_code_info(info);
+}
+
 // importlib's _find_and_load, frozen or (python -X frozen_modules=off) from
 // source: CPython calls it only for a module not yet in sys.modules.
 bool is_import_loader(const std::string &qualname, const std::string &filename) {
@@ -54,7 +64,12 @@ bool is_import_loader(const std::string &qualname, const std::string &filename) 
 void set_forget_hook(void (*hook)(CodeInfo &)) { forget_hook = hook; }
 
 bool init() {
-  if (extra_index >= 0) return true;
+  if (initialized()) return true;
+  if constexpr (compat::kCodeExtraIsState) {
+    if (!compat::watch_code_destruction(forget_code)) return false;
+    beside = new std::unordered_map<const PyObject *, CodeInfo *>();  // for the process's life
+    return true;
+  }
   extra_index = compat::request_code_extra_index(free_code_info);
   return extra_index >= 0;
 }
@@ -75,7 +90,10 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   info->import_loader = is_import_loader(info->qualname, info->filename);
   info->generator = compat::is_generator_code(pycode);
   CodeInfo *result = nullptr;
-  if (compat::code_set_own_extra(code, extra_index, info.get()) == 0) {
+  if (compat::kCodeExtraIsState) {
+    beside->emplace(code, info.get());
+  }
+  if (compat::kCodeExtraIsState || compat::code_set_own_extra(code, extra_index, info.get()) == 0) {
     result = info.release();
     result->next = live_head;
     if (live_head) live_head->prev = result;

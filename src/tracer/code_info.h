@@ -85,8 +85,11 @@ struct CodeInfo : NamedCode {
 
 namespace code_registry {
 
-extern Py_ssize_t extra_index;  // -1 until init()
+extern Py_ssize_t extra_index;  // -1 until init() (before 3.14)
+// 3.14+ (compat::kCodeExtraIsState): each code object's CodeInfo, beside it.
+extern std::unordered_map<const PyObject *, CodeInfo *> *beside;
 bool init();
+inline bool initialized() { return extra_index >= 0 || beside; }
 // Called (GIL held) before a CodeInfo that some record still names is freed.
 void set_forget_hook(void (*hook)(CodeInfo &));
 // Slow path; null on failure (no exception set). `globals` (borrowed) are
@@ -98,6 +101,10 @@ uint64_t created_count();
 
 // The CodeInfo of `code` if it has one; never creates.
 inline CodeInfo *find(PyObject *code) {
+  if constexpr (compat::kCodeExtraIsState) {
+    auto it = beside->find(code);
+    return it == beside->end() ? nullptr : it->second;
+  }
   void *extra = nullptr;
   if (compat::code_get_extra(code, extra_index, &extra) != 0) return nullptr;
   return static_cast<CodeInfo *>(extra);

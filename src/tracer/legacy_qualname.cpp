@@ -28,7 +28,7 @@ std::string code_name(PyCodeObject *code) { return py::utf8_or(code->co_name, ""
 
 void remember(PyCodeObject *code, const std::string &qualname) {
   auto *object = reinterpret_cast<PyObject *>(code);
-  if (code_registry::extra_index >= 0 && code_registry::find(object)) return;  // named already
+  if (code_registry::initialized() && code_registry::find(object)) return;  // named already
   auto [it, inserted] = known().try_emplace(object, qualname, object);
   if (inserted) Py_INCREF(object);
 }

@@ -277,7 +277,8 @@ void Tracer::push_activation_frames(ThreadState &state) {
 }
 
 void Tracer::prepare() {
-  if (!code_registry::init()) throw ActivationError("no code-object extra slot is available");
+  if (!code_registry::init())
+    throw ActivationError("no code-object extra slot or code watcher is available");
   code_registry::set_forget_hook(&Tracer::forget_code);
   std::string generators_error;
   if (!GeneratorTable::init(&generators_error)) {
