@@ -153,12 +153,15 @@ def run_suites(
     preexec_fn: Optional[Callable[[], None]] = None,
     suites: Tuple[str, ...] = SUITES,
     jobs: int = JOBS,
+    match: Tuple[str, ...] = (),
 ) -> SuiteRun:
     out.mkdir(parents=True)
     junit = out / "junit.xml"
     command = [sys.executable, "-m", "test", f"--timeout={FILE_TIMEOUT}"]
     if jobs > 1:
         command.append(f"-j{jobs}")
+    for pattern in match:  # regrtest's -m: only the tests whose names match
+        command += ["-m", pattern]
     command += ["--junit-xml", str(junit)]
     if ignore:
         ignore_file = out / "ignore.txt"
@@ -297,6 +300,35 @@ def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
     assert traced.tests_run == untraced.tests_run, report
     begun = read_trace(tmp_path / "trace").named("function_begin")
     assert any("/test/" in e.fields["filename"] for e in begun), len(begun)
+
+
+@pytest.mark.slow
+def test_descriptor_and_gil_state_tests_in_one_process(tmp_path: Path) -> None:
+    """Issue 31: subprocess's descriptor tests (close_fds, pass_fds: a traced
+    program's children get exactly what they were given) and the C API's GIL-state
+    tests (PyGILState_Ensure from a new thread, tracemalloc's deadlock's shape), all
+    traced in one process, pass as untraced."""
+    suites = ("test_subprocess", "test_capi.test_misc")
+    match = ("*fd*", "*gilstate*", "*GILState*")
+    # Its child is a Python program the shim traces too, which lists every descriptor
+    # it has: those of its own LTTng-UST (opened as it starts, not inherited: all of
+    # LTTng-UST's are close-on-exec) are not in the set it expects. The other
+    # descriptor tests check that nothing unexpected was inherited, and pass.
+    ignore = frozenset({"test.test_subprocess.POSIXProcessTestCase.test_pass_fds_redirected"})
+    untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1,
+                          match=match)
+    assert untraced.tests_run > 20, _summary(untraced)
+    with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
+        session,
+        run_as,
+    ):
+        traced = run_suites(tmp_path / "traced", SHIM, ignore, run_as, suites=suites,
+                            jobs=1, match=match)
+        session.record_snapshot()
+    report = f"untraced:\n{_summary(untraced)}\ntraced:\n{_summary(traced)}"
+    assert traced.returncode == untraced.returncode == 0, report
+    assert traced.failed_tests == untraced.failed_tests == set(), report
+    assert traced.tests_run == untraced.tests_run, report
 
 
 @pytest.mark.slow

@@ -5,11 +5,14 @@
 #include "emit/emitter.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 namespace pinsight::emitter {
 namespace {
@@ -50,10 +53,37 @@ std::string module_directory() {
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
+// LTTng-UST's descriptors above the program's usual range: a program (CPython's
+// subprocess tests, a daemon's self-check) that numbers its own descriptors and
+// lists those of a child or of itself must not find ours among its small numbers.
+// The lowest free descriptors are taken while LTTng-UST starts (its constructor
+// registers with the session daemon and receives its buffers), then given back.
+constexpr int kFirstLttngDescriptor = 64;
+
+struct LowDescriptorsTaken {
+  std::vector<int> taken;
+  LowDescriptorsTaken() {
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0) return;
+    taken.push_back(null);
+    while (taken.back() < kFirstLttngDescriptor) {
+      int fd = fcntl(null, F_DUPFD_CLOEXEC, 0);  // the lowest free one
+      if (fd < 0) break;
+      taken.push_back(fd);
+    }
+  }
+  ~LowDescriptorsTaken() {
+    for (int fd : taken) close(fd);
+  }
+};
+
 void load() {
   std::string path = module_directory() + "/" + kProviderFile;
   // Never dlclose'd: tracepoints may fire until the process ends.
-  provider_handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  {
+    LowDescriptorsTaken low;
+    provider_handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  }
   if (!provider_handle) {
     const char *why = dlerror();
     load_error = std::string("LTTng-UST is unavailable: cannot load ") + path + ": " +
