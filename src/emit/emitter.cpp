@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -63,6 +64,11 @@ constexpr int kFirstLttngDescriptor = 64;
 struct LowDescriptorsTaken {
   std::vector<int> taken;
   LowDescriptorsTaken() {
+    // Where descriptors are scarce, LTTng-UST needs them more than a number.
+    rlimit limit = {};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < 4 * kFirstLttngDescriptor) {
+      return;
+    }
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null < 0) return;
     taken.push_back(null);
