@@ -13,7 +13,15 @@ set -euo pipefail
 version=${1:?usage: sid-cpython.sh 3.14|3.15 [PREFIX]}
 prefix=${2:-/opt/pinsight-cpython/$version}
 python=$prefix/usr/bin/python$version
-mirror=${PINSIGHT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The Debian mirror this machine's own apt sources name (its main archive, not the
+# security one); PINSIGHT_DEBIAN_MIRROR overrides it.
+machine_mirror() {
+  local sources
+  sources=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true)
+  grep -Eo '(URIs:[[:space:]]*|^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?)[a-z]+://[^[:space:]]+' <<<"$sources" |
+    grep -Eo '[a-z]+://[^[:space:]]+' | grep -v -- '-security' | head -n 1 || true
+}
+mirror=${PINSIGHT_DEBIAN_MIRROR:-$(machine_mirror)}
 
 die() { echo "sid-cpython: error: $*" >&2; exit 1; }
 
@@ -40,6 +48,7 @@ command -v patchelf >/dev/null || die "patchelf is missing (apt-get install patc
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/lists/partial" "$work/debs"
+[[ -n $mirror ]] || die "no Debian mirror named in /etc/apt/sources.list(.d): set PINSIGHT_DEBIAN_MIRROR"
 printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s sid main\n' "$mirror" >"$work/sources.list"
 apt_opts=(-q -oDir::Etc::SourceList="$work/sources.list" -oDir::Etc::SourceParts=/dev/null
   -oDir::State::Lists="$work/lists" -oAPT::Sandbox::User=root)
