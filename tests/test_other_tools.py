@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 import pytest
 
-from .tracing import Tracer, check_balanced, cli
+from .tracing import Run, Tracer, check_balanced, cli
 
 needs_sys_monitoring = pytest.mark.skipif(
     sys.version_info < (3, 12), reason="sys.monitoring exists from CPython 3.12"
@@ -197,18 +197,25 @@ SETTRACE_PDB = (
 
 
 @needs_sys_monitoring
-def test_pdb_stops_where_it_would_untraced(tracer: Tracer, tmp_path: Path) -> None:
-    """Issue 22, point 9: on 3.12-3.15 a sys.settrace debugger's first stop came one
-    line late while we monitored calls (CPython does it with any second tool); the
-    tracer steps aside while bdb traces, and traces again once it is done."""
+def debugged_as_untraced(tracer: Tracer, tmp_path: Path, program: str) -> Run:
+    """`program` traced from the start (the shim), then run again untraced: the
+    debugger session it prints and its stderr must be the same."""
     env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_PYTHON"}
-    program = (SETTRACE_PDB if sys.version_info >= (3, 14) else "") + DEBUGGED
     run = tracer.run(program, activate=None, env={"PINSIGHT_TRACE_PYTHON": "TRACING"})
     script = tmp_path / f"prog{tracer.counter}.py"
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                            env=env, cwd=tmp_path, check=True)
     assert run.stdout == plain.stdout, run.stdout
     assert run.stderr == plain.stderr
+    return run
+
+
+def test_pdb_stops_where_it_would_untraced(tracer: Tracer, tmp_path: Path) -> None:
+    """Issue 22, point 9: on 3.12-3.15 a sys.settrace debugger's first stop came one
+    line late while we monitored calls (CPython does it with any second tool); the
+    tracer steps aside while bdb traces, and traces again once it is done."""
+    program = (SETTRACE_PDB if sys.version_info >= (3, 14) else "") + DEBUGGED
+    run = debugged_as_untraced(tracer, tmp_path, program)
     assert "-> breakpoint()" in run.stdout  # the first stop: the line itself
     changes = [(e.fields["mode"], e.fields["reason"]) for e in run.trace.named("mode_change")]
     assert ("OFF", "debugger") in changes and ("TRACING", "debugger_done") in changes, changes
@@ -227,13 +234,7 @@ def test_pdb_on_sys_monitoring_stops_where_it_would_untraced(
 ) -> None:
     """3.14+: breakpoint()'s pdb is a sys.monitoring tool; it stops where it would
     untraced with us beside it, so the tracer does not step aside and traces on."""
-    env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_PYTHON"}
-    run = tracer.run(DEBUGGED, activate=None, env={"PINSIGHT_TRACE_PYTHON": "TRACING"})
-    script = tmp_path / f"prog{tracer.counter}.py"
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           env=env, cwd=tmp_path, check=True)
-    assert run.stdout == plain.stdout, run.stdout
-    assert run.stderr == plain.stderr
+    run = debugged_as_untraced(tracer, tmp_path, DEBUGGED)
     assert "-> breakpoint()" in run.stdout
     assert not [e for e in run.trace.named("mode_change") if e.fields["reason"] == "debugger"]
     assert run.trace.functions()["debugged"] == 1

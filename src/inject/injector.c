@@ -166,16 +166,20 @@ static const char *const stage_names[] = {"seized", "data-page", "code-page", "s
 static pid_t target_pid;
 static volatile sig_atomic_t parent_gone;
 
+static void vfail(const char *format, va_list args) __attribute__((format(printf, 1, 0), noreturn));
+static void vfail(const char *format, va_list args) {
+  printf("error: ");
+  vprintf(format, args);
+  printf("\n");
+  fflush(stdout);
+  exit(1);
+}
+
 static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *format, ...) {
   va_list args;
   va_start(args, format);
-  printf("error: ");
-  vprintf(format, args);
-  printf("\n");
-  va_end(args);
-  fflush(stdout);
-  exit(1);
+  vfail(format, args);
 }
 
 // Whether the variable names the stage ("STAGE" or "STAGE:SECONDS").
@@ -343,12 +347,7 @@ static void release_and_fail(struct stopped *thread, const char *format, ...) {
   release(thread);
   va_list args;
   va_start(args, format);
-  printf("error: ");
-  vprintf(format, args);
-  printf("\n");
-  va_end(args);
-  fflush(stdout);
-  exit(1);
+  vfail(format, args);
 }
 
 // One system call made by the stopped thread at `instruction` (a syscall
