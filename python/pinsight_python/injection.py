@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _remote, _startup, elf_symbols, settings
+from ._native_files import beside_extension
 
 GDB_TIMEOUT = 60.0
 INJECTOR_TIMEOUT = 60.0
@@ -55,8 +56,6 @@ PROBE_TIMEOUT = 60.0
 OLDEST = (3, 8)
 REMOTE_EXEC = (3, 14)  # sys.remote_exec (PEP 768) from here on
 INJECTOR = "pinsight-python-inject"
-# A test hook: "gdb" forces the debugger where our injector would be used.
-ENV_INJECT_WITH = "PINSIGHT_PYTHON_INJECT_WITH"
 CAP_SYS_PTRACE = 19
 _PYTHON_NAME = re.compile(r"python\d*(\.\d+)?[a-z]*$")
 _LIBPYTHON = re.compile(r"/libpython(\d+)\.(\d+)[a-z]*\.so[.\d]*$")
@@ -374,11 +373,7 @@ def _probe(target: Target, argv: Sequence[str]) -> None:
 
 def injector_path() -> Optional[str]:
     """Our injector, installed beside the extension (x86-64 builds only)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pinsight_python._pinsight_python")
-    folder = os.path.dirname(os.path.realpath(spec.origin)) if spec and spec.origin else ""
-    path = os.path.join(folder or os.path.dirname(__file__), INJECTOR)
+    path = str(beside_extension(INJECTOR))
     return path if os.access(path, os.X_OK) else None
 
 
@@ -386,13 +381,8 @@ def mechanism(target: Target) -> str:
     """How a request gets into this target: "remote_exec", "injector" or "gdb"."""
     if target.version >= REMOTE_EXEC:
         return "remote_exec"
-    forced = os.environ.get(ENV_INJECT_WITH, "")
-    if forced not in ("", "gdb", "injector"):
-        raise AttachError(f"{ENV_INJECT_WITH}={forced!r}: expected gdb or injector")
-    if forced != "gdb" and injector_path() is not None:
+    if injector_path() is not None:
         return "injector"
-    if forced == "injector":
-        raise AttachError(f"{INJECTOR} is not installed beside pinsight_python")
     if shutil.which("gdb") is None:
         raise AttachError(
             f"process {target.pid} runs CPython {target.version[0]}.{target.version[1]} on "

@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .. import _run, lttng
 from .. import settings as _settings
+from .._native_files import beside_extension
 from ..analysis import UNRECORDED_FILE
 from . import recording
 from .exit_status import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, killed_by
@@ -391,7 +392,7 @@ def sanitizer_runtime(ld_preload: str) -> Optional[str]:
 
 def fd_guard_library() -> Path:
     """The descriptor guard `trace` preloads, installed beside the extension."""
-    return alloc_preload_library().with_name("libpinsight_fd_guard.so")
+    return beside_extension("libpinsight_fd_guard.so")
 
 
 def _guard_descriptors(env: Dict[str, str], errors: List[str]) -> None:
@@ -410,11 +411,7 @@ def _guard_descriptors(env: Dict[str, str], errors: List[str]) -> None:
 
 def alloc_preload_library() -> Path:
     """The malloc interposer `trace --alloc` preloads, installed beside the extension."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pinsight_python._pinsight_python")
-    folder = Path(spec.origin).resolve().parent if spec and spec.origin else Path(__file__).parent
-    return folder / "libpinsight_alloc_preload.so"
+    return beside_extension("libpinsight_alloc_preload.so")
 
 
 def _check_runnable(program: str) -> None:
