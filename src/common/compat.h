@@ -340,6 +340,26 @@ inline bool thread_state_complete(PyThreadState *tstate) {
 extern "C" int pinsight_tracemalloc_untrack(unsigned int domain,
                                             uintptr_t ptr) __asm__("PyTraceMalloc_Untrack");
 
+namespace pinsight::compat {
+
+// Takes an object we made out of tracemalloc's figures, which are the
+// program's (a no-op when tracemalloc is off). tracemalloc traces where the
+// allocation starts: before a GC object, at its GC header (two words, the
+// internal PyGC_Head) and, from 3.12, the two managed dict/weakref words of
+// types that have them. Its peak may still have counted the object.
+inline void hide_from_tracemalloc(PyObject *object) {
+  uintptr_t start = reinterpret_cast<uintptr_t>(object);
+  if (PyType_IS_GC(Py_TYPE(object))) start -= 2 * sizeof(uintptr_t);
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyType_HasFeature(Py_TYPE(object), Py_TPFLAGS_PREHEADER)) {
+    start -= 2 * sizeof(PyObject *);
+  }
+#endif
+  pinsight_tracemalloc_untrack(0, start);
+}
+
+}  // namespace pinsight::compat
+
 #if PY_VERSION_HEX >= 0x030D0000
 // Exported, but declared only in the internal headers since 3.13.
 extern "C" int _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);

@@ -118,6 +118,7 @@ Guard *guard_of(PyObject *obj) {
     py::clear_error();
     return nullptr;
   }
+  compat::hide_from_tracemalloc(weakref);
   // Making the weakref may have run the garbage collector (and our callback
   // for other objects): look the map up again.
   Guard &guard = guards[obj];

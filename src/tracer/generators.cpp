@@ -150,6 +150,7 @@ bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags,
     py::clear_error();
     return false;
   }
+  compat::hide_from_tracemalloc(weakref);
   by_frame_[frame] = Entry{&code, weakref, started_ns, 1, flags, false};
   by_weakref_[weakref] = frame;
   ++code.suspended_traced;
