@@ -325,6 +325,8 @@ def test_trace_command_events_gil(tmp_path: Path) -> None:
     ).stdout
     assert "Native calls releasing the GIL" in report
     assert GIL_CALLEE in report.split("Native calls releasing the GIL")[1]
+    # The GIL opens the process's section, before its function tables.
+    assert report.index("GIL (events = gil)") < report.index("functions by self time")
 
 
 def test_configuration_file_names_gil_and_a_reload_turns_it_off_and_on(tracer: Tracer) -> None:

@@ -559,6 +559,8 @@ def test_discarded_events_are_reported(tmp_path: Path, capsys: pytest.CaptureFix
     code, _out, err = run_cli(["export", str(out), "-o", str(chrome)], capsys)
     assert code == 0, err
     data = json.loads(chrome.read_text())
+    # What export says it wrote is what the file holds (issue 34, point 5).
+    assert f"wrote {chrome}: {len(data['traceEvents']):,} trace events from " in err, err
     instants = [e for e in data["traceEvents"] if e["ph"] == "i"]
     assert sum(e["args"]["count"] for e in instants) == truth.discarded
     assert data["otherData"]["discarded_events"] == truth.discarded

@@ -297,6 +297,11 @@ def test_module_filters_hide_frames_into_their_caller(
     origins = [m["origin"] for m in full["modules"]]
     assert origins == sorted(origins, key=["program", "library", "stdlib", "frozen", "unknown",
                                            "native"].index)
+    # Issue 34, point 5: code exec'd from a string is the program's, named "<string>";
+    # the import finder of an editable install (ours, here) is not the program's.
+    strings = [row for row in full["functions"] if row["module"] == "<string>"]
+    assert strings and {row["origin"] for row in strings} == {"program"}, strings
+    assert not [m for m in full["modules"] if (m["module"] or "").startswith("_editable_")]
 
     only = report(program.trace.path, capsys, "--pid", str(parent), "--module", "mypkg")
     rows = only["processes"][0]["functions"]

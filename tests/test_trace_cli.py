@@ -204,6 +204,34 @@ def test_sigint_from_the_same_process_group_is_relayed(tmp_path: Path) -> None:
     assert not session_exists(session)
 
 
+
+def test_a_command_that_ignores_the_relayed_signal_keeps_its_status(tmp_path: Path) -> None:
+    """Issue 34, point 5: SIGINT relayed to a command that ignores it and finishes
+    normally: trace exits with the command's status 0 and says what happened."""
+    write(tmp_path, "deaf.py", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+          + LOOP + "print('finished')\n")
+    with subprocess.Popen(
+        [*CLI, "trace", "-o", "t", "--no-summary", "--", PY, "deaf.py"],
+        cwd=tmp_path, env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        deadline = time.monotonic() + 90
+        while not list(tmp_path.glob("ready-*")):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(0.5)  # the command goes on after the signal
+        assert proc.poll() is None
+        (tmp_path / "stop").touch()
+        stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 0, stderr
+    assert stdout == "finished\n"
+    assert "killed" not in stderr and "ended by" not in stderr, stderr
+    single_line(stderr, r"SIGINT was relayed to it, and it finished normally \(status 0\)")
+    _, session = trace_report(stderr)
+    assert not session_exists(session)
+
+
 POOL = """
 import collections, json, os, multiprocessing as mp
 
@@ -379,6 +407,26 @@ def test_version_and_a_help_layout_with_examples_everywhere(
         assert text.startswith("usage: "), command
         examples = text.split("\nexamples:\n", 1)
         assert len(examples) == 2 and examples[1].startswith("  "), (command, text)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["trace", "--evnts", "function", "--", "true"],
+     "pinsight-python trace: error: unrecognized arguments: --evnts (did you mean --events?)"),
+    (["report", "--jsn", "t"],
+     "pinsight-python report: error: unrecognized arguments: --jsn (did you mean --json?)"),
+    (["export", "-o", "x.json", "--zzz", "t"],
+     "pinsight-python export: error: unrecognized arguments: --zzz"),
+])
+def test_a_misspelt_option_gets_its_subcommand_usage_and_a_suggestion(
+    capsys: pytest.CaptureFixture[str], argv: List[str], said: str
+) -> None:
+    """Issue 34, point 5: the subcommand's own usage, and the option meant."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"usage: pinsight-python {argv[0]} "), err
+    assert err[-1] == said
 
 
 def no_session_anywhere(argv: List[str]) -> List[str]:

@@ -12,6 +12,7 @@ trace), 130 interrupted; ``trace`` exits with its command's status.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from dataclasses import dataclass
@@ -83,8 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
         )
         command.configure(sub)
         sub.epilog = _epilog(command, sub)
-        sub.set_defaults(run=command.run)
+        sub.set_defaults(run=command.run, subparser=sub)
     return parser
+
+
+def _unrecognized(sub: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """The subcommand's own error for arguments it does not take, with the option
+    meant where one is close (``--evnts``: ``--events``)."""
+    options = [o for action in sub._actions for o in action.option_strings
+               if o.startswith("--")]
+    said = []
+    for extra in extras:
+        close = (difflib.get_close_matches(extra.split("=", 1)[0], options, n=1)
+                 if extra.startswith("-") else [])
+        said.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+    return "unrecognized arguments: " + " ".join(said)
 
 
 def _stdout_closed() -> bool:
@@ -101,7 +115,9 @@ def _stdout_closed() -> bool:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said by the subcommand, with its usage, not the top level's
+        args.subparser.error(_unrecognized(args.subparser, extras))
     prog = f"pinsight-python {args.command}"
     try:
         return int(args.run(args))

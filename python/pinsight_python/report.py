@@ -7,7 +7,6 @@ documented in docs/analysis.md (schema ``pinsight-python.report/1``);
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -530,9 +529,11 @@ def _process_title(proc: Dict[str, Any]) -> str:
     details = []
     if proc["mpi_rank"] is not None and f"pid {proc['vpid']}" not in proc["label"]:
         details.append(f"pid {proc['vpid']}")
+    # A process outside MPI is labelled by its command ("python -c ... (pid N)"): the
+    # command again only where the label had to shorten it.
     command = proc["argv"] or proc["procname"]
-    if command and (proc["mpi_rank"] is not None or not proc["label"].startswith(
-            os.path.basename(command.split(" ", 1)[0]))):
+    shown = proc["label"].rsplit(" (pid ", 1)[0]
+    if command and (proc["mpi_rank"] is not None or shown.endswith("...")):
         details.append(command)
     if proc["hostname"]:
         details.append(f"on {proc['hostname']}")
@@ -585,13 +586,13 @@ def _filter_text(filters: Dict[str, Any]) -> str:
 
 def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
     lines = ["", _process_title(proc)]
+    if proc.get("gil"):  # first: where each thread's time went (docs/analysis.md)
+        lines += ["", *gil_lines(proc["gil"])]
     active = [t for t in proc["threads"] if _has_activity(t)]
     idle = [t for t in proc["threads"] if not _has_activity(t)]
     if len(active) > 1:
         lines += ["", f"--- all {len(active)} threads ---"]
         lines += _activity_lines(proc, top)
-    if proc.get("gil"):
-        lines += ["", *gil_lines(proc["gil"])]
     for thread in active:
         span = format_ns(thread["end_ns"] - thread["begin_ns"])
         lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span} ---"]

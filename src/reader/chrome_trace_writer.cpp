@@ -174,6 +174,7 @@ void ChromeTraceWriter::process_metadata(int64_t pid, const std::string &label,
   append_int(buffer_, pid);
   buffer_ += ",\"args\":{\"name\":";
   append_json_string(buffer_, label);
+  ++events_written_;  // the second object of this pair
   buffer_ += "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":";
   append_int(buffer_, pid);
   buffer_ += ",\"args\":{\"sort_index\":";
@@ -190,6 +191,7 @@ void ChromeTraceWriter::thread_metadata(int64_t pid, int32_t tid, const std::str
   append_int(buffer_, tid);
   buffer_ += ",\"args\":{\"name\":";
   append_json_string(buffer_, label);
+  ++events_written_;  // the second object of this pair
   buffer_ += "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":";
   append_int(buffer_, pid);
   buffer_ += ",\"tid\":";

@@ -72,6 +72,12 @@ CodeLocation locate_code(std::string_view filename) {
   if (filename.size() > 9 && filename.substr(0, 8) == "<frozen " && filename.back() == '>') {
     return {std::string(filename.substr(8, filename.size() - 9)), CodeOrigin::Frozen};
   }
+  // Source given to Python as text: `python -c`, a script piped in, the
+  // interactive prompt, and exec()/compile() of a string. The program's, named
+  // by that filename.
+  for (std::string_view text : {"<string>", "<stdin>", "<console>"}) {
+    if (filename == text) return {std::string(text), CodeOrigin::Program};
+  }
   if (filename.empty() || filename.front() == '<') return {"", CodeOrigin::Unknown};
   for (std::string_view marker : {"/site-packages/", "/dist-packages/"}) {
     size_t at = filename.rfind(marker);

@@ -74,7 +74,8 @@ is killed (SIGKILL), its keeper process ends the command and destroys the sessio
 Isolation: the session records only the processes of this command (each registers as
 it starts tracing), never another run's or another program's of the same user.
 
-Exit status: the command's (128+N if signal N killed it or was relayed to it by trace),
+Exit status: the command's (128+N if signal N killed it, or was relayed to it by trace
+and the command then failed; 0 if it caught or ignored the signal and succeeded),
 127 command not found, 126 not executable, 2 bad arguments, settings or configuration,
 1 LTTng could not be set up.
 
@@ -503,6 +504,7 @@ class _Supervisor:
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.stop_signal: Optional[int] = None  # relayed before the command existed
         self.stopped_by: Optional[int] = None  # a stop signal relayed to the command
+        self.returncode: Optional[int] = None  # Popen's (negative: killed by a signal)
 
     def forward(self, signo: int) -> None:
         """SIGUSR1/SIGUSR2: to every process of the run that handles it."""
@@ -600,12 +602,17 @@ class _Supervisor:
             name = signal.Signals(self.stop_signal).name
             _note(f"{name} received before the command started: it was not started")
             return killed_by(self.stop_signal)
-        status = _exit_status(self.wait())
+        self.returncode = self.wait()
+        status = _exit_status(self.returncode)
         if self.stopped_by is not None:
             # What the signal did not end yet (ranks mpirun left behind, re-parented
-            # children) goes too; trace says how it was stopped.
+            # children) goes too.
             _run.end_processes(self.marker, self.stopped_by)
-            status = killed_by(self.stopped_by)
+            # A command that caught or ignored the signal and finished normally
+            # keeps its status 0; a failure after it is the signal's doing (mpirun
+            # exits 1 when its ranks are ended), as a shell reports it.
+            if status != 0:
+                status = killed_by(self.stopped_by)
         return status
 
     def wait(self) -> int:
@@ -707,7 +714,7 @@ def _run_trace(
     signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     _restore_handlers(handlers)
 
-    ended = _how_it_ended(status, supervisor.stopped_by)
+    ended = _how_it_ended(supervisor.returncode, supervisor.stopped_by)
     if plan.output is None:
         _tell_streamed(plan, session.name, ended)
         return status
@@ -720,13 +727,23 @@ def _run_trace(
     return status
 
 
-def _how_it_ended(status: int, stopped_by: Optional[int]) -> str:
-    """How the command ended, when it did not succeed, for the line that says where the
-    trace is ("" after a success)."""
-    if stopped_by is not None:
-        return f"; the command was ended by {signal.Signals(stopped_by).name}"
-    if 0 < status < 128:
-        return f"; the command exited with status {status}"
+def _how_it_ended(returncode: Optional[int], stopped_by: Optional[int]) -> str:
+    """What the command did, when it did not simply succeed, for the line that says
+    where the trace is ("" after a success without a relayed signal)."""
+    relayed = f"{signal.Signals(stopped_by).name} was relayed to it" if stopped_by else ""
+    if returncode is None:
+        return ""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"; the command was ended by {name}"
+    if relayed:
+        return (f"; {relayed} and it exited with status {returncode}" if returncode
+                else f"; {relayed}, and it finished normally (status 0)")
+    if returncode:
+        return f"; the command exited with status {returncode}"
     return ""
 
 
