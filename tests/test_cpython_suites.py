@@ -10,11 +10,10 @@ events cost neither disk nor a consumer's CPU. The same tests must fail both
 times, and none may hang: regrtest's --timeout fails a test file that does.
 
 Left out (TWO_TOOL_FAILURES), as docs/activation.md ("Debuggers and
-profilers") tells users: on 3.13 to 3.15, the profile tests (and on 3.13,
-tracemalloc's test_get_traced_memory) that fail with *any* second sys.monitoring tool
-watching calls, a do-nothing one of a few lines
-(tests/two_tools_probe/sitecustomize.py reproduces them without us), and on 3.15
-two tests that crash CPython with any such tool; on 3.11, the profile tests that
+profilers") tells users: on 3.13 to 3.15, tracemalloc's test_get_traced_memory, which
+fails with *any* second sys.monitoring tool watching calls, a do-nothing one of a few
+lines (tests/two_tools_probe/sitecustomize.py reproduces it without us), and on 3.15
+the tests that crash CPython with any such tool; on 3.11, the profile tests that
 a profile function already in place makes fail. Each version runs its own Lib/test
 (3.14 and 3.15: Debian's libpython3.1x-testsuite, scripts/sid-cpython.sh).
 """
@@ -35,15 +34,12 @@ import pytest
 
 from .tracing import DEFAULT_BACKEND, OWN_VARIABLES, isolated, read_trace
 
-# 3.15 moved cProfile's tests with cProfile (profiling.tracing) into test_profiling,
-# beside those of its new sampling profiler (profiling.sampling).
-CPROFILE_SUITE = (
-    "test_profiling.test_tracing_profiler" if sys.version_info >= (3, 15) else "test_cprofile"
-)
 SUITES = (
     "test_pdb",
     "test_bdb",
     "test_profile",
+    # 3.15 moved cProfile's tests (profiling.tracing) into test_profiling, beside
+    # those of its new sampling profiler (profiling.sampling).
     "test_profiling" if sys.version_info >= (3, 15) else "test_cprofile",
     "test_sys_setprofile",
     "test_sys_settrace",
@@ -60,32 +56,34 @@ FILE_TIMEOUT = 300  # regrtest's per-file timeout: a hung file fails, with its t
 RUN_TIMEOUT = 900
 SHIM = {"PINSIGHT_TRACE_PYTHON": "TRACING"}
 
-# CPython 3.13 with two sys.monitoring tools, whatever the second one does: a
-# profiler installed by sys.setprofile receives a c_return for the
-# sys.setprofile call itself when another tool monitors CALL; profile.py then
-# fails with AssertionError "Bad return". (pdb.set_trace() stopped one line
-# late too, with any second tool monitoring function events: the tracer steps
-# aside while a bdb debugger traces, so test_pdb and test_bdb pass as untraced.)
-# profile.py's own tests (ProfileTest: test_profile, and test_cprofile imports it).
+# CPython 3.12+ with two sys.monitoring tools: a profiler installed by
+# sys.setprofile receives a c_return for the sys.setprofile call itself when
+# another tool monitors CALL there, and profile.py fails with AssertionError "Bad
+# return" (the do-nothing probe of tests/two_tools_probe shows it). The tracer
+# monitors CALL per code object and leaves code that names setprofile alone, so
+# test_profile, test_cprofile and test_sys_setprofile pass traced. (pdb.set_trace()
+# stopped one line late too, with any second tool monitoring function events: the
+# tracer steps aside while a bdb debugger traces, so test_pdb and test_bdb pass.)
+# CPython 3.11, setprofile backend: a thread has one profile function, ours;
+# sys.setprofile(profiler) replaces it during the call, and CPython then
+# reports that call's c_return to the new profiler ("Bad return" again; which
+# of these tests it hits varies from run to run): profile.py's own tests
+# (ProfileTest: test_profile, and test_cprofile imports it).
 _PROFILE_BAD_RETURN = (
     "test_calling_conventions test_cprofile test_output_file_when_changing_directory "
     "test_run test_run_profile_as_module test_run_with_sort_by_values test_runctx"
 ).split()
-# CPython 3.11, setprofile backend: a thread has one profile function, ours;
-# sys.setprofile(profiler) replaces it during the call, and CPython then
-# reports that call's c_return to the new profiler ("Bad return" again; which
-# of these tests it hits varies from run to run).
-_MONITORING_BAD_RETURN = frozenset(
-    [f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN]
-    + ["test.test_sys_setprofile.TestEdgeCases.test_method_with_c_function"]
-)
 # CPython 3.15 with any second sys.monitoring tool (tests/two_tools_probe too): the
 # interpreter dies of SIGSEGV in its instrumentation, on invalid bytecode, and when an
-# allocation fails while it builds a callback's arguments.
+# allocation fails while it builds a callback's arguments. The two memory tests'
+# children run with -I, which ignores the probe's PYTHONPATH: a do-nothing PY_UNWIND
+# callback registered in the child's own code crashes them the same way
+# (support.inject_memory_error(0, 12); class C: pass; C()  ->  SIGSEGV, not exit 1).
 _TWO_TOOLS_315 = frozenset(
     [
         "test.test_code.CodeTest.test_invalid_bytecode",
         "test.test_exceptions.ExceptionTests.test_exec_set_nomemory_hang",
+        "test.test_exceptions.ExceptionTests.test_memory_error_in_PyErr_PrintEx",
         # Not a crash: the sampling profiler misplaces a generator's frame beside the
         # do-nothing probe too.
         "test.test_profiling.test_sampling_profiler.test_blocking."
@@ -111,10 +109,9 @@ TWO_TOOL_FAILURES: Dict[Tuple[Tuple[int, int], str], FrozenSet[str]] = {
     # With any tool monitoring CALL, CPython allocates the instruction offset it
     # passes to the callback (an int above 256): tracemalloc's peak after
     # clear_traces() is 32, not 0 (tests/two_tools_probe reproduces it).
-    ((3, 13), "sys.monitoring"): _MONITORING_BAD_RETURN | _TRACEMALLOC_OFFSET,
-    ((3, 14), "sys.monitoring"): _MONITORING_BAD_RETURN | _TRACEMALLOC_OFFSET,
-    ((3, 15), "sys.monitoring"): _MONITORING_BAD_RETURN | _TWO_TOOLS_315 | _FRAMELESS_STATE_315
-    | _TRACEMALLOC_OFFSET,
+    ((3, 13), "sys.monitoring"): _TRACEMALLOC_OFFSET,
+    ((3, 14), "sys.monitoring"): _TRACEMALLOC_OFFSET,
+    ((3, 15), "sys.monitoring"): _TWO_TOOLS_315 | _FRAMELESS_STATE_315 | _TRACEMALLOC_OFFSET,
     ((3, 11), "setprofile"): frozenset(
         [f"test.test_profile.ProfileTest.{name}" for name in _PROFILE_BAD_RETURN]
         # Fails with any profile function in place (sys.setprofile(lambda *a: None) too):
@@ -270,16 +267,6 @@ ONE_PROCESS_SUITES = (
 # Under the sanitizers (scripts/test.sh sets the variable), the suites that crashed
 # before: the others ran clean there, and the sanitized interpreter is slow.
 SANITIZER_STAGE_SUITES = ONE_PROCESS_SUITES[:7]
-# None: test_exceptions' test_memory_error_in_PyErr_PrintEx passes traced too (a
-# MemoryError met in our callback reaches the program).
-ONE_PROCESS_IGNORE: FrozenSet[str] = frozenset()
-# Open (issue 31): on CPython 3.15 only, a child whose allocations fail at
-# support.inject_memory_error dies of SIGSEGV traced, where the do-nothing probe's
-# child raises MemoryError; 3.12-3.14 pass. Our callback raises that MemoryError at
-# the CALL; whether 3.15 mishandles it there is not yet known.
-ONE_PROCESS_OPEN: Dict[Tuple[int, int], FrozenSet[str]] = {
-    (3, 15): frozenset(["test.test_exceptions.ExceptionTests.test_memory_error_in_PyErr_PrintEx"]),
-}
 
 
 @pytest.mark.slow
@@ -288,7 +275,9 @@ def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
     if importlib.util.find_spec("test.libregrtest") is None:
         pytest.fail(f"{sys.executable} lacks CPython's test package (pyenv's builds ship it)")
     known = TWO_TOOL_FAILURES.get((sys.version_info[:2], DEFAULT_BACKEND), frozenset())
-    ignore = known | ONE_PROCESS_IGNORE | ONE_PROCESS_OPEN.get(sys.version_info[:2], frozenset())
+    # test_exceptions' test_memory_error_in_PyErr_PrintEx is not left out (but on
+    # 3.15, CPython's crash): a MemoryError met in our callback reaches the program.
+    ignore = known
     sanitized = bool(os.environ.get("PINSIGHT_PYTHON_SANITIZER_STAGE"))
     suites = SANITIZER_STAGE_SUITES if sanitized else ONE_PROCESS_SUITES
     untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1)
@@ -317,10 +306,11 @@ def test_descriptor_and_gil_state_tests_in_one_process(tmp_path: Path) -> None:
     traced in one process, pass as untraced."""
     suites = ("test_subprocess", "test_capi.test_misc")
     match = ("*fd*", "*gilstate*", "*GILState*")
-    # Its child is a Python program the shim traces too, which lists every descriptor
-    # it has: those of its own LTTng-UST (opened as it starts, not inherited: all of
-    # LTTng-UST's are close-on-exec) are not in the set it expects. The other
-    # descriptor tests check that nothing unexpected was inherited, and pass.
+    # test_pass_fds_redirected's child is a Python program the shim traces too, and
+    # lists every descriptor it has up to the limit: those of its own LTTng-UST
+    # (opened as it starts tracing, not inherited: all of LTTng-UST's are
+    # close-on-exec) are not in the set it expects. The other descriptor tests
+    # check that nothing unexpected was inherited, and pass.
     ignore = frozenset({"test.test_subprocess.POSIXProcessTestCase.test_pass_fds_redirected"})
     untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1,
                           match=match)
@@ -336,25 +326,3 @@ def test_descriptor_and_gil_state_tests_in_one_process(tmp_path: Path) -> None:
     assert traced.returncode == untraced.returncode == 0, report
     assert traced.failed_tests == untraced.failed_tests == set(), report
     assert traced.tests_run == untraced.tests_run, report
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(DEFAULT_BACKEND != "sys.monitoring",
-                    reason="3.8-3.11: a thread has one profile function, ours (docs/activation.md)")
-def test_profile_suites_pass_traced_without_native_call_events(tmp_path: Path) -> None:
-    """The narrower set of our events behind profile.py's "Bad return" (issue 22,
-    point 9): native-call events. Traced with function events only, as
-    docs/activation.md advises for the pure-Python profiler, test_profile and
-    test_cprofile pass as untraced, nothing left out."""
-    suites = ("test_profile", CPROFILE_SUITE)
-    untraced = run_suites(tmp_path / "untraced", {}, frozenset(), suites=suites, jobs=1)
-    assert untraced.tests_run > 20, _summary(untraced)
-    with isolated(tmp_path / "trace") as (_, run_as):
-        traced = run_suites(tmp_path / "traced", {**SHIM, "PINSIGHT_PYTHON_EVENTS": "function"},
-                            frozenset(), run_as, suites=suites, jobs=1)
-    report = f"untraced:\n{_summary(untraced)}\ntraced:\n{_summary(traced)}"
-    assert traced.returncode == untraced.returncode == 0, report
-    assert traced.failed_tests == untraced.failed_tests == set(), report
-    assert traced.tests_run == untraced.tests_run, report
-    begun = read_trace(tmp_path / "trace").named("function_begin")
-    assert any("/test/" in e.fields["filename"] for e in begun), len(begun)

@@ -196,7 +196,6 @@ SETTRACE_PDB = (
 )
 
 
-@needs_sys_monitoring
 def debugged_as_untraced(tracer: Tracer, tmp_path: Path, program: str) -> Run:
     """`program` traced from the start (the shim), then run again untraced: the
     debugger session it prints and its stderr must be the same."""
@@ -210,6 +209,7 @@ def debugged_as_untraced(tracer: Tracer, tmp_path: Path, program: str) -> Run:
     return run
 
 
+@needs_sys_monitoring
 def test_pdb_stops_where_it_would_untraced(tracer: Tracer, tmp_path: Path) -> None:
     """Issue 22, point 9: on 3.12-3.15 a sys.settrace debugger's first stop came one
     line late while we monitored calls (CPython does it with any second tool); the
@@ -226,6 +226,51 @@ def test_pdb_stops_where_it_would_untraced(tracer: Tracer, tmp_path: Path) -> No
     [proc] = report["processes"]
     assert proc["unbalanced"]["stepped_aside"] >= 2  # <module> and debugged(), at least
     assert proc["unbalanced"]["implicitly_closed"] == 0
+
+
+PROFILED = """
+import io, pstats, profile, sys
+
+class A:
+    f = classmethod(repr)
+
+def installs_a_profiler():
+    events = []
+    sys.setprofile(lambda frame, event, arg: events.append(event))
+    A().f()
+    sys.setprofile(None)
+    return events
+
+def work():
+    return sorted([3, -1, 2], key=abs) + [len("ab")]
+
+def around():
+    return [len(x) for x in ("a", "bc")]
+
+print(installs_a_profiler())  # CPython's test_method_with_c_function
+profiler = profile.Profile()
+print(profiler.runcall(work))  # profile's "Bad return" beside a second tool
+stats = io.StringIO()
+pstats.Stats(profiler, stream=stats).sort_stats("calls", "name").print_stats()
+print(sorted(line.split()[-1] for line in stats.getvalue().splitlines()
+             if "(" in line and " at 0x" not in line))
+print(around())
+"""
+
+
+@needs_sys_monitoring
+def test_a_setprofile_profiler_sees_what_it_sees_untraced(tracer: Tracer, tmp_path: Path) -> None:
+    """Issue 34, point 2: a profiler installed with sys.setprofile (profile.py, or by
+    hand) gets no c_return for the sys.setprofile call itself, which CPython reports
+    to it when another tool monitors CALL there: the tracer watches native calls per
+    code object and leaves out code that names setprofile, and traces on."""
+    run = debugged_as_untraced(tracer, tmp_path, PROFILED)
+    assert run.stdout.splitlines()[0] == "['c_call', 'c_return', 'c_call']"
+    callers = {e.fields["caller_qualname"] for e in run.trace.named("c_call_begin")}
+    assert "around" in callers and "work" in callers  # native calls traced elsewhere
+    assert "installs_a_profiler" not in callers and "Profile.runcall" not in callers
+    assert {"installs_a_profiler", "work", "around"} <= set(run.trace.functions())
+    assert not run.trace.named("mode_change")[1:]  # no step aside: traced throughout
 
 
 @pytest.mark.skipif(sys.version_info < (3, 14), reason="pdb has a sys.monitoring backend from 3.14")

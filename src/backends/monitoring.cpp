@@ -1,5 +1,6 @@
 #include "backends/monitoring.h"
 
+#include <cstring>
 #include <string>
 
 #include "common/py_util.h"
@@ -138,26 +139,41 @@ class MonitoringBackend final : public Backend {
     Py_DECREF(events);
   }
 
+  // CALL is a local event, switched on per code object (watch_calls), and
+  // C_RETURN/C_RAISE follow it: CPython reports them to the tools that monitor
+  // CALL at the instruction. So code that installs a setprofile profiler can
+  // be left unwatched: were our CALL on there, the sys.setprofile call would
+  // run instrumented and CPython would hand its c_return, without a c_call, to
+  // the profiler it just installed (profile.py's "Bad return").
+  bool calls_per_code() const override { return true; }
+
   void set_events(uint32_t groups) override {
     unsigned long mask = 0;
     for (size_t i = 0; i < std::size(event_table); ++i) {
-      if (groups & event_table[i].group) mask |= event_bits_[i];
+      if ((groups & event_table[i].group) && event_table[i].group != kCPyCalls) {
+        mask |= event_bits_[i];
+      }
     }
     call("set_events", "ik", tool_id_, mask);
     events_ = mask;
   }
 
-  void rearm(const std::vector<PyObject *> &codes) override {
+  void watch_calls(PyObject *code, bool on) override {
+    call("set_local_events", "iOk", tool_id_, code, on ? call_bit() : 0UL);
+  }
+
+  void rearm(const std::vector<RearmedCode> &codes) override {
     // DISABLE clears our tool's bit at one instruction. With our global events
-    // off, switching local events of a code object on and off instruments it
-    // at once without our tool; switching global events back on then adds our
-    // tool to every instruction of it. Other tools' bits are never touched
-    // (checked on 3.12 and 3.13 by tests/test_other_tools.py).
+    // off, switching local events of a code object to another set instruments
+    // it at once without our tool; switching global events back on (and its
+    // local CALL) then adds our tool to every instruction of it. Other tools'
+    // bits are never touched (checked by tests/test_other_tools.py).
     const unsigned long toggle = event_bits_[0];  // PY_START
     call("set_events", "ik", tool_id_, 0UL);
-    for (PyObject *code : codes) {
-      call("set_local_events", "iOk", tool_id_, code, toggle);
-      call("set_local_events", "iOk", tool_id_, code, 0UL);
+    for (const RearmedCode &rearmed : codes) {
+      call("set_local_events", "iOk", tool_id_, rearmed.code, toggle);
+      call("set_local_events", "iOk", tool_id_, rearmed.code,
+           rearmed.calls_watched ? call_bit() : 0UL);
     }
     call("set_events", "ik", tool_id_, events_);
   }
@@ -210,6 +226,13 @@ class MonitoringBackend final : public Backend {
       }
     }
     throw ActivationError("no free sys.monitoring tool id: all six are taken (" + taken + ")");
+  }
+
+  unsigned long call_bit() const {
+    for (size_t i = 0; i < std::size(event_table); ++i) {
+      if (std::strcmp(event_table[i].event, "CALL") == 0) return event_bits_[i];
+    }
+    return 0;
   }
 
   PyObject *monitoring_ = nullptr;

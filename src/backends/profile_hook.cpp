@@ -261,7 +261,7 @@ class ProfileBackend final : public Backend {
     }
   }
 
-  void rearm(const std::vector<PyObject *> &) override {}  // nothing is ever disabled
+  void rearm(const std::vector<RearmedCode> &) override {}  // nothing is ever disabled
 
   void uninstall() override {
     wanted_groups = 0;

@@ -30,10 +30,18 @@ class Backend {
   // Each may throw ActivationError.
   virtual void install() = 0;
   virtual void set_events(uint32_t cpython_events) = 0;
+  // Whether kCPyCalls is per code object (watch_calls) rather than global.
+  virtual bool calls_per_code() const { return false; }
+  // kCPyCalls for one code object (calls_per_code() backends); may throw.
+  virtual void watch_calls(PyObject * /*code*/, bool /*on*/) {}
+  struct RearmedCode {
+    PyObject *code;
+    bool calls_watched;  // its kCPyCalls, kept through the re-arm
+  };
   // Re-enables the locations of these code objects that returned DISABLE to
   // us, leaving every other tool's DISABLEd locations as they are (never
   // sys.monitoring.restart_events(), which re-arms them all).
-  virtual void rearm(const std::vector<PyObject *> &codes) = 0;
+  virtual void rearm(const std::vector<RearmedCode> &codes) = 0;
   virtual void uninstall() = 0;
   virtual int tool_id() const { return -1; }
 };

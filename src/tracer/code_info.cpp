@@ -1,6 +1,7 @@
 #include "tracer/code_info.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/py_util.h"
 #include "tracer/legacy_qualname.h"
@@ -15,6 +16,21 @@ CodeInfo *live_head = nullptr;
 size_t live = 0;
 uint64_t created = 0;
 void (*forget_hook)(CodeInfo &) = nullptr;
+void (*created_hook)(CodeInfo &) = nullptr;
+
+bool code_names_setprofile(PyCodeObject *code) {
+  PyObject *names = code->co_names;  // a tuple of str
+  if (!names || !PyTuple_Check(names)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); ++i) {
+    const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i));
+    if (!name) {
+      py::clear_error();
+      continue;
+    }
+    if (std::strstr(name, "setprofile")) return true;
+  }
+  return false;
+}
 
 // Called by CPython (GIL held) when a code object with an extra array dies:
 // for every registered index, ours included when another co_extra user (a
@@ -62,6 +78,7 @@ bool is_import_loader(const std::string &qualname, const std::string &filename) 
 }  // namespace
 
 void set_forget_hook(void (*hook)(CodeInfo &)) { forget_hook = hook; }
+void set_created_hook(void (*hook)(CodeInfo &)) { created_hook = hook; }
 
 bool init() {
   if (initialized()) return true;
@@ -89,6 +106,7 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   info->module = module_name(globals);
   info->import_loader = is_import_loader(info->qualname, info->filename);
   info->generator = compat::is_generator_code(pycode);
+  info->names_setprofile = code_names_setprofile(pycode);
   CodeInfo *result = nullptr;
   if (compat::kCodeExtraIsState) {
     beside->emplace(code, info.get());
@@ -100,6 +118,7 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
     live_head = result;
     ++live;
     ++created;
+    if (created_hook) created_hook(*result);
   } else {
     py::clear_error();
   }

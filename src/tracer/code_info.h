@@ -45,6 +45,12 @@ struct CodeInfo : NamedCode {
   bool import_loader = false;
   // A generator, coroutine or async generator: its instances' lifetimes are timed.
   bool generator = false;
+  // Names setprofile (sys.setprofile, threading's, _setprofileallthreads): code
+  // that may install a profiler, whose native calls go unwatched (see
+  // Backend::calls_per_code).
+  bool names_setprofile = false;
+  // Our CALL is on in this code object (per-code backends, Tracer::watch_calls).
+  bool calls_watched = false;
 
   // Decision under config generation `generation` (see Tracer::decide).
   uint64_t generation = UINT64_MAX;
@@ -92,6 +98,8 @@ bool init();
 inline bool initialized() { return extra_index >= 0 || beside; }
 // Called (GIL held) before a CodeInfo that some record still names is freed.
 void set_forget_hook(void (*hook)(CodeInfo &));
+// Called (GIL held, no exception pending) for each CodeInfo made.
+void set_created_hook(void (*hook)(CodeInfo &));
 // Slow path; null on failure (no exception set). `globals` (borrowed) are
 // those the code runs with; null means the running frame's.
 CodeInfo *create(PyObject *code, PyObject *globals = nullptr);

@@ -1,6 +1,7 @@
 #include "tracer/tracer.h"
 
 #include <cstdio>
+#include <string>
 
 #include "config/config_store.h"
 #include "tracer/imports.h"
@@ -12,10 +13,18 @@ Tracer &Tracer::instance_ = *new Tracer();
 
 namespace {
 
+// Our package, its start-up shim (3.15's .start file), and the import finder of
+// an editable install (scikit-build-core's, consulted on every import): the
+// tracer's own code, never the program's.
 bool is_own_module(const std::string &module) {
-  static const std::string own = "pinsight_python";
-  return module.compare(0, own.size(), own) == 0 &&
-         (module.size() == own.size() || module[own.size()] == '.');
+  for (const char *own :
+       {"pinsight_python", "_pinsight_python_start", "_editable_skbc_pinsight_python"}) {
+    size_t size = std::char_traits<char>::length(own);
+    if (module.compare(0, size, own) == 0 && (module.size() == size || module[size] == '.')) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -68,10 +77,10 @@ Verdict Tracer::disable(PyObject *code) {
 
 void Tracer::rearm(bool per_thread_only) {
   if (!backend_) return;
-  std::vector<PyObject *> codes;
+  std::vector<Backend::RearmedCode> codes;
   for (CodeInfo *info = code_registry::first(); info; info = info->next) {
     if (!info->disabled || (per_thread_only && !(info->disabled & kDisabledPerThread))) continue;
-    codes.push_back(info->code);
+    codes.push_back({info->code, info->calls_watched});
     info->disabled = 0;
     info->begins_disabled_epoch = 0;
   }
@@ -169,6 +178,7 @@ void Tracer::reconcile_events() {
       backend_->set_events(wanted);
       installed_events_ = wanted;
     }
+    watch_calls(wanted & kCPyCalls);
     if (current == TraceMode::Off && wanted == 0 && backend_) {
       backend_->uninstall();
       backend_.reset();
@@ -177,6 +187,27 @@ void Tracer::reconcile_events() {
     std::fprintf(stderr, "pinsight-python: cannot switch CPython events: %s\n", e.what());
   }
   reconciling_ = false;
+}
+
+void Tracer::watch_calls(bool on) {
+  if (!backend_ || !backend_->calls_per_code() || calls_watched_ == on) return;
+  calls_watched_ = on;
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    if (info->names_setprofile || info->calls_watched == on) continue;
+    backend_->watch_calls(info->code, on);
+    info->calls_watched = on;
+  }
+}
+
+void Tracer::code_created(CodeInfo &code) {
+  Tracer &tracer = instance_;
+  if (!tracer.calls_watched_ || code.names_setprofile || !tracer.backend_) return;
+  try {
+    tracer.backend_->watch_calls(code.code, true);
+    code.calls_watched = true;
+  } catch (const std::exception &e) {
+    tracer.internal_failure(e.what());
+  }
 }
 
 void Tracer::set_mode(TraceMode new_mode, const char *reason) {
@@ -280,6 +311,7 @@ void Tracer::prepare() {
   if (!code_registry::init())
     throw ActivationError("no code-object extra slot or code watcher is available");
   code_registry::set_forget_hook(&Tracer::forget_code);
+  code_registry::set_created_hook(&Tracer::code_created);
   std::string generators_error;
   if (!GeneratorTable::init(&generators_error)) {
     throw ActivationError("cannot follow generators on this CPython: " + generators_error);
@@ -308,6 +340,7 @@ void Tracer::stop() {
   mode_changed();
   if (backend_) {
     try {
+      watch_calls(false);
       backend_->set_events(0);
       backend_->uninstall();
     } catch (const std::exception &e) {

@@ -122,7 +122,12 @@ class Tracer {
   // A frame of generator code returned or unwound: its instance's lifetime.
   void generator_ended(const FrameRecord &record, const ThreadState &state, int transition);
   void reconcile_events();  // CPython's events follow mode_ and open records
-  void forget_records();    // every shadow stack and suspended generator (stop, step aside)
+  // kCPyCalls in every code object but those that name setprofile, for a
+  // backend that switches them per code object (Backend::calls_per_code).
+  void watch_calls(bool on);
+  // code_registry's created hook: a new code object gets our CALL if others have it.
+  static void code_created(CodeInfo &code);
+  void forget_records();  // every shadow stack and suspended generator (stop, step aside)
   // Re-enables our DISABLEd locations: those of per-thread verdicts only (a
   // new thread), or all of them (mode change, reload).
   void rearm(bool per_thread_only);
@@ -170,6 +175,7 @@ class Tracer {
   // or not, so samples name the innermost Python function.
   std::atomic<bool> shadow_all_{false};
   uint32_t installed_events_ = 0;  // CPythonEvents currently switched on
+  bool calls_watched_ = false;     // per-code kCPyCalls on (watch_calls)
   std::unique_ptr<Backend> backend_;
 
   // Records on all shadow stacks.
