@@ -31,17 +31,18 @@ import pytest
 import pinsight_python
 from pinsight_python import _startup
 
-from .tracing import OWN_VARIABLES, Trace, check_balanced, isolated_session, read_trace
+from .tracing import (
+    OWN_VARIABLES,
+    Trace,
+    check_balanced,
+    clean_env,
+    isolated_session,
+    read_trace,
+    session_exists,
+)
 
 PY = sys.executable
 ACTIVATE_PY = _startup.startup_file()
-
-
-def env_with(**extra: str) -> Dict[str, str]:
-    """The test's environment without any activation variable, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
-    env.update(extra)
-    return env
 
 
 class Ran:
@@ -62,7 +63,7 @@ def run_plain(
         list(cmd),
         cwd=cwd,
         preexec_fn=preexec_fn,  # noqa: PLW1509 (a setgid only, before exec)
-        env=env if env is not None else env_with(),
+        env=env if env is not None else clean_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -170,14 +171,14 @@ def test_nothing_is_imported_when_nothing_asks(tmp_path: Path, extra: Dict[str, 
         "import sys; print(sorted(m for m in sys.modules"
         " if m.split('.')[0] == 'pinsight_python'))"
     )
-    proc = run_plain([PY, "-c", code], tmp_path, env_with(**extra))
+    proc = run_plain([PY, "-c", code], tmp_path, clean_env(**extra))
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "[]\n", "")
 
 
 @pytest.mark.parametrize("mode", ["TRACING", "MONITORING", "STANDBY", "tracing"])
 def test_pinsight_trace_python_activates_in_that_mode(tmp_path: Path, mode: str) -> None:
     script = write(tmp_path, "probe.py", PROBE)
-    proc, trace = run_traced([PY, str(script)], tmp_path, env_with(PINSIGHT_TRACE_PYTHON=mode))
+    proc, trace = run_traced([PY, str(script)], tmp_path, clean_env(PINSIGHT_TRACE_PYTHON=mode))
     info = probe(proc)
     assert info["active"] is True
     assert info["mode"] == mode.upper()
@@ -196,7 +197,7 @@ def test_pinsight_trace_python_activates_in_that_mode(tmp_path: Path, mode: str)
 def test_pinsight_python_switch_and_event_and_backend_variables(tmp_path: Path) -> None:
     script = write(tmp_path, "probe.py", PROBE)
     backend = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
-    env = env_with(
+    env = clean_env(
         PINSIGHT_PYTHON="1", PINSIGHT_PYTHON_EVENTS="function", PINSIGHT_PYTHON_BACKEND=backend
     )
     proc, trace = run_traced([PY, str(script)], tmp_path, env)
@@ -214,7 +215,7 @@ def test_pinsight_python_switch_and_event_and_backend_variables(tmp_path: Path) 
 def test_config_file_variable_is_honoured(tmp_path: Path) -> None:
     config = write(tmp_path, "quiet.txt", "[Python]\ntrace_mode = MONITORING\n")
     script = write(tmp_path, "probe.py", PROBE)
-    env = env_with(PINSIGHT_PYTHON="1", PINSIGHT_TRACE_CONFIG_FILE=str(config))
+    env = clean_env(PINSIGHT_PYTHON="1", PINSIGHT_TRACE_CONFIG_FILE=str(config))
     info = probe(run_plain([PY, str(script)], tmp_path, env))
     assert (info["active"], info["mode"]) == (True, "MONITORING")
 
@@ -233,7 +234,7 @@ def test_bad_variables_give_one_line_and_the_program_runs(
 ) -> None:
     script = write(tmp_path, "prog.py", "import sys\nprint('ran', sys.argv[1:])\nsys.exit(4)\n")
     plain = run_plain([PY, str(script), "x"], tmp_path)
-    proc = run_plain([PY, str(script), "x"], tmp_path, env_with(**extra))
+    proc = run_plain([PY, str(script), "x"], tmp_path, clean_env(**extra))
     assert (proc.returncode, proc.stdout) == (plain.returncode, plain.stdout)
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
@@ -252,7 +253,7 @@ def test_pythonstartup_activates_scripts_modules_and_commands(tmp_path: Path, ho
         "module": [PY, "-m", "probe"],
         "command": [PY, "-c", "exec(open('probe.py').read())"],
     }[how]
-    proc, trace = run_traced(cmd, tmp_path, env_with(PYTHONSTARTUP=ACTIVATE_PY))
+    proc, trace = run_traced(cmd, tmp_path, clean_env(PYTHONSTARTUP=ACTIVATE_PY))
     info = probe(proc)
     assert info["active"] is True
     own = events_of(trace, int(info["pid"]))  # type: ignore[call-overload]
@@ -265,7 +266,7 @@ def test_a_copy_of_activate_py_works_too(tmp_path: Path) -> None:
     copy = tmp_path / "my_pinsight_activate.py"
     copy.write_text(Path(ACTIVATE_PY).read_text())
     write(tmp_path, "probe.py", PROBE)
-    info = probe(run_plain([PY, "probe.py"], tmp_path, env_with(PYTHONSTARTUP=str(copy))))
+    info = probe(run_plain([PY, "probe.py"], tmp_path, clean_env(PYTHONSTARTUP=str(copy))))
     assert info["active"] is True
 
 
@@ -285,7 +286,7 @@ def test_interactive_session_activates_once(tmp_path: Path, shim: bool) -> None:
         copy = tmp_path / "pinsight_startup.py"
         copy.write_text(Path(ACTIVATE_PY).read_text())
         startup = str(copy)
-    env = env_with(PYTHONSTARTUP=startup)
+    env = clean_env(PYTHONSTARTUP=startup)
     proc, trace = run_traced([PY, "-i"], tmp_path, env, stdin=INTERACTIVE_INPUT)
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if "RESULT" in ln)
@@ -298,12 +299,12 @@ def test_interactive_session_activates_once(tmp_path: Path, shim: bool) -> None:
 
 def test_pythonstartup_is_ignored_under_dash_E_as_cpython_does(tmp_path: Path) -> None:
     write(tmp_path, "probe.py", PROBE)
-    info = probe(run_plain([PY, "-E", "probe.py"], tmp_path, env_with(PYTHONSTARTUP=ACTIVATE_PY)))
+    info = probe(run_plain([PY, "-E", "probe.py"], tmp_path, clean_env(PYTHONSTARTUP=ACTIVATE_PY)))
     assert info["active"] is False
 
 
 def test_pinsight_python_0_also_silences_activate_py(tmp_path: Path) -> None:
-    env = env_with(PYTHONSTARTUP=ACTIVATE_PY, PINSIGHT_PYTHON="0")
+    env = clean_env(PYTHONSTARTUP=ACTIVATE_PY, PINSIGHT_PYTHON="0")
     proc = run_plain([PY, "-i"], tmp_path, env, stdin=INTERACTIVE_INPUT)
     assert " False " in next(ln for ln in proc.stdout.splitlines() if "RESULT" in ln)
 
@@ -458,7 +459,7 @@ def test_python_m_options_apply_and_reach_children(tmp_path: Path) -> None:
     )
     # The environment asks for TRACING with both event kinds: the command line wins,
     # and the shim leaves `python -m pinsight_python` to its own options.
-    env = env_with(PINSIGHT_TRACE_PYTHON="TRACING")
+    env = clean_env(PINSIGHT_TRACE_PYTHON="TRACING")
     proc, trace = run_traced(
         [PY, "-m", "pinsight_python", "--events=function", "--mode", "tracing", str(parent)],
         tmp_path,
@@ -530,11 +531,6 @@ print(json.dumps({"pid": os.getpid()}), file=sys.stderr)
 sys.exit(3)
 """
 FIB_15_CALLS = 1973
-
-
-def session_exists(name: str) -> bool:
-    listing = subprocess.run(["lttng", "list"], capture_output=True, text=True, check=False)
-    return re.search(rf"\b{re.escape(name)}\b", listing.stdout) is not None
 
 
 def trace_report(stderr: str) -> Tuple[Path, str]:
@@ -662,7 +658,7 @@ def test_ctrl_c_reaches_the_command_and_the_trace_is_kept(tmp_path: Path) -> Non
     if pid == 0:  # pragma: no cover - the child execs at once
         os.chdir(tmp_path)
         os.execve(TRACE_CMD[0], [*TRACE_CMD, "trace", "-o", str(out), "--", PY, str(script)],
-                  env_with())
+                  clean_env())
     try:
         _read_until(fd, b"ready", 60)
         time.sleep(0.3)
@@ -691,7 +687,7 @@ def test_sigterm_to_trace_alone_is_relayed_to_the_command(tmp_path: Path) -> Non
     proc = subprocess.Popen(
         [*TRACE_CMD, "trace", "-o", str(out), "--", PY, str(script)],
         cwd=tmp_path,
-        env=env_with(),
+        env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -731,7 +727,7 @@ def test_trace_survives_commands_killed_mid_event(tmp_path: Path) -> None:
         cmd = [*TRACE_CMD, "trace", "-o", str(out), "--", PY, str(script)]
         # Its own process group: on a hang, the stuck lttng client goes too.
         with subprocess.Popen(
-            cmd, cwd=tmp_path, env=env_with(), stderr=subprocess.PIPE, text=True,
+            cmd, cwd=tmp_path, env=clean_env(), stderr=subprocess.PIPE, text=True,
             start_new_session=True,
         ) as proc:
             try:
@@ -778,7 +774,7 @@ def test_trace_without_lttng_installed(tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "true").symlink_to("/bin/true")
-    env = env_with(PATH=str(bindir))
+    env = clean_env(PATH=str(bindir))
     proc = run_plain([*TRACE_CMD, "trace", "--", "true"], tmp_path, env)
     assert proc.returncode == 1
     assert proc.stderr.count("error:") == 1
@@ -838,7 +834,7 @@ touch stop
 wait $pid
 echo status=$?
 """)
-    with subprocess.Popen(["bash", str(job)], cwd=tmp_path, env=env_with(), text=True,
+    with subprocess.Popen(["bash", str(job)], cwd=tmp_path, env=clean_env(), text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           start_new_session=True) as proc:
         try:

@@ -6,7 +6,6 @@ Python function, native malloc through the preload library.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import subprocess
 import sys
@@ -15,9 +14,8 @@ from typing import Any, Dict
 
 from pinsight_python.commands.trace import alloc_preload_library, fd_guard_library
 
-from .tracing import Run, Tracer
+from .tracing import CLI, Run, Tracer, report_json
 
-CLI = [sys.executable, "-m", "pinsight_python.cli"]
 MIB = 1 << 20
 
 WORKLOAD = """
@@ -35,9 +33,8 @@ keep(500)      # 10 MB still alive when the program ends
 
 
 def report(run: Run) -> Dict[str, Any]:
-    out = subprocess.run([*CLI, "report", "--json", "--top", "50", str(run.trace.path)],
-                         capture_output=True, text=True, check=True).stdout
-    procs = [p for p in json.loads(out)["processes"] if p["allocations"]["functions"]]
+    report = report_json("--top", "50", str(run.trace.path))
+    procs = [p for p in report["processes"] if p["allocations"]["functions"]]
     assert len(procs) == 1
     return {f["qualname"]: f for f in procs[0]["allocations"]["functions"]}
 

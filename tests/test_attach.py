@@ -32,10 +32,9 @@ from .test_tracecompass import (
     assert_clean,
     replay,
 )
-from .tracing import read_trace
+from .tracing import CLI, clean_env, read_trace
 
 _serial = itertools.count()
-CLI = [sys.executable, "-m", "pinsight_python.cli"]
 READY = "ready"
 
 TARGET = textwrap.dedent(
@@ -107,7 +106,7 @@ class Program:
         self.script = tmp / "target.py"
         self.script.write_text(TARGET)
         self.stop_file = tmp / f"stop-{kind}-{next(_serial)}"
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+        environ = clean_env()
         self.proc = subprocess.Popen(
             [*python, str(self.script), kind, str(self.stop_file)],
             stdout=subprocess.PIPE,
@@ -131,9 +130,9 @@ class Program:
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
     return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=clean_env(),
+        check=False
     )
 
 
@@ -257,7 +256,7 @@ def test_several_processes_each_labelled(tmp: Path) -> None:
 
 def test_recording_ends_on_ctrl_c(tmp: Path) -> None:
     program = Program(tmp, "busy")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+    env = clean_env()
     recorder = subprocess.Popen(
         [*CLI, "attach", str(program.pid), "-o", str(tmp / "trace"), "--no-summary"],
         stderr=subprocess.PIPE, text=True, env=env,

@@ -17,15 +17,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
 from pinsight_python import elf_symbols, injection
 
-from .tracing import read_trace
+from .tracing import CLI, clean_env, read_trace
 
-CLI = [sys.executable, "-m", "pinsight_python.cli"]
 # From 3.14 attach goes through sys.remote_exec (PEP 768), not our injector: the tests
 # of the injector's stages and of its pending call run on 3.8-3.13 (and the injector
 # itself on pyenv's 3.8-3.13 from any venv, test_injector_on_every_interpreter).
@@ -73,12 +72,6 @@ TARGET = textwrap.dedent(
 )
 
 
-def own_environment(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
-    env.update(extra or {})
-    return env
-
-
 @pytest.fixture
 def no_gdb(tmp_path: Path) -> Iterator[Dict[str, str]]:
     """An environment whose PATH has a gdb that records being run, and fails."""
@@ -88,7 +81,7 @@ def no_gdb(tmp_path: Path) -> Iterator[Dict[str, str]]:
     gdb = bin_dir / "gdb"
     gdb.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nexit 1\n")
     gdb.chmod(0o755)
-    yield own_environment({"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    yield clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}")
     assert not calls.exists(), f"gdb was run: {calls.read_text()}"
 
 
@@ -102,7 +95,7 @@ class Target:
         self.stop_file = tmp / f"stop-{kind}-{time.monotonic_ns()}"
         self.proc = subprocess.Popen(
             [*python, str(script), kind, str(self.stop_file)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=own_environment(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
         )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline() == "ready\n"
@@ -241,7 +234,7 @@ def test_full_pending_call_queue(tmp_path: Path, no_gdb: Dict[str, str]) -> None
         print(sorted(m for m in sys.modules if m.startswith("pinsight_python")))
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=own_environment())
+                            stdout=subprocess.PIPE, text=True, env=clean_env())
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "full\n"
         res = attach(str(proc.pid), "--timeout", "2", env=no_gdb)
@@ -267,7 +260,7 @@ def test_refused_ptrace(tmp_path: Path) -> None:
     """))
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     proc = subprocess.Popen([*as_nobody, "/usr/bin/python3", "-c", script.read_text()],
-                            stdout=subprocess.PIPE, text=True, env=own_environment())
+                            stdout=subprocess.PIPE, text=True, env=clean_env())
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         res = subprocess.run(
@@ -291,7 +284,7 @@ def test_target_that_exits_meanwhile(tmp_path: Path, no_gdb: Dict[str, str]) -> 
             time.sleep(0.002)
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            env=own_environment())
+                            env=clean_env())
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     res = attach(str(proc.pid), env={**no_gdb, "PINSIGHT_PYTHON_INJECT_PAUSE": "seized:2"})
     proc.communicate(timeout=30)

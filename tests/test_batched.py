@@ -50,6 +50,7 @@ from tests.tracing import (
     PINSIGHT_LIB,
     Trace,
     Tracer,
+    clean_env,
     cli,
     isolated,
     isolated_session,
@@ -363,7 +364,7 @@ def test_payload_batched_option(tmp_path: Path) -> None:
     config.write_text("[Python]\npayload = batched\n")
     code = ("import pinsight_python, os; pinsight_python.activate({}); "
             "print(pinsight_python.status()['payload'])")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+    env = clean_env()
 
     def payload(kwargs: str, **extra: str) -> str:
         proc = subprocess.run([sys.executable, "-c", code.format(kwargs)], capture_output=True,
@@ -405,8 +406,7 @@ def test_signal_handlers_leave_the_program_alone(tmp_path: Path) -> None:
         print(signal.getsignal(signal.SIGABRT) is signal.SIG_DFL, hits)
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, env={k: v for k, v in os.environ.items()
-                                           if not k.startswith("PINSIGHT")})
+                          check=True, env=clean_env())
     # The program's own handler ran (it replaced ours), and Python sees no change.
     assert proc.stdout.strip() == "True [1]"
 

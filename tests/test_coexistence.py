@@ -45,6 +45,7 @@ from .tracing import (
     Event,
     Trace,
     check_balanced,
+    clean_env,
     isolated_session,
     read_trace,
 )
@@ -102,11 +103,7 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
 def _env(tmp_path: Path, **extra: str) -> Dict[str, str]:
     config = tmp_path / "pinsight_trace_config.txt"
     config.write_text(CONFIG)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("LD_PRELOAD", "OMP_TOOL_LIBRARIES") and not k.startswith("PINSIGHT_")
-    }
+    env = clean_env("LD_PRELOAD", "OMP_TOOL_LIBRARIES")
     env.update(OMP_NUM_THREADS=str(TEAM), PINSIGHT_TRACE_CONFIG_FILE=str(config))
     # A busy session daemon must not make the program start before LTTng-UST
     # has its enablers (its default wait is 3 s): the first events would be lost.

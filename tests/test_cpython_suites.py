@@ -33,7 +33,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import pytest
 
-from .tracing import DEFAULT_BACKEND, OWN_VARIABLES, isolated, read_trace
+from .tracing import DEFAULT_BACKEND, clean_env, isolated, read_trace
 
 # 3.15 moved cProfile's tests with cProfile (profiling.tracing) into test_profiling,
 # beside those of its new sampling profiler (profiling.sampling).
@@ -167,8 +167,7 @@ def run_suites(
         ignore_file = out / "ignore.txt"
         ignore_file.write_text("".join(f"{name}\n" for name in sorted(ignore)))
         command += ["--ignorefile", str(ignore_file)]
-    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
-    env.update(environ)
+    env = clean_env(**environ)
     proc = subprocess.Popen(
         [*command, *suites],
         cwd=out,

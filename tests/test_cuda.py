@@ -28,7 +28,7 @@ import pytest
 
 from pinsight_python import lttng
 
-from .tracing import SETPROFILE, cli, isolated_session
+from .tracing import SETPROFILE, clean_env, cli, isolated_session
 
 HERE = Path(__file__).resolve().parent
 PINSIGHT_SRC = HERE.parent.parent / "shared" / "pinsight" / "src"
@@ -91,7 +91,7 @@ def test_kernels_go_to_the_python_call_that_launched_them(
     script = tmp_path / "app.py"
     script.write_text("import pinsight_python\npinsight_python.activate()\n" + PROGRAM)
     out = tmp_path / "trace"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT_")}
+    env = clean_env()
     env["CUDA_STANDIN"] = str(cuda_standin)
     with isolated_session(out, events=(f"{lttng.PROVIDER}:*", f"{CUPTI}:*")) as run_as:
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from .tracing import OWN_VARIABLES
+from .tracing import CLI, clean_env
 
-CLI = [sys.executable, "-m", "pinsight_python.cli"]
 TRACE = [*CLI, "trace"]
 
 HOT = """
@@ -19,10 +17,6 @@ fib(22)
 """
 
 
-def env() -> dict:
-    return {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
-
-
 def test_discards_come_first_in_the_summary_and_every_view_warns(tmp_path: Path) -> None:
     (tmp_path / "hot.py").write_text(HOT)
     out = tmp_path / "t"
@@ -30,7 +24,7 @@ def test_discards_come_first_in_the_summary_and_every_view_warns(tmp_path: Path)
     run = subprocess.run(
         [*TRACE, "-o", str(out), "--subbuf-size", "4k", "--num-subbuf", "2", "--",
          sys.executable, str(tmp_path / "hot.py")],
-        cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=180, check=False,
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=180, check=False,
     )
     assert run.returncode == 0, run.stderr
     summary = [ln.strip() for ln in run.stderr.splitlines() if ln.startswith("  ")]
@@ -45,7 +39,7 @@ def test_discards_come_first_in_the_summary_and_every_view_warns(tmp_path: Path)
 def test_channel_size_options_are_checked(tmp_path: Path) -> None:
     run = subprocess.run(
         [*TRACE, "--subbuf-size", "3M", "--num-subbuf", "3", "--", sys.executable, "-c", "pass"],
-        cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=60, check=False,
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
     )
     assert run.returncode == 2
     assert "--subbuf-size '3M': expected a power of two" in run.stderr

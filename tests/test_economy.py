@@ -27,7 +27,7 @@ import pytest
 
 from pinsight_python import lttng
 from tests import tc_replay
-from tests.tracing import Event, Trace, Tracer, cli, read_trace
+from tests.tracing import Event, Trace, Tracer, clean_env, cli, read_trace
 
 REPO = Path(__file__).resolve().parent.parent
 CALLSTACK_XML = REPO / "tracecompass" / "pinsight_python_callstack.xml"
@@ -180,7 +180,7 @@ def test_payload_key_and_overrides(tmp_path: Path) -> None:
     )
 
     def payload(kwargs: str, **env: str) -> str:
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+        environ = clean_env()
         proc = subprocess.run(
             [sys.executable, "-c", probe, kwargs],
             capture_output=True,

@@ -9,7 +9,6 @@ Runs on the interpreter of the test run: 3.13 (.venv, sys.monitoring) and 3.11
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import pytest
 import pinsight_python
 from pinsight_python import cli, lttng, settings
 
-from .tracing import Tracer, isolated_session
+from .tracing import Tracer, clean_env, isolated_session
 
 GIL = 'pinsight_python.activate(events=["function", "c_call", "gil"])'
 
@@ -179,7 +178,7 @@ def run_traced(tmp_path: Path, code: str, *args: str, events: str = "function,c_
     script = tmp_path / "prog.py"
     script.write_text(textwrap.dedent(code))
     out = tmp_path / "trace"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")}
+    env = clean_env()
     env.update(PINSIGHT_PYTHON="1", PINSIGHT_PYTHON_EVENTS=events)
     with isolated_session(out, events=(f"{lttng.PROVIDER}:*",), contexts=lttng.CONTEXTS) as run_as:
         proc = subprocess.run([python, str(script), *args], capture_output=True, text=True,
@@ -315,7 +314,7 @@ def test_trace_command_events_gil(tmp_path: Path) -> None:
         [sys.executable, "-m", "pinsight_python.cli", "trace", "--events", "function,c_call,gil",
          "-o", str(out), "--", sys.executable, str(script)],
         capture_output=True, text=True, check=False, cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if not k.startswith("PINSIGHT")},
+        env=clean_env(),
     )
     assert proc.returncode == 0, proc.stderr
     assert "GIL: main thread" in proc.stdout + proc.stderr  # the summary's line

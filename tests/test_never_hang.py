@@ -16,7 +16,6 @@ the interpreter running the suite (sys.monitoring on 3.12+, setprofile before).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -25,17 +24,11 @@ from typing import Dict, List
 
 import pytest
 
-from .tracing import DEFAULT_BACKEND, OWN_VARIABLES, read_trace
+from .tracing import DEFAULT_BACKEND, clean_env, read_trace
 
 HANG = 60  # seconds: the programs below take well under one
 
 MODES = ("STANDBY", "MONITORING", "TRACING")
-
-
-def environment(**extra: str) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
-    env.update(extra)
-    return env
 
 
 def run(args: List[str], env: Dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -60,7 +53,7 @@ def test_tracemalloc_from_the_start(mode: str, how: str) -> None:
         args = ["-X", "tracemalloc", *args]
     else:
         extra["PYTHONTRACEMALLOC"] = "1"
-    res = run(args, environment(**extra))
+    res = run(args, clean_env(**extra))
     assert (res.returncode, res.stdout, ours(res.stderr)) == (0, "True\n", [])
 
 
@@ -80,7 +73,7 @@ def test_tracemalloc_then_activate_then_fork() -> None:
         print("parent", work(), os.waitstatus_to_exitcode(status) if hasattr(os,
               "waitstatus_to_exitcode") else status >> 8)
     """)
-    res = run(["-c", program], environment())
+    res = run(["-c", program], clean_env())
     assert res.returncode == 0, res.stderr
     assert res.stdout == "child 4950 True\nparent 4950 3\n", res.stdout
 
@@ -98,7 +91,7 @@ NO_MEMORY = textwrap.dedent("""
 def test_memory_error_reaches_the_program(events: str) -> None:
     """CPython's test_memory_error_in_PyErr_PrintEx, traced: for each of the first
     allocations made to fail, the program fails with MemoryError as untraced."""
-    env = environment(PINSIGHT_PYTHON="1", PINSIGHT_TRACE_PYTHON="TRACING",
+    env = clean_env(PINSIGHT_PYTHON="1", PINSIGHT_TRACE_PYTHON="TRACING",
                       PINSIGHT_PYTHON_EVENTS=events)
     outcomes = []
     for failing in range(1, 20):
@@ -135,7 +128,7 @@ def test_our_allocations_are_not_the_programs() -> None:
     """)
     outputs = []
     for how in ("untraced", "traced"):
-        res = run(["-c", program, how], environment())
+        res = run(["-c", program, how], clean_env())
         assert res.returncode == 0, res.stderr
         outputs.append(res.stdout)
     assert outputs[0] == outputs[1] and outputs[0].endswith(", 285)\n"), outputs
@@ -172,12 +165,12 @@ def test_children_that_close_every_descriptor(tmp_path: Path) -> None:
     untraced. A program exec'd with pass_fds gets exactly what it was passed."""
     script = tmp_path / "closers.py"
     script.write_text(CLOSERS)
-    untraced = run([str(script)], environment())
+    untraced = run([str(script)], clean_env())
     assert untraced.returncode == 0 and untraced.stdout.startswith("True ['0', '1', '2', "), (
         untraced.stdout, untraced.stderr)
     cli = [sys.executable, "-m", "pinsight_python.cli", "trace", "-o", str(tmp_path / "out"),
            "--no-summary", "--", sys.executable, str(script)]
-    traced = subprocess.run(cli, capture_output=True, text=True, env=environment(),
+    traced = subprocess.run(cli, capture_output=True, text=True, env=clean_env(),
                             timeout=300, check=False)
     assert (traced.returncode, traced.stdout) == (0, untraced.stdout), traced.stderr
     assert "Assertion" not in traced.stderr, traced.stderr

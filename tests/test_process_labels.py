@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import List
 
-from .tracing import OWN_VARIABLES, isolated_session
-
-CLI = [sys.executable, "-m", "pinsight_python.cli"]
+from .tracing import clean_env, isolated_session, report_json
 
 MODULE = """
 import multiprocessing as mp
@@ -28,16 +24,13 @@ if __name__ == "__main__":
 
 
 def labels_of(trace: Path) -> List[str]:
-    out = subprocess.run([*CLI, "report", "--json", str(trace)], capture_output=True,
-                         text=True, check=True).stdout
-    return [p["label"] for p in json.loads(out)["processes"]]
+    return [p["label"] for p in report_json(str(trace))["processes"]]
 
 
 def test_python_m_and_spawn_workers_are_labelled_as_users_know_them(tmp_path: Path) -> None:
     (tmp_path / "labelled_app.py").write_text(textwrap.dedent(MODULE))
-    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
-    env.update({"PINSIGHT_PYTHON": "1", "PINSIGHT_TRACE_PYTHON": "TRACING",
-                "PYTHONPATH": str(tmp_path)})
+    env = clean_env(PINSIGHT_PYTHON="1", PINSIGHT_TRACE_PYTHON="TRACING",
+                    PYTHONPATH=str(tmp_path))
     out = tmp_path / "trace"
     with isolated_session(out) as run_as:
         proc = subprocess.run([sys.executable, "-m", "labelled_app", "--steps", "3"],

@@ -13,7 +13,6 @@ checks select the test's own processes by pid.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -26,10 +25,9 @@ import pytest
 
 from pinsight_python import lttng
 
-from .tracing import OWN_VARIABLES, Trace, check_balanced, read_trace
+from .tracing import CLI, Trace, check_balanced, clean_env, read_trace, report_json, session_exists
 
 PY = sys.executable
-CLI = [PY, "-m", "pinsight_python.cli"]
 HOSTNAME = socket.gethostname()
 
 # Two different workloads. Each activates tracing itself and prints its pid.
@@ -88,12 +86,6 @@ sys.exit(3)
 FIB_15_CALLS = 1973
 
 
-def env_with(**extra: str) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
-    env.update(extra)
-    return env
-
-
 def write(tmp_path: Path, name: str, code: str) -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(code))
@@ -112,16 +104,6 @@ def begins(trace: Trace, qualname: str) -> int:
     return trace.functions()[qualname]
 
 
-def json_report(path: Path) -> Dict[str, object]:
-    proc = subprocess.run(
-        [*CLI, "report", str(path), "--json", "--top", "0"],
-        capture_output=True, text=True, env=env_with(), check=False, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report: Dict[str, object] = json.loads(proc.stdout)
-    return report
-
-
 def calls_in_report(report: Dict[str, object], vpid: int) -> Dict[str, int]:
     """qualname -> calls, for the Python functions of process vpid (all threads)."""
     processes = report["processes"]
@@ -133,16 +115,11 @@ def calls_in_report(report: Dict[str, object], vpid: int) -> Dict[str, int]:
     raise AssertionError(f"process {vpid} missing from the report")
 
 
-def session_exists(name: str) -> bool:
-    listing = subprocess.run(["lttng", "list"], capture_output=True, text=True, check=False)
-    return re.search(rf"\b{re.escape(name)}\b", listing.stdout) is not None
-
-
 def run_cli(
     args: Sequence[str], cwd: Path, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CLI, *args], cwd=cwd, capture_output=True, text=True, env=env_with(),
+        [*CLI, *args], cwd=cwd, capture_output=True, text=True, env=clean_env(),
         check=False, timeout=timeout,
     )
 
@@ -168,7 +145,7 @@ def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: lttng.RelayD
     with session:
         # Both at once: their streams interleave in the session's per-user buffers.
         procs = [
-            subprocess.Popen([PY, str(script)], cwd=tmp_path, env=env_with(),
+            subprocess.Popen([PY, str(script)], cwd=tmp_path, env=clean_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for script in (recursive, threaded)
         ]
@@ -205,7 +182,7 @@ def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: lttng.RelayD
     check_balanced(second)
 
     # `report` over the relay daemon's whole output directory: both processes.
-    report = json_report(relayd.output)
+    report = report_json(relayd.output, "--top", "0")
     assert report["events"] == len(trace.events)
     assert report["discarded"] == {"events": 0, "packets": 0, "records": 0, "ranges": []}
     assert calls_in_report(report, pid_recursive)["fib"] == FIB_17_CALLS
@@ -221,7 +198,7 @@ def test_ctrl_and_data_urls(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
         relayd_output=relayd.output,
     )
     with session:
-        proc = subprocess.run([PY, str(script)], cwd=tmp_path, env=env_with(),
+        proc = subprocess.run([PY, str(script)], cwd=tmp_path, env=clean_env(),
                               capture_output=True, text=True, check=True, timeout=120)
     trace = read_trace(session.trace_dir())
     mine = own(trace, pids(proc.stdout)[0])
@@ -285,7 +262,7 @@ def test_trace_command_streams_to_relayd(tmp_path: Path, relayd: lttng.RelayDaem
         mine = own(trace, pid)
         assert begins(mine, "fib") == FIB_15_CALLS
         check_balanced(mine)
-    report = json_report(trace_dir)
+    report = report_json(trace_dir, "--top", "0")
     for pid in (parent_pid, child_pid):
         assert calls_in_report(report, pid)["fib"] == FIB_15_CALLS
 

@@ -30,7 +30,7 @@ import pytest
 from pinsight_python import cli, lttng
 from pinsight_python.analysis import ProgressDisplay, read_trace
 
-from .tracing import Event, Run, Trace, Tracer, check_balanced
+from .tracing import Event, Run, Trace, Tracer, check_balanced, report_json
 from .tracing import read_trace as bt2_read_trace
 
 Key = Tuple[str, ...]  # ("python", qualname, filename, lineno) or ("native", callee)
@@ -174,13 +174,6 @@ def run_cli(args: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, s
     return code, captured.out, captured.err
 
 
-def json_report(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> Dict[str, Any]:
-    code, out, err = run_cli(["report", str(path), "--json", "--top", "0", *extra], capsys)
-    assert code == 0, err
-    report: Dict[str, Any] = json.loads(out)
-    return report
-
-
 def row_key(row: Dict[str, Any]) -> Key:
     if row["kind"] == "native":
         return ("native", row["name"])
@@ -210,7 +203,7 @@ def workload(tracer: Tracer) -> Run:
 
 
 def test_report_matches_reference_replay(workload: Run, capsys: pytest.CaptureFixture[str]) -> None:
-    report = json_report(workload.trace.path, capsys)
+    report = report_json(str(workload.trace.path), "--top", "0")
     expected = reference(workload.trace)
     assert report["events"] == len(workload.trace.events)
     assert report["discarded"]["events"] == workload.trace.discarded == 0
@@ -234,7 +227,7 @@ def test_report_matches_reference_replay(workload: Run, capsys: pytest.CaptureFi
 def test_report_counts_and_time_consistency(
     workload: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    report = json_report(workload.trace.path, capsys)
+    report = report_json(str(workload.trace.path), "--top", "0")
     [proc] = report["processes"]
     funcs = by_qualname([r for r in proc["functions"] if r["kind"] == "python"])
     begins = workload.trace.functions("function_begin")
@@ -267,7 +260,7 @@ def test_report_counts_and_time_consistency(
 
 
 def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -> None:
-    report = json_report(workload.trace.path, capsys, "--top", "3")
+    report = report_json(str(workload.trace.path), "--top", "3")
     assert report["schema"] == "pinsight-python.report/1"
     assert report["top"] == 3
     for name in ("trace", "events", "other_events", "begin_ns", "end_ns", "duration_ns"):
@@ -364,7 +357,7 @@ def test_report_threads_and_mpi_rank(tracer: Tracer, capsys: pytest.CaptureFixtu
         """,
         env={"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"},
     )
-    report = json_report(run.trace.path, capsys)
+    report = report_json(str(run.trace.path), "--top", "0")
     [proc] = report["processes"]
     assert proc["label"] == "rank 3"
     assert (proc["mpi_rank"], proc["mpi_size"]) == (3, 4)
@@ -438,7 +431,7 @@ def test_unbalanced_input_is_counted(tmp_path: Path, capsys: pytest.CaptureFixtu
     ends = collections.Counter(e.fields["qualname"] for e in truth.named("function_end"))
     assert ends["middle"] == ends["outer"] == 1 and not truth.functions()["middle"]
 
-    report = json_report(out, capsys)
+    report = report_json(str(out), "--top", "0")
     [proc_report] = report["processes"]
     unbalanced = proc_report["unbalanced"]
     assert unbalanced["ends_without_begin"] >= 2  # middle, outer (and a native call)
@@ -503,7 +496,7 @@ def test_processes_of_several_hosts_stay_apart(
         assert f'hostname = "{host}";'.encode() in data
         metadata.write_bytes(data.replace(f'hostname = "{host}";'.encode(),
                                           f'hostname = "{other}";'.encode()))
-    report = json_report(combined, capsys)
+    report = report_json(str(combined), "--top", "0")
     assert report["events"] == 2 * len(workload.trace.events)
     hosts = {p["host"]: p for p in report["processes"]}
     assert set(hosts) == {host, other}
@@ -544,7 +537,7 @@ def test_discarded_events_are_reported(tmp_path: Path, capsys: pytest.CaptureFix
     truth = bt2_read_trace(out)
     assert truth.discarded > 0, "the tiny channel discarded nothing: the test proves nothing"
 
-    report = json_report(out, capsys)
+    report = report_json(str(out), "--top", "0")
     assert report["discarded"]["events"] == truth.discarded
     assert report["discarded"]["ranges"] and report["discarded"]["records"] >= 1
     assert all(r["count"] > 0 for r in report["discarded"]["ranges"])
@@ -587,7 +580,7 @@ def test_folded_stacks(workload: Run, capsys: pytest.CaptureFixture[str]) -> Non
     for frames, weight in rows:
         assert re.fullmatch(rf"prog\d+\.py \(pid {vpid}\)", frames[0]), frames[0]
         per_thread[frames[1]] += weight
-    report = json_report(workload.trace.path, capsys)
+    report = report_json(str(workload.trace.path), "--top", "0")
     labels = {t["vtid"]: t["label"] for p in report["processes"] for t in p["threads"]}
     for (_vpid, vtid), ref in expected.items():
         if ref.root_ns:

@@ -26,17 +26,14 @@ from pinsight_python import cli
 
 from .test_activation import (
     begins,
-    env_with,
     events_of,
-    session_exists,
     trace_report,
     write,
 )
-from .tracing import check_balanced, read_trace
+from .tracing import CLI, check_balanced, clean_env, read_trace, session_exists
 
 PY = sys.executable
-CLI = [PY, "-m", "pinsight_python.cli"]
-TRACE = " ".join([PY, "-m", "pinsight_python.cli", "trace"])
+TRACE = " ".join([*CLI, "trace"])
 
 # Signals itself ready once tracing is active (the .pth shim activated it before
 # the first line), then works until told to stop or killed.
@@ -60,7 +57,7 @@ def job_script(tmp_path: Path, body: str, timeout: float = 180) -> subprocess.Co
     """Run `body` with bash, as a batch system runs a job script: no job control, so a
     background `trace` is in the script's process group."""
     script = write(tmp_path, "job.sh", "set -u\n" + body)
-    return subprocess.run(["bash", str(script)], cwd=tmp_path, env=env_with(), text=True,
+    return subprocess.run(["bash", str(script)], cwd=tmp_path, env=clean_env(), text=True,
                           capture_output=True, timeout=timeout, check=False)
 
 
@@ -188,7 +185,7 @@ def test_sigint_from_the_same_process_group_is_relayed(tmp_path: Path) -> None:
     # Our own process group: the sender (this test) and trace share it.
     with subprocess.Popen(
         [*CLI, "trace", "-o", "t", "--no-summary", "--", PY, "loop.py"],
-        cwd=tmp_path, env=env_with(), stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=clean_env(), stderr=subprocess.PIPE, text=True,
     ) as proc:
         deadline = time.monotonic() + 90
         while not list(tmp_path.glob("ready-*")):
@@ -223,7 +220,7 @@ def test_pool_terminate_keeps_everything_the_workers_ran(tmp_path: Path) -> None
     # still be waiting for LTTng-UST's registration); whatever ran is in the trace.
     write(tmp_path, "pool.py", POOL)
     proc = subprocess.run([*CLI, "trace", "-o", "t", "--no-summary", "--", PY, "pool.py"],
-                          cwd=tmp_path, env=env_with(), capture_output=True, text=True,
+                          cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
                           timeout=180, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -272,8 +269,8 @@ def test_a_fifo_as_configuration_is_refused_at_once(
     direct = ("import pinsight_python as p\ntry:\n    p.activate()\n"
               "except p.ConfigError as e:\n    print('refused:', e)\n")
     for env, code, expected in [
-        (env_with(PINSIGHT_PYTHON="1", PINSIGHT_TRACE_CONFIG_FILE=str(fifo)), probe, "False"),
-        (env_with(PINSIGHT_TRACE_CONFIG_FILE=str(fifo)), direct, "refused:"),
+        (clean_env(PINSIGHT_PYTHON="1", PINSIGHT_TRACE_CONFIG_FILE=str(fifo)), probe, "False"),
+        (clean_env(PINSIGHT_TRACE_CONFIG_FILE=str(fifo)), direct, "refused:"),
     ]:
         proc = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True,
                               timeout=60, check=False)
@@ -339,7 +336,7 @@ def test_trace_module_filters(tmp_path: Path) -> None:
         out = tmp_path / f"t{len(options)}"
         proc = subprocess.run(
             [*CLI, "trace", "-o", str(out), "--no-summary", *options, "--", PY, "filtered.py"],
-            cwd=tmp_path, env=env_with(), capture_output=True, text=True, timeout=180,
+            cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=180,
             check=False,
         )
         assert proc.returncode == 0, proc.stderr
@@ -393,7 +390,7 @@ def test_tracing_without_any_session_says_so_once(tmp_path: Path) -> None:
     program = write(tmp_path, "p.py", "import os\nos.fork() or print('child')\nos.wait()\n")
     proc = subprocess.run(
         no_session_anywhere([PY, str(program)]), cwd=tmp_path,
-        env=env_with(PINSIGHT_PYTHON="1"), capture_output=True, text=True, timeout=60,
+        env=clean_env(PINSIGHT_PYTHON="1"), capture_output=True, text=True, timeout=60,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr

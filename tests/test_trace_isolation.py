@@ -7,7 +7,6 @@ is under test.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -19,15 +18,9 @@ from pathlib import Path
 from typing import Dict, List
 
 from .test_mpi import MPI_ENV
-from .tracing import OWN_VARIABLES, check_balanced, read_trace
+from .tracing import CLI, check_balanced, clean_env, read_trace, report_json
 
 TRACE = [sys.executable, "-m", "pinsight_python.cli", "trace"]
-
-
-def clean_env(**extra: str) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in OWN_VARIABLES}
-    env.update(extra)
-    return env
 
 
 def write(path: Path, text: str) -> Path:
@@ -240,12 +233,9 @@ def test_report_flamegraph_export_read_several_traces_as_a_folder_of_them(
             check=False,
         )
         assert run.returncode == 0, run.stderr
-    cli = [sys.executable, "-m", "pinsight_python.cli"]
 
     def report(*paths: Path) -> Dict[str, object]:
-        out = subprocess.run([*cli, "report", "--json", *map(str, paths)], capture_output=True,
-                             text=True, check=True).stdout
-        data = json.loads(out)
+        data = report_json(*map(str, paths))
         data.pop("trace")
         data.pop("trace_dirs")
         data.pop("read_seconds", None)
@@ -254,10 +244,10 @@ def test_report_flamegraph_export_read_several_traces_as_a_folder_of_them(
     separate = report(both / "a", both / "b")
     assert separate == report(both)
     assert len(separate["processes"]) == 4  # type: ignore[arg-type]
-    folded = subprocess.run([*cli, "flamegraph", "--folded", str(both / "a"), str(both / "b"),
+    folded = subprocess.run([*CLI, "flamegraph", "--folded", str(both / "a"), str(both / "b"),
                              "-o", "-"], capture_output=True, text=True, check=True).stdout
     assert "only_a" in folded and "only_b" in folded
-    exported = subprocess.run([*cli, "export", str(both / "a"), str(both / "b"), "-o",
+    exported = subprocess.run([*CLI, "export", str(both / "a"), str(both / "b"), "-o",
                                str(tmp_path / "t.json")], capture_output=True, text=True,
                               check=True)
     assert f"{both / 'a'}, {both / 'b'}" in exported.stderr
