@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from pinsight_python import lttng, settings
 
 HERE = Path(__file__).resolve().parent
+NATIVE = HERE / "native"  # the C and C++ sources tests build
 SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter python3-bt2 binds
 # PInsight's real libpinsight.so, built by scripts/setup.sh; PINSIGHT_LIB names another.
 PINSIGHT_LIB = Path(

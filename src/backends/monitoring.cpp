@@ -152,7 +152,7 @@ class MonitoringBackend final : public Backend {
     // off, switching local events of a code object on and off instruments it
     // at once without our tool; switching global events back on then adds our
     // tool to every instruction of it. Other tools' bits are never touched
-    // (checked on 3.12 and 3.13 by tests/test_other_tools.py).
+    // (checked on 3.12 and 3.13 by tests/core/test_other_tools.py).
     const unsigned long toggle = event_bits_[0];  // PY_START
     call("set_events", "ik", tool_id_, 0UL);
     for (PyObject *code : codes) {
