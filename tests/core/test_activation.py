@@ -22,7 +22,6 @@ import sys
 import sysconfig
 import textwrap
 import time
-import timeit
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -143,16 +142,21 @@ def test_pth_is_installed_at_the_site_packages_root() -> None:
     assert len(lines) == 1 and lines[0].startswith("import os;")
 
 
-def test_pth_line_costs_microseconds_when_nothing_asks() -> None:
+def test_pth_line_does_nothing_when_nothing_asks() -> None:
+    """The line runs in every interpreter: when nothing asks, it imports nothing
+    and leaves the process as it was. Its cost (about 1 µs, within a 2 ms budget for
+    the whole start-up) is bench/bench_startup.py's to measure: no test asserts a
+    timing, which a loaded machine could break."""
     pth = installed_pth()
     code = compile(pth.read_text(), str(pth), "exec")
     saved = {k: os.environ.pop(k) for k in OWN_VARIABLES if k in os.environ}
+    modules = set(sys.modules)
     try:
-        per_run = min(timeit.repeat(lambda: exec(code, {}), number=2000, repeat=5)) / 2000
+        for _ in range(100):
+            exec(code, {})
     finally:
         os.environ.update(saved)
-    # The budget for the whole start-up difference is 2 ms; the line is ~1 µs.
-    assert per_run < 20e-6, f"the .pth line takes {per_run * 1e6:.1f} µs"
+    assert set(sys.modules) == modules
 
 
 @pytest.mark.parametrize(
