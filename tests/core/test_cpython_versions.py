@@ -4,44 +4,7 @@ refuses with one message, the program runs untraced and status() says why."""
 
 from __future__ import annotations
 
-import re
-import sys
-from pathlib import Path
-
-import pytest
-
-from pinsight_python import _pinsight_python_testing as testing
 from tests.tracing import Tracer
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.mark.parametrize(
-    ("version", "free_threaded", "refused"),
-    [
-        ((3, 8, 0), False, False),
-        ((3, 11, 7), False, False),
-        ((3, 13, 9), False, False),
-        ((3, 14, 10), False, False),
-        ((3, 15, 2), False, False),
-        ((3, 16, 0), False, True),
-        ((3, 7, 9), False, True),
-        ((3, 13, 0), True, True),
-        ((3, 14, 10), True, True),
-    ],
-)
-def test_verified_versions(version, free_threaded: bool, refused: bool) -> None:
-    major, minor, micro = version
-    hexversion = (major << 24) | (minor << 16) | (micro << 8) | 0xF0
-    reason = testing._unverified_cpython(hexversion, free_threaded)
-    assert bool(reason) is refused
-    if refused:
-        shown = f"{major}.{minor}.{micro}{'t' if free_threaded else ''}"
-        assert shown in reason and "3.8 to 3.15" in reason
-
-
-def test_this_interpreter_is_verified() -> None:
-    assert testing._unverified_cpython(sys.hexversion, False) == ""
 
 
 def test_activate_refuses_on_an_unverified_cpython(tracer: Tracer) -> None:
@@ -65,10 +28,3 @@ def test_activate_refuses_on_an_unverified_cpython(tracer: Tracer) -> None:
     assert len(messages) == 1 and "runs untraced" in messages[0], run.stderr
     assert not run.trace.named("function_begin")
     assert not run.trace.named("process_info")
-
-
-def test_setup_and_readme_name_only_verified_versions() -> None:
-    setup = (ROOT / "scripts" / "setup.sh").read_text()
-    assert re.search(r"find_python 12 13\b", setup), "setup.sh must not pick an unverified CPython"
-    readme = (ROOT / "README.md").read_text()
-    assert "3.8 to 3.15" in readme

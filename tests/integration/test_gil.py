@@ -19,8 +19,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-import pinsight_python
-from pinsight_python import cli, lttng, settings
+from pinsight_python import cli, lttng
 from tests.tracing import NATIVE, Tracer, clean_env, isolated_session
 
 GIL = 'pinsight_python.activate(events=["function", "c_call", "gil"])'
@@ -365,31 +364,6 @@ def test_configuration_file_names_gil_and_a_reload_turns_it_off_and_on(tracer: T
     released = run.trace.named("gil_released")
     # The first and last compress released the GIL traced; the middle one untraced.
     assert len(released) == 2, released
-
-
-def test_events_list_accepts_gil() -> None:
-    assert settings.parse_events("function,gil", "test") == ["function", "gil"]
-
-
-def test_gil_refused_on_free_threaded_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    # No free-threaded CPython on this machine: the refusal path is checked as a unit.
-    monkeypatch.setattr(settings, "free_threaded", lambda: True)
-    with pytest.raises(pinsight_python.ActivationError, match="free-threaded"):
-        pinsight_python.activate(events=["function", "gil"])
-    assert not pinsight_python.status()["active"]
-
-
-def test_core_refuses_gil_events_on_free_threaded_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The core's own check (src/common/compat.h), which its activate() runs before
-    # anything else when gil is asked for: the same words as the Python layer's.
-    from pinsight_python import _pinsight_python_testing as testing
-
-    assert testing._gil_events_refusal(False) == ""
-    assert settings.gil_refusal(["function", "gil"]) == ""
-    monkeypatch.setattr(settings, "free_threaded", lambda: True)
-    assert testing._gil_events_refusal(True) == settings.gil_refusal(["function", "gil"])
-    assert settings.gil_refusal(["function", "c_call"]) == ""  # only gil is refused
-    assert "free-threaded" in testing._gil_events_refusal(True)
 
 
 def _chrome(path: Path) -> List[Dict[str, Any]]:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -214,23 +214,6 @@ def test_ctrl_and_data_urls(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
     check_balanced(mine)
 
 
-def test_session_arguments() -> None:
-    with pytest.raises(ValueError, match="go together"):
-        lttng.Session(ctrl_url="tcp://127.0.0.1:5342")
-    with pytest.raises(ValueError, match="not both"):
-        lttng.Session(set_url="net://h", ctrl_url="tcp://h:1", data_url="tcp://h:2")
-    with pytest.raises(ValueError, match="output directory or a URL"):
-        lttng.Session()
-    local = lttng.Session(Path("/tmp/x"))
-    assert not local.network and local.trace_dir() == Path("/tmp/x")
-    assert not lttng.Session(set_url="file:///tmp/y").network
-    assert lttng.Session(set_url="file:///tmp/y").trace_dir() == Path("/tmp/y")
-    remote = lttng.Session(set_url="net://collector")
-    assert remote.network
-    with pytest.raises(lttng.LttngError, match="relayd_output not given"):
-        remote.trace_dir()
-
-
 def test_session_to_an_absent_relayd_fails_clearly(tmp_path: Path) -> None:
     port = lttng._free_ports("127.0.0.1", 1)[0]  # nothing listens there
     session = lttng.Session(set_url=f"net://127.0.0.1:{port}:{port + 1}")
@@ -335,37 +318,6 @@ def test_trace_help_documents_relayd(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-@pytest.mark.parametrize(
-    ("spec", "expected", "url"),
-    [
-        ("collector", ("collector", 5342, 5343), "net://collector:5342:5343"),
-        ("10.0.0.5:6342", ("10.0.0.5", 6342, 5343), "net://10.0.0.5:6342:5343"),
-        ("node-1.example:6342:6343", ("node-1.example", 6342, 6343),
-         "net://node-1.example:6342:6343"),
-        ("net://collector:7000:7001", ("collector", 7000, 7001), "net://collector:7000:7001"),
-        ("[fd00::5]", ("[fd00::5]", 5342, 5343), "net6://[fd00::5]:5342:5343"),
-        ("[::1]:6000:6001", ("[::1]", 6000, 6001), "net6://[::1]:6000:6001"),
-    ],
-)
-def test_parse_relayd(spec: str, expected: Tuple[str, int, int], url: str) -> None:
-    assert lttng.parse_relayd(spec) == expected
-    assert lttng.relayd_url(*expected) == url
-
-
-def test_find_relayd_traces_both_layouts(tmp_path: Path) -> None:
-    for d in ("node1/job-20260101-120000", "node2/job-20260101-115959",
-              "node2/job-2-20260101-120000", "node2/jobx-20260101-120000",
-              "job/node3-20260101-120001"):
-        (tmp_path / d).mkdir(parents=True)
-    (tmp_path / "node1" / "job-20260101-120001").write_text("a file, not a trace")
-    found = lttng.find_relayd_traces(tmp_path, "job")
-    assert found == [tmp_path / "node2/job-20260101-115959", tmp_path / "node1/job-20260101-120000",
-                     tmp_path / "job/node3-20260101-120001"]
-    assert lttng.find_relayd_traces(tmp_path, "job", "node3") == [
-        tmp_path / "job/node3-20260101-120001"]
-    assert lttng.find_relayd_traces(tmp_path / "missing", "job") == []
 
 
 def test_relay_daemons_side_by_side_and_stopped(tmp_path: Path) -> None:
