@@ -23,7 +23,8 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 import pytest
 
 from pinsight_python import injection
-from tests.integration.test_tracecompass import (
+from tests.tracing import CLI, clean_env, read_trace
+from tests.unit.test_tracecompass import (
     CALLSTACK_ID,
     CALLSTACK_XML,
     CROSSDOMAIN_ID,
@@ -31,7 +32,6 @@ from tests.integration.test_tracecompass import (
     assert_clean,
     replay,
 )
-from tests.tracing import CLI, clean_env, read_trace
 
 _serial = itertools.count()
 READY = "ready"
