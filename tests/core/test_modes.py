@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List
 
 from pinsight_python import _pinsight_python_testing as testing
-from tests.tracing import Tracer, check_balanced, isolated_session, read_trace
+from tests.tracing import Tracer, check_balanced, clean_env, isolated_session, read_trace
 
 CALL_100 = """
 def hot(i):
@@ -569,7 +569,7 @@ def test_sigusr1_without_a_configuration_file_says_so_once(tmp_path: Path) -> No
         "sys.stdin.readline()\n"
         "print(pinsight_python.status()['reloads'], pinsight_python.status()['config_path'])\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_CONFIG_FILE"}
+    env = clean_env()
     proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path, env=env)

@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 import pytest
 
-from tests.tracing import Run, Tracer, check_balanced, cli
+from tests.tracing import Run, Tracer, check_balanced, clean_env, cli
 
 needs_sys_monitoring = pytest.mark.skipif(
     sys.version_info < (3, 12), reason="sys.monitoring exists from CPython 3.12"
@@ -200,7 +200,7 @@ SETTRACE_PDB = (
 def debugged_as_untraced(tracer: Tracer, tmp_path: Path, program: str) -> Run:
     """`program` traced from the start (the shim), then run again untraced: the
     debugger session it prints and its stderr must be the same."""
-    env = {k: v for k, v in os.environ.items() if k != "PINSIGHT_TRACE_PYTHON"}
+    env = clean_env()
     run = tracer.run(program, activate=None, env={"PINSIGHT_TRACE_PYTHON": "TRACING"})
     script = tmp_path / f"prog{tracer.counter}.py"
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
