@@ -35,29 +35,26 @@ stage "suite on $(.venv-3.15/bin/python -V) (Debian sid's)" .venv-3.15/bin/pytho
 # into .venv-sanitize (incremental, in build/sanitize; -Werror like every development
 # build) and run the core tests with the runtimes preloaded, since CPython itself is
 # not instrumented. Every report stops the process that made it, so the test fails.
-# Leak checking stays off: CPython frees little at exit by design. tests/test_alloc.py
-# is left out: its malloc interposer and ASan's cannot both come first.
-sanitized_tests=(tests/test_core.py tests/test_config_parse.py tests/test_modes.py
-  tests/test_activation.py tests/test_lifetimes.py tests/test_callee_names.py
-  tests/test_economy.py tests/test_other_tools.py tests/test_neighbours.py tests/test_imports.py
-  tests/test_children.py tests/test_backends.py tests/test_cpython_versions.py
-  tests/test_generator_lifetimes.py tests/test_never_hang.py
-  tests/test_cpython_suites.py::test_cpython_suites_in_one_process)
+# Leak checking stays off: CPython frees little at exit by design. The tiers run are
+# tests/unit and tests/core (tests/conftest.py): the tracer's own code, end to end with
+# LTTng alone. tests/integration stays out (tests/integration/test_alloc.py's malloc
+# interposer and ASan's cannot both come first, and the neighbours it runs -- MPI,
+# compilers, relayd -- are not what the sanitizers look at).
 sanitized() {
   bash scripts/build-sanitized.sh --no-deps -e . || return 1
   local runtimes
   runtimes="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"
   PINSIGHT_PYTHON_SANITIZER_STAGE=1 LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    .venv-sanitize/bin/python -m pytest -p no:cacheprovider "${sanitized_tests[@]}"
+    .venv-sanitize/bin/python -m pytest -p no:cacheprovider tests/unit tests/core
 }
 stage "ASan+UBSan build (-Werror) and core tests on $(.venv-sanitize/bin/python -V)" sanitized
 # The oldest CPython: the backends, attach, and the GIL's ground truth (the fallback's
 # mechanism, checked on 3.11 in full, holds on 3.8 as well).
-stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/test_backends.py \
-  "tests/test_attach.py::test_attach_record_detach[threads-spin]" \
-  tests/test_gil.py::test_two_python_threads_wait_is_wall_minus_cpu \
-  tests/test_gil.py::test_zlib_compress_releases_the_gil_for_its_whole_duration
+stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/core/test_backends.py \
+  "tests/integration/test_attach.py::test_attach_record_detach[threads-spin]" \
+  tests/integration/test_gil.py::test_two_python_threads_wait_is_wall_minus_cpu \
+  tests/integration/test_gil.py::test_zlib_compress_releases_the_gil_for_its_whole_duration
 
 if ((${#failed[@]})); then
   printf 'test: FAILED: %s\n' "${failed[@]}" >&2

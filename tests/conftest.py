@@ -1,37 +1,78 @@
+"""The test tiers, one folder each (docs/architecture.md, "Tests"):
+
+tests/unit         the package alone: no lttng on the PATH, no session daemon, no compiler.
+tests/core         the tracer end to end in real LTTng sessions, read back with babeltrace2;
+                   scripts/test.sh also runs it under AddressSanitizer + UBSan.
+tests/integration  end to end with everything around the tracer: the CLI's commands on
+                   real traces, the relay daemon, MPI, compilers, PInsight's libpinsight.so,
+                   attach (setpriv), Trace Compass's schema.
+
+A run that collects a tier checks that tier's dependencies first, and a missing one
+fails the whole run loudly: it never turns into skips. A unit-only run checks nothing.
+"""
+
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Dict, List, Sequence, Set
 
 import pytest
 
 from pinsight_python import lttng
 
-from .tracing import PINSIGHT_LIB, Tracer
+from .tracing import PINSIGHT_LIB, SYSTEM_PYTHON, Tracer
 
-REQUIRED_TOOLS = (
-    "lttng", "lttng-sessiond", "lttng-relayd", "babeltrace2", "gcc", "clang", "mpirun", "setpriv",
-)
+HERE = Path(__file__).resolve().parent
+SETUP = "run the README's setup command (scripts/setup.sh)"
+# The commands each tier runs.
+_E2E_TOOLS = ("lttng", "lttng-sessiond", "babeltrace2")
+TIER_TOOLS: Dict[str, Sequence[str]] = {
+    "unit": (),
+    "core": (*_E2E_TOOLS, "g++"),
+    "integration": (*_E2E_TOOLS, "lttng-relayd", "gcc", "g++", "clang", "mpirun", "setpriv"),
+}
 
 
+def tier_of(path: Path) -> str:
+    """The tier of a test file: the folder under tests/ it lives in."""
+    relative = path.resolve().relative_to(HERE)
+    tier = relative.parts[0] if len(relative.parts) > 1 else ""
+    if tier not in TIER_TOOLS:
+        raise pytest.UsageError(
+            f"{path}: a test lives in one of tests/{{{','.join(TIER_TOOLS)}}}/ (tests/conftest.py)"
+        )
+    return tier
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    # A missing dependency fails the run loudly; it never turns into skips.
-    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
+
+def missing_dependencies(tiers: Set[str]) -> List[str]:
+    tools = sorted({tool for tier in tiers for tool in TIER_TOOLS[tier]})
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if tiers - {"unit"}:
+        if not Path(SYSTEM_PYTHON).exists():
+            missing.append(f"{SYSTEM_PYTHON} (with python3-bt2)")
+    if "integration" in tiers and not PINSIGHT_LIB.is_file():
+        missing.append(
+            f"{PINSIGHT_LIB} (scripts/setup.sh builds PInsight's libpinsight.so from "
+            "../shared/pinsight; PINSIGHT_LIB names another)"
+        )
+    return missing
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: List[pytest.Item]
+) -> None:
+    tiers = {tier_of(Path(str(item.path))) for item in items}
+    missing = missing_dependencies(tiers)
     if missing:
+        end_to_end = ", ".join(f"tests/{tier}" for tier in sorted(tiers - {"unit"}))
         raise pytest.UsageError(
-            f"missing {', '.join(missing)}: run the README's setup command (scripts/setup.sh)"
+            f"{end_to_end} need{'s' if ',' not in end_to_end else ''} "
+            f"{', '.join(missing)}, missing here: {SETUP}; "
+            "tests/unit alone needs none of them"
         )
-    if not Path("/usr/bin/python3").exists():
-        raise pytest.UsageError(
-            "/usr/bin/python3 (with python3-bt2) is missing: run scripts/setup.sh"
-        )
-    if not PINSIGHT_LIB.is_file():
-        raise pytest.UsageError(
-            f"{PINSIGHT_LIB} is missing: run scripts/setup.sh (it builds PInsight's "
-            "libpinsight.so from ../shared/pinsight), or set PINSIGHT_LIB"
-        )
-    lttng.ensure_sessiond()
+    if tiers - {"unit"}:
+        lttng.ensure_sessiond()
 
 
 @pytest.fixture

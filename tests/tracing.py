@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from pinsight_python import lttng
+from pinsight_python import lttng, settings
 
 HERE = Path(__file__).resolve().parent
+NATIVE = HERE / "native"  # the C and C++ sources tests build
 SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter python3-bt2 binds
 # PInsight's real libpinsight.so, built by scripts/setup.sh; PINSIGHT_LIB names another.
 PINSIGHT_LIB = Path(
@@ -32,15 +35,51 @@ PINSIGHT_LIB = Path(
 # not calls to types, NumPy ufuncs and dispatchers, Cython or pybind11 functions.
 DEFAULT_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
 SETPROFILE = DEFAULT_BACKEND == "setprofile"
-# The variables that activate tracing (docs/activation.md).
+# The variables that steer tracing (docs/activation.md): every ENV_* name that
+# settings.py defines, so a new one is scrubbed from the tests' children the day it
+# exists, and PYTHONSTARTUP (activate.py's hook). A stray shell variable must not
+# change a test's result.
 OWN_VARIABLES = (
-    "PINSIGHT_PYTHON",
-    "PINSIGHT_TRACE_PYTHON",
-    "PINSIGHT_PYTHON_EVENTS",
-    "PINSIGHT_PYTHON_BACKEND",
-    "PINSIGHT_TRACE_CONFIG_FILE",
+    *sorted(
+        value for name, value in vars(settings).items()
+        if name.startswith("ENV_") and isinstance(value, str)
+    ),
     "PYTHONSTARTUP",
 )
+# `pinsight-python` on this interpreter.
+CLI = (sys.executable, "-m", "pinsight_python.cli")
+
+
+def clean_env(*drop: str, **extra: str) -> Dict[str, str]:
+    """This process's environment without any variable of ours (OWN_VARIABLES and
+    every other PINSIGHT_* one: PInsight's own switches) nor those in `drop`,
+    plus `extra`: what a child that must start untouched by the caller's shell
+    gets."""
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in OWN_VARIABLES and not k.startswith("PINSIGHT") and k not in drop
+    }
+    env.update(extra)
+    return env
+
+
+def session_exists(name: str) -> bool:
+    """Whether the session daemon lists an LTTng session of that name."""
+    listing = subprocess.run(["lttng", "list"], capture_output=True, text=True, check=False)
+    return re.search(rf"\b{re.escape(name)}\b", listing.stdout) is not None
+
+
+def report_json(*args: str | os.PathLike[str]) -> Dict[str, Any]:
+    """`pinsight-python report ARGS... --json`, run in this process, parsed; fails
+    the test with its standard error if it exits non-zero."""
+    from pinsight_python import cli as cli_module
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_module.main(["report", *map(str, args), "--json"])
+    assert code == 0, f"pinsight-python report {' '.join(map(str, args))}:\n{err.getvalue()}"
+    report: Dict[str, Any] = json.loads(out.getvalue())
+    return report
 
 
 @dataclass
@@ -197,7 +236,7 @@ class Tracer:
 def cli(*args: str) -> str:
     """`pinsight-python ARGS...` on this interpreter: its standard output; fails
     the test with its standard error if it exits non-zero."""
-    proc = subprocess.run([sys.executable, "-m", "pinsight_python.cli", *args],
+    proc = subprocess.run([*CLI, *args],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, f"pinsight-python {' '.join(args)}:\n{proc.stderr}"
     return proc.stdout

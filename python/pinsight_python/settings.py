@@ -132,7 +132,7 @@ def parse_events(text: str, source: str) -> List[str]:
 def free_threaded() -> bool:
     """This CPython was built without the GIL (PEP 703, Py_GIL_DISABLED): its ABI
     flags carry "t". Not sysconfig, which imports threading (activation must not:
-    tests/test_neighbours.py)."""
+    tests/core/test_neighbours.py)."""
     return "t" in getattr(sys, "abiflags", "")
 
 

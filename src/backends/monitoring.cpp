@@ -167,7 +167,7 @@ class MonitoringBackend final : public Backend {
     // off, switching local events of a code object to another set instruments
     // it at once without our tool; switching global events back on (and its
     // local CALL) then adds our tool to every instruction of it. Other tools'
-    // bits are never touched (checked by tests/test_other_tools.py).
+    // bits are never touched (checked by tests/core/test_other_tools.py).
     const unsigned long toggle = event_bits_[0];  // PY_START
     call("set_events", "ik", tool_id_, 0UL);
     for (const RearmedCode &rearmed : codes) {

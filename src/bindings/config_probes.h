@@ -1,6 +1,6 @@
 // Probes of the configuration parser and of lexgion rate control, on the test
 // module (_pinsight_python_testing): _parse_config, _parse_config_string,
-// _lexgion_simulate, _lexgion_simulate_detail (tests/test_config_parse.py).
+// _lexgion_simulate, _lexgion_simulate_detail (tests/unit/test_config_parse.py).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -10,7 +10,7 @@ namespace pinsight::py {
 // Set when an error we clear is a MemoryError: the allocation that failed was
 // the program's to fail (a memory limit, _testcapi.set_nomemory). The
 // callbacks then raise MemoryError where the program would have met it,
-// instead of swallowing it (tests/test_never_hang.py).
+// instead of swallowing it (tests/core/test_never_hang.py).
 inline thread_local bool memory_failed = false;
 
 // Clears the pending error, remembering a MemoryError.

@@ -1,7 +1,7 @@
 /*
  * omp_kernel: a CPython extension whose OpenMP kernels trace themselves with
  * their own LTTng-UST provider (pinsight_test_omp, omp_kernel_tp.h), built by
- * tests/test_native_correlation.py.
+ * tests/integration/test_native_correlation.py.
  *
  * Every thread of the team emits region_begin, one chunk per chunk of the
  * iteration space it runs, and region_end. Build (the test does this):

@@ -1,4 +1,4 @@
-/* A minimal extension module for tests/test_gil.py: sleep(ms) sleeps with the
+/* A minimal extension module for tests/integration/test_gil.py: sleep(ms) sleeps with the
  * GIL released (Py_BEGIN/END_ALLOW_THREADS, i.e. PyEval_SaveThread and
  * PyEval_RestoreThread through its GOT). Built with full RELRO (-z now), so its
  * GOT is read-only by the time Python imports it. */

@@ -1,6 +1,6 @@
 /*
  * A plain OpenMP kernel for the test against the real libpinsight.so
- * (tests/test_coexistence.py, run only when PINSIGHT_LIB is set). PInsight
+ * (tests/integration/test_coexistence.py, run only when PINSIGHT_LIB is set). PInsight
  * traces OpenMP through OMPT, which GCC's libgomp lacks: this file is built
  * with clang -fopenmp against LLVM's libomp, the runtime libpinsight.so links.
  */

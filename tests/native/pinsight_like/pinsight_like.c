@@ -1,5 +1,5 @@
 /*
- * A stand-in for PInsight's libpinsight.so, for tests/test_coexistence.py.
+ * A stand-in for PInsight's libpinsight.so, for tests/integration/test_coexistence.py.
  *
  * It does to a process what libpinsight.so does that matters to pinsight-python
  * (checked against PInsight's enter_exit.c and pinsight_control_thread.c), and

@@ -1,0 +1,586 @@
+"""Configuration, modes, rate control and SIGUSR1 reload, end to end in real traces."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import List
+
+from pinsight_python import _pinsight_python_testing as testing
+from tests.tracing import Tracer, check_balanced, clean_env, isolated_session, read_trace
+
+CALL_100 = """
+def hot(i):
+    return i
+
+def main():
+    for i in range(100):
+        hot(i)
+
+main()
+"""
+
+
+def run_with_config(tracer: Tracer, tmp_path: Path, config: str, code: str = CALL_100, **kw):
+    cfg = tmp_path / f"cfg{tracer.counter + 1}.txt"
+    cfg.write_text(textwrap.dedent(config))
+    return tracer.run(code, activate=f"pinsight_python.activate(config={str(cfg)!r})", **kw)
+
+
+def pairs(run, name: str) -> int:
+    begins = run.trace.functions("function_begin")[name]
+    ends = run.trace.functions("function_end")[name]
+    assert begins == ends, f"{name}: {begins} begins, {ends} ends"
+    return begins
+
+
+def test_max_num_traces(tracer: Tracer, tmp_path: Path) -> None:
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Lexgion(Python).default]
+            max_num_traces = 5
+        """,
+    )
+    assert pairs(run, "hot") == 5
+    assert pairs(run, "main") == 1
+    check_balanced(run.trace)
+
+
+def test_tracing_rate(tracer: Tracer, tmp_path: Path) -> None:
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Lexgion(Python).default]
+            tracing_rate = 10
+        """,
+    )
+    assert pairs(run, "hot") == 10
+    check_balanced(run.trace)
+
+
+def test_trace_starts_at_and_named_lexgion(tracer: Tracer, tmp_path: Path) -> None:
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Lexgion(Python).default]
+            max_num_traces = 0
+        [Lexgion(Python:hot)]
+            trace_starts_at = 50
+            max_num_traces = 20
+            tracing_rate = 2
+        """,
+    )
+    assert pairs(run, "hot") == 20
+    assert pairs(run, "main") == 0
+    check_balanced(run.trace)
+
+
+def test_design_form_and_window_end_action(tracer: Tracer, tmp_path: Path) -> None:
+    code = CALL_100 + textwrap.dedent("""
+        import pinsight_python
+        print(pinsight_python.status()["mode"])
+        """)
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Python]
+            trace_mode = TRACING
+            events = function, c_call
+        [Python.punit.thread]
+            range = 0-0
+        [Lexgion.default]
+            max_num_traces = 3
+            trace_mode_after = MONITORING
+        """,
+        code=code,
+    )
+    assert pairs(run, "hot") == 3
+    assert run.stdout.strip() == "MONITORING"
+    modes = [(e.fields["mode"], e.fields["reason"]) for e in run.trace.named("mode_change")]
+    assert modes[0] == ("TRACING", "activate")
+    assert ("MONITORING", "window_end_action") in modes
+    check_balanced(run.trace)
+
+
+def test_event_selection_keys(tracer: Tracer, tmp_path: Path) -> None:
+    code = """
+import math
+def f():
+    return math.floor(1.5)
+for _ in range(4):
+    f()
+"""
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Python.default]
+            pysysmon_py_start  = off
+            pysysmon_py_return = off
+            pysysmon_c_start   = on
+            pysysmon_c_return  = on
+        """,
+        code=code,
+    )
+    assert not run.trace.named("function_begin")
+    floors = [e for e in run.trace.named("c_call_begin") if e.fields["callee_name"] == "math.floor"]
+    assert len(floors) == 4
+    check_balanced(run.trace)
+
+
+def test_monitoring_counts_without_output(tracer: Tracer, tmp_path: Path) -> None:
+    code = CALL_100 + textwrap.dedent("""
+        import pinsight_python
+        counts = {l["qualname"]: l["executions"] for l in pinsight_python.lexgions()}
+        print(counts["hot"], counts["main"], pinsight_python.status()["mode"])
+        """)
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Python.default]
+            trace_mode = MONITORING
+        """,
+        code=code,
+    )
+    assert run.stdout.split() == ["100", "1", "MONITORING"]
+    assert not run.trace.named("function_begin")
+    assert not run.trace.named("c_call_begin")
+
+
+def test_monitoring_then_tracing_honours_start_and_rate(tracer: Tracer, tmp_path: Path) -> None:
+    # MONITORING counts executions as PInsight does, so once TRACING starts,
+    # trace_starts_at and tracing_rate count from the first execution ever,
+    # exactly as the tracer's own decision function says (_lexgion_simulate).
+    sections = """
+        [Lexgion(Python:late)]
+            trace_starts_at = 15
+        [Lexgion(Python:sparse)]
+            tracing_rate = 4
+        """
+    code = """
+        import pinsight_python
+        def late():
+            return 1
+        def sparse():
+            return 2
+        def phase():
+            for _ in range(10):
+                late()
+                sparse()
+        phase()
+        pinsight_python.set_mode("TRACING")
+        phase()
+        """
+    run = run_with_config(
+        tracer, tmp_path, "[Python.default]\n    trace_mode = MONITORING\n" + sections,
+        code=textwrap.dedent(code),
+    )
+    tracing = textwrap.dedent(sections)
+    for name, expected in (("late", list(range(15, 20))), ("sparse", [10, 14, 18])):
+        assert pairs(run, name) == len(expected)
+        simulated = testing._lexgion_simulate(tracing, name, n_calls=20, monitoring_calls=10)
+        assert simulated == expected
+    check_balanced(run.trace)
+
+
+def test_standby_then_tracing_by_reload(tracer: Tracer, tmp_path: Path) -> None:
+    cfg = tmp_path / "live.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = STANDBY\n")
+    code = f"""
+        import os, signal, time
+        def hot(i):
+            return i
+        def phase():
+            for i in range(10):
+                hot(i)
+        phase()
+        gen = pinsight_python.status()["config_generation"]
+        with open({str(cfg)!r}, "w") as f:
+            f.write("[Python.default]\\n    trace_mode = TRACING\\n")
+        os.kill(os.getpid(), signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while pinsight_python.status()["config_generation"] == gen:
+            assert time.monotonic() < deadline, "reload did not happen"
+            time.sleep(0.01)
+        phase()
+        print(pinsight_python.status()["mode"], pinsight_python.status()["reloads"])
+        """
+    run = tracer.run(code, activate=f"pinsight_python.activate(config={str(cfg)!r})")
+    assert run.stdout.split() == ["TRACING", "1"]
+    assert pairs(run, "hot") == 10
+    assert pairs(run, "phase") == 1
+    check_balanced(run.trace)
+
+
+def test_reload_to_standby_keeps_open_frames_balanced(tracer: Tracer, tmp_path: Path) -> None:
+    cfg = tmp_path / "live.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACING\n")
+    code = f"""
+        import pinsight_python
+        def hot(i):
+            return i
+        def outer():
+            for i in range(5):
+                hot(i)
+            with open({str(cfg)!r}, "w") as f:
+                f.write("[Python.default]\\n    trace_mode = STANDBY\\n")
+            pinsight_python.reload()
+            for i in range(5):
+                hot(i)
+            return pinsight_python.status()["mode"]
+        print(outer())
+        """
+    run = tracer.run(code, activate=f"pinsight_python.activate(config={str(cfg)!r})")
+    assert run.stdout.strip() == "STANDBY"
+    assert pairs(run, "hot") == 5
+    assert pairs(run, "outer") == 1  # begun in TRACING, so it ends, in STANDBY
+    check_balanced(run.trace)
+
+
+def test_bad_config_at_activation(tracer: Tracer, tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACE\n")
+    run = tracer.run(
+        f"""
+        try:
+            pinsight_python.activate(config={str(cfg)!r})
+        except ValueError as e:
+            print(type(e).__name__, e)
+        """,
+        activate=None,
+    )
+    line = run.stdout.strip()
+    assert line.startswith(f"ConfigError {cfg}:2:")
+    assert "TRACE" in line and "TRACING" in line
+
+
+def test_bad_config_on_reload_keeps_previous(tracer: Tracer, tmp_path: Path) -> None:
+    cfg = tmp_path / "live.txt"
+    cfg.write_text("[Lexgion(Python).default]\n    max_num_traces = 3\n")
+    code = f"""
+        import pinsight_python
+        def hot(i):
+            return i
+        for i in range(5):
+            hot(i)
+        with open({str(cfg)!r}, "w") as f:
+            f.write("[Lexgion(Python).default]\\n    max_num_traces = lots\\n")
+        try:
+            pinsight_python.reload()
+        except ValueError:
+            print("rejected")
+        for i in range(5):
+            hot(i)
+        print(pinsight_python.status()["reload_errors"])
+        """
+    run = tracer.run(code, activate=f"pinsight_python.activate(config={str(cfg)!r})")
+    assert run.stdout.split() == ["rejected", "1"]
+    assert pairs(run, "hot") == 3
+    assert run.stderr.count("configuration reload failed") == 1
+    assert f"{cfg}:2:" in run.stderr
+
+
+def test_reload_errors_say_did_you_mean_as_start_up_does(tracer: Tracer, tmp_path: Path) -> None:
+    cfg = tmp_path / "live.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACNG\n")
+    start_up = tracer.run(
+        f"""
+        try:
+            pinsight_python.activate(config={str(cfg)!r})
+        except ValueError as error:
+            print(error)
+        """,
+        activate=None,
+    )
+    assert "did you mean 'TRACING'?" in start_up.stdout
+    code = f"""
+        with open({str(cfg)!r}, "w") as f:
+            f.write("[Python.default]\\n    payload = compakt\\n")
+        try:
+            pinsight_python.reload()
+        except ValueError:
+            print("rejected")
+        """
+    cfg.write_text("[Python.default]\n    trace_mode = TRACING\n")
+    run = tracer.run(code, activate=f"pinsight_python.activate(config={str(cfg)!r})")
+    assert run.stdout.split() == ["rejected"]
+    assert "did you mean 'compact'?" in run.stderr
+
+
+def test_module_filter_and_exclude(tracer: Tracer, tmp_path: Path) -> None:
+    (tmp_path / "helpers_a.py").write_text("def a():\n    return 1\n")
+    (tmp_path / "helpers_b.py").write_text("def b():\n    return 2\n")
+    code = """
+import sys
+sys.path.insert(0, ".")
+import helpers_a, helpers_b
+for _ in range(3):
+    helpers_a.a(); helpers_b.b()
+"""
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Python]
+            module_filter = helpers_a, helpers_b
+            module_exclude = helpers_b
+        """,
+        code=code,
+    )
+    counts = run.trace.functions()
+    assert counts["a"] == 3
+    assert counts["b"] == 0
+    modules = collections.Counter(
+        Path(e.fields["filename"]).name
+        for e in run.trace.named("function_begin")
+        if e.fields["qualname"] == "<module>"
+    )
+    assert modules["helpers_a.py"] == 1
+    assert modules["helpers_b.py"] == 0
+    check_balanced(run.trace)
+
+
+def test_thread_filter(tracer: Tracer, tmp_path: Path) -> None:
+    code = """
+import threading
+def work():
+    return 1
+def body():
+    for _ in range(10):
+        work()
+threads = [threading.Thread(target=body) for _ in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+body()
+"""
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Python.default]
+            Python.thread = (0)
+        """,
+        code=code,
+    )
+    ids = {e.fields["python_thread_id"] for e in run.trace.named("function_begin")}
+    assert ids == {0}
+    assert pairs(run, "work") == 10
+    check_balanced(run.trace)
+
+
+def test_per_thread_cap(tracer: Tracer, tmp_path: Path) -> None:
+    code = """
+import threading
+def worker():
+    return 1
+def body():
+    for _ in range(20):
+        worker()
+threads = [threading.Thread(target=body) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+"""
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Lexgion(Python).default]
+            max_num_traces = 0
+        [Lexgion(Python:worker)] : Python.default : Python.thread(1-4)
+            max_num_traces = 5
+        """,
+        code=code,
+    )
+    per_thread = collections.Counter(
+        e.fields["python_thread_id"]
+        for e in run.trace.named("function_begin")
+        if e.fields["qualname"] == "worker"
+    )
+    assert sorted(per_thread.values()) == [5, 5, 5, 5]
+    assert set(per_thread) == {1, 2, 3, 4}
+    check_balanced(run.trace)
+
+
+def test_many_sigusr1_against_busy_threads(tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACING\n")
+    script = tmp_path / "busy.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, threading, time
+        import pinsight_python
+        pinsight_python.activate(config={str(cfg)!r})
+        def leaf(i):
+            return i
+        def work(n):
+            s = 0
+            for i in range(n):
+                s += leaf(i)
+            return s
+        def run():
+            deadline = time.monotonic() + 3.0
+            done = 0
+            while time.monotonic() < deadline:
+                work(10)
+                done += 1
+                time.sleep(0.0005)  # keep the trace small enough to read back quickly
+            counts.append(done)
+        counts = []
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads: t.start()
+        print("ready", flush=True)
+        for t in threads: t.join()
+        print(sum(counts), pinsight_python.status()["reloads"], flush=True)
+        """)
+    )
+    out = tmp_path / "trace"
+    # Only this program's group is recorded: other traced programs running on
+    # the machine meanwhile must not show up in the trace.
+    with isolated_session(out) as run_as:
+        proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=run_as,  # noqa: PLW1509 (sets the group id only)
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        for _ in range(1000):
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(0.001)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    total, reloads = (int(x) for x in stdout.split())
+    assert reloads >= 1
+    trace = read_trace(out)
+    assert trace.discarded == 0
+    assert trace.functions()["work"] == total
+    assert trace.functions("function_end")["work"] == total
+    assert trace.functions()["leaf"] == 10 * total
+    check_balanced(trace)
+
+
+def test_garbage_configs_never_crash(tracer: Tracer, tmp_path: Path) -> None:
+    cfg = tmp_path / "live.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACING\n")
+    garbage = [
+        b"[Python.default\n trace_mode = TRACING",
+        b"\x00\xff\xfe[[[]]]=\n=\n",
+        b"[Lexgion(Python:",
+        b"[Python.default]\n    trace_mode",
+        bytes(range(256)) * 4,
+        b"[Lexgion(Python).default]\n max_num_traces = 99999999999999999999999\n",
+    ]
+    lines = []
+    for i, blob in enumerate(garbage):
+        (tmp_path / f"g{i}.txt").write_bytes(blob)
+        lines.append(f"shutil.copy({str(tmp_path / f'g{i}.txt')!r}, {str(cfg)!r})")
+        lines.append("try:\n    pinsight_python.reload()\nexcept ValueError:\n    pass")
+        lines.append("hot(1)")
+    code = "import shutil\nimport pinsight_python\ndef hot(i):\n    return i\n" + "\n".join(lines)
+    code += "\nprint(pinsight_python.status()['mode'], pinsight_python.status()['reload_errors'])\n"
+    run = tracer.run(code, activate=f"pinsight_python.activate(config={str(cfg)!r})")
+    mode, errors = run.stdout.split()
+    assert mode == "TRACING"
+    assert int(errors) >= 5
+    assert pairs(run, "hot") == len(garbage)
+
+
+def test_threads_started_during_reloads_are_traced(tmp_path: Path) -> None:
+    # Each reload takes the GIL on the control thread. On 3.8-3.11 a thread is
+    # hooked when its starter's call returns: a Python thread state the control
+    # thread made at that moment must not take the new thread's place.
+    cfg = tmp_path / "cfg.txt"
+    cfg.write_text("[Python.default]\n    trace_mode = TRACING\n")
+    script = tmp_path / "starts.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, threading
+        import pinsight_python
+        pinsight_python.activate(config={str(cfg)!r})
+        def work():
+            return sum(range(10))
+        print("ready", flush=True)
+        sys.stdin.readline()  # the signals are flowing
+        for _ in range(300):
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+        print(pinsight_python.status()["reloads"], flush=True)
+        sys.stdin.readline()  # the signals have stopped: at exit SIGUSR1 is the program's again
+        """)
+    )
+    out = tmp_path / "trace"
+    with isolated_session(out) as run_as:
+        proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=run_as,  # noqa: PLW1509 (sets the group id only)
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGUSR1)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        reloads: List[str] = []
+        reader = threading.Thread(target=lambda: reloads.append(proc.stdout.readline()))
+        reader.start()
+        deadline = time.monotonic() + 120
+        while reader.is_alive() and time.monotonic() < deadline:
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(0.0005)
+        reader.join()
+        _, stderr = proc.communicate("done\n", timeout=60)
+    assert proc.returncode == 0, stderr
+    assert reloads and int(reloads[0]) >= 10, ("too few reloads overlapped the thread starts",
+                                              reloads)
+    trace = read_trace(out)
+    assert trace.discarded == 0
+    assert trace.functions()["work"] == 300
+    assert trace.functions("function_end")["work"] == 300
+    check_balanced(trace)
+
+
+def test_sigusr1_without_a_configuration_file_says_so_once(tmp_path: Path) -> None:
+    script = tmp_path / "noconfig.py"
+    script.write_text(
+        "import sys, pinsight_python\n"
+        "pinsight_python.activate()\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "print(pinsight_python.status()['reloads'], pinsight_python.status()['config_path'])\n"
+    )
+    env = clean_env()
+    proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=env)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    for _ in range(2):
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(0.3)  # the control thread wakes at once; leave it time to answer
+    stdout, stderr = proc.communicate("\n", timeout=60)
+    assert proc.returncode == 0, stderr
+    assert stdout.split() == ["0"], stdout
+    told = [line for line in stderr.splitlines() if "SIGUSR1" in line]
+    assert told == ["pinsight-python: SIGUSR1: tracing was activated without a configuration "
+                    "file, so there is nothing to reload (said once)"], stderr

@@ -1,0 +1,165 @@
+"""CUDA kernels joined to the Python call that launched them (issue 23).
+
+PInsight's CUDA provider (cupti_pinsight_lttng_ust) writes a launch as
+cudaKernelLaunch_begin/_end on the launching thread, and the kernel's run on the
+device later, when CUPTI hands over its buffer, as cudaKernelActivity (start_gpu,
+end_gpu in CUPTI's clock, the launch's correlationId), with the clock's
+calibration against CLOCK_MONOTONIC once (cuda_clock_calibration). The reader
+joins each activity to the Python call around the launch with the same
+correlationId and places it on the trace's time line.
+
+This machine has no GPU, so libpinsight is built without CUDA. The first test
+fires PInsight's real provider (its header, unchanged, compiled into
+tests/native/cuda_standin) the way libpinsight's CUPTI callbacks fire it, with a
+known kernel duration; the second runs where a GPU and CUDA's toolkit are present.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pinsight_python import lttng
+from tests.tracing import SETPROFILE, clean_env, cli, isolated_session
+
+HERE = Path(__file__).resolve().parents[1]  # tests/
+PINSIGHT_SRC = HERE.parent.parent / "shared" / "pinsight" / "src"
+CUPTI = "cupti_pinsight_lttng_ust"
+LAUNCHES = 30
+KERNEL_NS = 2_000_000  # each kernel's time on the (stand-in) device
+CUPTI_AHEAD_NS = 5_000_000_000  # CUPTI's clock against CLOCK_MONOTONIC
+
+PROGRAM = textwrap.dedent(f"""
+    import ctypes, os, threading, time
+    lib = ctypes.CDLL(os.environ["CUDA_STANDIN"])
+    lib.standin_calibrate.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.standin_launch.argtypes = [ctypes.c_uint, ctypes.c_char_p]
+    lib.standin_kernel_activity.argtypes = [ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint64,
+                                            ctypes.c_char_p]
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    lib.standin_calibrate(now, now + {CUPTI_AHEAD_NS})
+
+    def launch(i):
+        lib.standin_launch(100 + i, b"saxpy")
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    def other(i):
+        lib.standin_launch(1000 + i, b"reduce")
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    started = [launch(i) for i in range({LAUNCHES})]
+    others = [other(i) for i in range(3)]
+
+    def deliver():  # CUPTI's buffer, delivered later on its own thread
+        for i, t in enumerate(started):
+            start = t + {CUPTI_AHEAD_NS} + 1000
+            lib.standin_kernel_activity(100 + i, start, start + {KERNEL_NS}, b"saxpy")
+        for i, t in enumerate(others):
+            lib.standin_kernel_activity(1000 + i, t + {CUPTI_AHEAD_NS}, t + {CUPTI_AHEAD_NS} + 500,
+                                        b"reduce")
+        lib.standin_kernel_activity(99999, 1, 2, b"orphan")  # no launch in the trace
+    worker = threading.Thread(target=deliver)
+    worker.start()
+    worker.join()
+    print(os.getpid())
+""")
+
+
+@pytest.fixture(scope="module")
+def cuda_standin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    header = PINSIGHT_SRC / "cupti_lttng_ust_tracepoint.h"
+    if not header.exists():
+        pytest.fail(f"{header} is missing: ../shared/pinsight is PInsight's source")
+    out = tmp_path_factory.mktemp("cuda") / "libcuda_standin.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{PINSIGHT_SRC}",
+                    str(HERE / "native" / "cuda_standin" / "cuda_standin.c"),
+                    "-llttng-ust", "-ldl", "-o", str(out)], check=True)
+    return out
+
+
+def test_kernels_go_to_the_python_call_that_launched_them(
+    cuda_standin: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "app.py"
+    script.write_text("import pinsight_python\npinsight_python.activate()\n" + PROGRAM)
+    out = tmp_path / "trace"
+    env = clean_env()
+    env["CUDA_STANDIN"] = str(cuda_standin)
+    with isolated_session(out, events=(f"{lttng.PROVIDER}:*", f"{CUPTI}:*")) as run_as:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120, preexec_fn=run_as, check=False)
+    assert proc.returncode == 0, proc.stderr
+    pid = proc.stdout.split()[0]
+    report = json.loads(cli("report", "--json", "--top", "0", "--pid", pid, str(out)))
+    rows = {(r["domain"], r["name"], (r["caller"] or {}).get("qualname")): r
+            for r in report["native"]}
+    # The profile hook (3.8-3.11) does not report ctypes calls: the caller is
+    # the Python function; with sys.monitoring, the ctypes call inside it.
+    launcher = "launch" if SETPROFILE else "ctypes.standin_launch"
+    saxpy = rows[("cuda", "saxpy", launcher)]
+    assert saxpy["count"] == LAUNCHES
+    assert saxpy["total_ns"] == LAUNCHES * KERNEL_NS  # the device's time, not the launch's
+    reduce = rows[("cuda", "reduce", "other" if SETPROFILE else "ctypes.standin_launch")]
+    assert reduce["count"] == 3 and reduce["total_ns"] == 3 * 500
+    # An activity without its launch in the trace has no Python caller: listed.
+    assert rows[("cuda", "orphan", None)]["count"] == 1
+    # The launches themselves are CUDA API regions of the same calls.
+    # (under sys.monitoring, the one ctypes callee makes both functions' launches)
+    expected = LAUNCHES if SETPROFILE else LAUNCHES + 3
+    assert rows[("cuda", "cudaKernelLaunch", launcher)]["count"] == expected
+    # export: the kernels on the process's GPU track, at their device time, with
+    # an arrow from the launching thread.
+    chrome = tmp_path / "trace.json"
+    cli("export", "--pid", pid, "-o", str(chrome), str(out))
+    events = json.loads(chrome.read_text())["traceEvents"]
+    gpu_tids = {e["tid"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
+                and e["args"]["name"] == "GPU (CUDA activity)"}
+    assert len(gpu_tids) == 1
+    kernels = [e for e in events if e.get("tid") in gpu_tids and e.get("name") == "[CUDA] saxpy"]
+    assert len(kernels) == LAUNCHES
+    assert all(e["dur"] == pytest.approx(KERNEL_NS / 1000) for e in kernels)
+    launches = sorted(e["ts"] for e in events if e.get("name") == "[CUDA] cudaKernelLaunch"
+                      and e.get("tid") not in gpu_tids)
+    # Each kernel starts 1 us after its launch returned, in CPU time.
+    assert sorted(e["ts"] for e in kernels)[0] >= launches[0]
+    assert any(e.get("ph") in ("s", "f") for e in events if e.get("tid") in gpu_tids)
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is None or shutil.which("nvcc") is None,
+                    reason="no GPU and CUDA toolkit on this machine")
+def test_real_cuda_kernels_with_libpinsight(tmp_path: Path) -> None:  # pragma: no cover
+    """Where a GPU exists: PInsight built with PINSIGHT_CUDA=ON, a kernel launched
+    from Python through ctypes N times, each kernel under its launching call."""
+    lib = os.environ.get("PINSIGHT_CUDA_LIB")
+    if not lib:
+        pytest.fail("a GPU is present: build libpinsight with -DPINSIGHT_CUDA=ON and set "
+                    "PINSIGHT_CUDA_LIB to it")
+    kernel = tmp_path / "k.cu"
+    kernel.write_text('extern "C" __global__ void saxpy(float *x) { x[threadIdx.x] *= 2; }\n'
+                      'extern "C" void run(int n) { float *d; cudaMalloc(&d, 1024);\n'
+                      '  for (int i = 0; i < n; ++i) saxpy<<<1, 256>>>(d);\n'
+                      '  cudaDeviceSynchronize(); cudaFree(d); }\n')
+    so = tmp_path / "libk.so"
+    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", str(kernel), "-o", str(so)],
+                   check=True)
+    script = tmp_path / "gpu.py"
+    script.write_text("import ctypes, os, pinsight_python\npinsight_python.activate()\n"
+                      f"k = ctypes.CDLL({str(so)!r})\n"
+                      "def step():\n    k.run(10)\nstep()\nprint(os.getpid())\n")
+    out = tmp_path / "trace"
+    env = {**os.environ, "LD_PRELOAD": lib}
+    with isolated_session(out, events=(f"{lttng.PROVIDER}:*", f"{CUPTI}:*")) as run_as:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env=env, timeout=300, preexec_fn=run_as, check=True)
+    report = json.loads(cli("report", "--json", "--top", "0", "--pid", proc.stdout.split()[0],
+                            str(out)))
+    kernels = [r for r in report["native"] if r["domain"] == "cuda" and "saxpy" in r["name"]]
+    assert sum(r["count"] for r in kernels) == 10
+    assert all(r["caller"] is not None for r in kernels)
