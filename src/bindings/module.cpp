@@ -98,7 +98,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
          bool import_events, bool alloc_events, bool gil_events,
          std::optional<std::vector<std::string>> module_filter,
          const std::vector<std::string> &module_exclude, bool report_config,
-         const std::string &payload) {
+         const std::string &payload, bool clock_plugin) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -118,6 +118,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.module_exclude = module_exclude;
         options.report_config = report_config;
         options.payload = payload;
+        options.clock_plugin = clock_plugin;
         session::activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
@@ -125,7 +126,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
       py::arg("alloc_events") = false, py::arg("gil_events") = false,
       py::arg("module_filter") = py::none(), py::arg("module_exclude") = std::vector<std::string>(),
-      py::arg("report_config") = true, py::arg("payload") = "");
+      py::arg("report_config") = true, py::arg("payload") = "", py::arg("clock_plugin") = false);
   m.def(
       "check_config",
       [](const std::string &path) {

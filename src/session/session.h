@@ -47,6 +47,10 @@ struct ActivateOptions {
   // False under a supervisor (pinsight-python trace) that reports the
   // configuration's warnings and reload errors once for the whole run.
   bool report_config = true;
+  // LTTNG_UST_CLOCK_PLUGIN is set: LTTng-UST times events with a plugin's clock,
+  // with which the batched payload's CLOCK_MONOTONIC records would not line up,
+  // so batched is refused (compact instead).
+  bool clock_plugin = false;
 };
 
 struct Status {
