@@ -13,12 +13,15 @@
 
 #include "alloc/sampler.h"
 #include "backends/factory.h"
+#include "config/config.h"
 #include "config/config_store.h"
+#include "emit/emitter.h"
 #include "gil/gil_hooks.h"
 #include "session/control_thread.h"
 #include "session/debugger_guard.h"
 #include "tracer/gil_accounting.h"
 #include "tracer/imports.h"
+#include "tracer/tracer.h"
 
 namespace pinsight::session {
 namespace {
@@ -420,7 +423,14 @@ Status status() {
   return s;
 }
 
-void set_mode(TraceMode mode, const char *reason) { tracer().set_mode(mode, reason); }
+void set_mode(const std::string &mode, const char *reason) {
+  TraceMode parsed;
+  if (!parse_trace_mode(mode, &parsed)) {
+    throw ConfigError("unknown trace mode '" + mode +
+                      "' (expected OFF, STANDBY, MONITORING or TRACING)");
+  }
+  tracer().set_mode(parsed, reason);
+}
 
 bool reload(std::string *error) {
   std::string path = config_path();
@@ -461,5 +471,33 @@ void after_fork_child() {
 }
 
 void stop_control_thread() { control::stop(); }
+
+void finish_alloc() { alloc::finish(); }
+
+std::vector<LexgionStatus> lexgions() {
+  std::vector<LexgionStatus> out;
+  for (const auto &l : tracer().lexgions()) {
+    out.push_back({l.qualname, l.filename, l.module, l.lineno, l.executions, l.traced});
+  }
+  return out;
+}
+
+std::vector<std::string> check_config(const std::string &path) {
+  ParseResult parsed = parse_config_file(path);
+  std::vector<std::string> lines;
+  for (const auto &e : (parsed.config ? parsed.warnings : parsed.errors)) {
+    lines.push_back(e.to_string());
+  }
+  if (!parsed.config) {
+    std::string message;
+    for (const auto &line : lines) message += (message.empty() ? "" : "\n") + line;
+    throw ConfigError(message);
+  }
+  return lines;
+}
+
+bool lttng_available(std::string *error) { return emitter::load_provider(error); }
+
+bool recording() { return emitter::recording(); }
 
 }  // namespace pinsight::session
