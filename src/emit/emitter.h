@@ -23,10 +23,11 @@ bool provider_loaded();
 // them after this call makes it true later).
 bool recording();
 
-// The emitter's switches. The session owns them (activation, reload, the
-// control thread); the emitter keeps what must hold when they move: records
-// of one payload go out before events of the next, and names are written
-// again after a change. Set with the GIL held.
+// The emitter's switches. The session owns the payload and the idle flush
+// (activation, reload); flushes and the naming epoch's ticks also come from
+// the control thread and the tracer (stop, fork). The emitter keeps what must
+// hold when they move: records of one payload go out before events of the
+// next, and names are written again after a change. Set with the GIL held.
 //
 // The payload: full (names on every event, the design's), compact (integers;
 // names once per code object and callable and naming epoch) or batched
