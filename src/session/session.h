@@ -5,8 +5,9 @@
 // identity for process_info, and answers status(). The control thread only
 // signals it (reload on SIGUSR1); the tracer reaches it through TracerHooks.
 //
-// Every function here runs with the GIL held, except reload() (any thread,
-// GIL not held).
+// Every function here runs with the GIL held, except reload() and
+// check_config() (any thread, GIL not held). The bindings call these and
+// nothing under them: this header includes common/errors.h only.
 #pragma once
 
 #include <cstdint>
