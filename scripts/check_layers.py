@@ -4,7 +4,7 @@ provider's header in tracepoints/) points down the layers, and no folder cycle.
     python scripts/check_layers.py [-v]
 
 The build already makes a header of an unlinked folder unreachable (each
-library exports only its own folder: src/CMakeLists.txt's
+library exports only its own folder: CMakeLists.txt's
 pinsight_layer_headers). This check says the same from the sources, with the
 table below, which is the picture of docs/architecture.md: it catches an arrow
 that a new link would let through, an include that escapes the include roots
