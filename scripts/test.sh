@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on the environments scripts/setup.sh made:
 #   bash scripts/test.sh [pytest args...]
-# Lint, format and type checks (mypy, strict), then the suite on .venv (CPython >= 3.12,
+# Lint, format and type checks (mypy, strict), the layers' check, then the suite on .venv (CPython >= 3.12,
 # sys.monitoring), on .venv-fallback (CPython 3.11, PyEval_SetProfile), on .venv-3.14 and
 # .venv-3.15 (Debian sid's CPython 3.14 and 3.15, sys.monitoring), the core
 # tests on an AddressSanitizer + UndefinedBehaviorSanitizer build (.venv-sanitize), then
@@ -27,6 +27,9 @@ stage() {
 stage "ruff" .venv/bin/python -m ruff check python tests bench scripts
 stage "clang-format" bash -c "git ls-files 'src/*.c' 'src/*.cpp' 'src/*.h' | xargs clang-format --dry-run --Werror"
 stage "mypy (strict)" .venv/bin/python -m mypy
+# Every #include of src/ down the layers of docs/architecture.md, no folder cycle
+# (the build makes an unlinked folder's header unreachable; this reads the sources).
+stage "layers" .venv/bin/python scripts/check_layers.py
 stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
 stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend)" .venv-fallback/bin/python -m pytest "$@"
 stage "suite on $(.venv-3.14/bin/python -V) (Debian sid's)" .venv-3.14/bin/python -m pytest "$@"

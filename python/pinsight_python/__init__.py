@@ -270,6 +270,7 @@ def activate(
     # Under a supervisor that reports the configuration's warnings and reload errors
     # once for the whole run (pinsight-python trace), each process keeps them quiet.
     config_reported = bool(os.environ.get(_settings.ENV_CONFIG_REPORTED))
+    clock_plugin = _settings.lttng_clock_plugin(os.environ)
     if _IN_SUBINTERPRETER:
         raise ActivationError(_subinterpreter.REASON)
     refusal = _settings.gil_refusal(chosen)
@@ -299,6 +300,7 @@ def activate(
             alloc_events="alloc" in chosen,
             gil_events="gil" in chosen,
             payload=payload,
+            clock_plugin=clock_plugin,
         )
 
     _serialized(start)

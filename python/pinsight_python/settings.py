@@ -37,6 +37,7 @@ __all__ = [
     "BACKENDS",
     "DEFAULT_CONFIG_FILE",
     "ENV_BACKEND",
+    "ENV_CLOCK_PLUGIN",
     "ENV_CONFIG",
     "ENV_EVENTS",
     "ENV_EXCLUDE",
@@ -58,6 +59,7 @@ __all__ = [
     "free_threaded",
     "from_environment",
     "gil_refusal",
+    "lttng_clock_plugin",
     "parse_backend",
     "parse_events",
     "parse_mode",
@@ -77,6 +79,8 @@ ENV_PAYLOAD = "PINSIGHT_PYTHON_PAYLOAD"
 # warnings and reload errors itself, once for the whole run: traced processes then
 # keep theirs quiet.
 ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
+# LTTng-UST's own: a plugin's clock times the events (lttng-ust(3)).
+ENV_CLOCK_PLUGIN = "LTTNG_UST_CLOCK_PLUGIN"
 
 EVENT_NAMES = ("function", "c_call")  # the default
 # import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
@@ -278,6 +282,13 @@ _VARIABLES: Tuple[Tuple[str, str, Callable[[str, str], object]], ...] = (
     (ENV_EXCLUDE, "exclude", parse_modules),
     (ENV_PAYLOAD, "payload", parse_payload),
 )
+
+
+def lttng_clock_plugin(environ: Mapping[str, str]) -> bool:
+    """Whether LTTng-UST times events with a plugin's clock (set at all, as
+    LTTng-UST reads it): the batched payload's records, timed with
+    CLOCK_MONOTONIC, would not line up with them, so the core refuses batched."""
+    return ENV_CLOCK_PLUGIN in environ
 
 
 def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = None) -> Settings:

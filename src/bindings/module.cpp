@@ -14,10 +14,9 @@
 #include <system_error>
 #include <vector>
 
-#include "alloc/sampler.h"
-#include "bindings/testing_api.h"
-#include "emit/emitter.h"
+// The session's API only: the layers below it are the session's to drive.
 #include "session/session.h"
+#include "session/testing_api.h"
 
 namespace py = pybind11;
 namespace session = pinsight::session;
@@ -51,22 +50,6 @@ py::dict status_dict() {
   return d;
 }
 
-void visit_stack(void (*visit)(const pinsight::StackEntryView &, void *), void *context) {
-  const pinsight::ThreadState *state = pinsight::thread_states::current_ptr;
-  if (!state) return;
-  for (const auto &r : state->stack) {
-    const pinsight::StackEntryView entry = {
-        reinterpret_cast<uintptr_t>(r.frame), r.code ? r.code->qualname.c_str() : "",
-        r.kind == pinsight::RecordKind::CCall, static_cast<int>(r.flags)};
-    visit(entry, context);
-  }
-}
-
-uintptr_t current_frame() {
-  return reinterpret_cast<uintptr_t>(
-      pinsight::compat::current_frame(pinsight::compat::thread_state()));
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_pinsight_python, m) {
@@ -98,7 +81,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
          bool import_events, bool alloc_events, bool gil_events,
          std::optional<std::vector<std::string>> module_filter,
          const std::vector<std::string> &module_exclude, bool report_config,
-         const std::string &payload) {
+         const std::string &payload, bool clock_plugin) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -118,6 +101,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.module_exclude = module_exclude;
         options.report_config = report_config;
         options.payload = payload;
+        options.clock_plugin = clock_plugin;
         session::activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
@@ -125,39 +109,22 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
       py::arg("alloc_events") = false, py::arg("gil_events") = false,
       py::arg("module_filter") = py::none(), py::arg("module_exclude") = std::vector<std::string>(),
-      py::arg("report_config") = true, py::arg("payload") = "");
+      py::arg("report_config") = true, py::arg("payload") = "", py::arg("clock_plugin") = false);
   m.def(
       "check_config",
       [](const std::string &path) {
         py::gil_scoped_release release;  // a large file takes a while
-        pinsight::ParseResult parsed = pinsight::parse_config_file(path);
-        std::vector<std::string> lines;
-        for (const auto &e : (parsed.config ? parsed.warnings : parsed.errors)) {
-          lines.push_back(e.to_string());
-        }
-        if (!parsed.config) {
-          std::string message;
-          for (const auto &line : lines) message += (message.empty() ? "" : "\n") + line;
-          throw pinsight::ConfigError(message);
-        }
-        return lines;
+        return session::check_config(path);
       },
       py::arg("path"),
       "Parse a configuration file as activate() and reloads do: its warnings, one "
       "'file:line: message' each; ConfigError with every error, one a line.");
   m.def("deactivate", [] { session::deactivate(); });
   m.def(
-      "_alloc_finish", [] { pinsight::alloc::finish(); },
+      "_alloc_finish", [] { session::finish_alloc(); },
       "atexit: allocation samples still alive now are never freed (teardown aside).");
   m.def("status", &status_dict);
-  m.def("set_mode", [](const std::string &mode) {
-    pinsight::TraceMode parsed;
-    if (!pinsight::parse_trace_mode(mode, &parsed)) {
-      throw pinsight::ConfigError("unknown trace mode '" + mode +
-                                  "' (expected OFF, STANDBY, MONITORING or TRACING)");
-    }
-    session::set_mode(parsed, "set_mode");
-  });
+  m.def("set_mode", [](const std::string &mode) { session::set_mode(mode, "set_mode"); });
   m.def("reload", [] {
     std::string error;
     bool ok;
@@ -169,7 +136,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
   });
   m.def("lexgions", [] {
     py::list out;
-    for (const auto &l : pinsight::Tracer::instance().lexgions()) {
+    for (const auto &l : session::lexgions()) {
       py::dict d;
       d["qualname"] = l.qualname;
       d["filename"] = l.filename;
@@ -183,12 +150,12 @@ PYBIND11_MODULE(_pinsight_python, m) {
   });
   m.def("lttng_available", [] {
     std::string error;
-    bool ok = pinsight::emitter::load_provider(&error);
+    bool ok = session::lttng_available(&error);
     return py::make_tuple(ok, error);
   });
   // Whether an LTTng session records our events in this process now (a process
   // joining a `pinsight-python trace` run waits for it).
-  m.def("recording", [] { return pinsight::emitter::recording(); });
+  m.def("recording", [] { return session::recording(); });
   m.def("_after_fork_child", [] { session::after_fork_child(); });
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS session::stop_control_thread();
@@ -216,8 +183,5 @@ PYBIND11_MODULE(_pinsight_python, m) {
   });
 
   // For the test module only (testing_api.h): no Python-callable hook here.
-  static const pinsight::TestingApi testing_api = {
-      pinsight::TestingApi::kVersion, &visit_stack, &current_frame,
-      [] { return pinsight::generator_table().size(); }};
-  m.attr("_C_API") = py::capsule(&testing_api, pinsight::kTestingApiCapsule);
+  m.attr("_C_API") = py::capsule(&session::testing_api(), pinsight::kTestingApiCapsule);
 }

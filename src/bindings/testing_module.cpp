@@ -7,8 +7,8 @@
 #include <pybind11/stl.h>
 
 #include "bindings/config_probes.h"
-#include "bindings/testing_api.h"
 #include "common/compat.h"
+#include "session/testing_api.h"
 
 namespace py = pybind11;
 

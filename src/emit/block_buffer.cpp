@@ -35,8 +35,8 @@ struct Block {
   Block *next = nullptr;
 };
 
-// The clock LTTng-UST timestamps events with (no clock plugin: session.cpp
-// refuses batched under LTTNG_UST_CLOCK_PLUGIN).
+// The clock LTTng-UST timestamps events with (no clock plugin: the session
+// refuses batched when Python found LTTNG_UST_CLOCK_PLUGIN set).
 inline uint64_t clock_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

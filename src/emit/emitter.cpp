@@ -128,6 +128,27 @@ NamedCallable named_callables[1u << kNamedCallableBits];
 
 void flush_blocks(bool last) { blocks::flush_all(last); }
 
+void set_payload(PayloadKind payload) {
+  bool compact = payload != PayloadKind::Full;
+  bool batched = payload == PayloadKind::Batched;
+  if (compact_payload == compact && batched_payload == batched) return;
+  // Records written so far go out before events of the other payload.
+  if (batched_payload) flush_blocks(/*last=*/!batched);
+  if (batched) blocks::enable();
+  batched_payload = batched;
+  compact_payload = compact;
+  // Names written under the other payload may be far back: write them again.
+  advance_naming_epoch();
+}
+
+PayloadKind payload() {
+  return batched_payload   ? PayloadKind::Batched
+         : compact_payload ? PayloadKind::Compact
+                           : PayloadKind::Full;
+}
+
+void set_idle_flush(bool wanted) { blocks::set_idle_flush(wanted); }
+
 void advance_naming_epoch() {
   // 0 is the epoch of a code object never named: skip it on wrap-around.
   uint32_t next = naming_epoch.load(std::memory_order_relaxed) + 1;

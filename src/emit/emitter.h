@@ -23,13 +23,21 @@ bool provider_loaded();
 // them after this call makes it true later).
 bool recording();
 
-// The payload: full (names on every event, the design's) or compact
-// (integers; names once per code object and callable and naming epoch).
-// Written with the GIL held (activate, reload), read by every emit.
-extern bool compact_payload;
-// The batched payload: compact's records and names, the records packed per
-// thread (block_buffer.h). compact_payload is set too.
-extern bool batched_payload;
+// The emitter's switches. The session owns the payload and the idle flush
+// (activation, reload); flushes and the naming epoch's ticks also come from
+// the control thread and the tracer (stop, fork). The emitter keeps what must
+// hold when they move: records of one payload go out before events of the
+// next, and names are written again after a change. Set with the GIL held.
+//
+// The payload: full (names on every event, the design's), compact (integers;
+// names once per code object and callable and naming epoch) or batched
+// (compact's records and names, the records packed per thread: block_buffer.h).
+enum class PayloadKind : uint8_t { Full, Compact, Batched };
+void set_payload(PayloadKind payload);
+PayloadKind payload();
+// The batched payload's idle flush (the control thread's, of threads that
+// wrote nothing for a while): wanted while batched records are written.
+void set_idle_flush(bool wanted);
 // Writes every thread's pending records (GIL held): a flush point of the
 // batched payload (mode change, reload, deactivate). last: no record follows
 // for now (blocks::flush_all's final).
@@ -40,6 +48,11 @@ void flush_blocks(bool last);
 // its first tick.
 extern std::atomic<uint32_t> naming_epoch;
 void advance_naming_epoch();
+
+// What set_payload chose, read by every emit; written by set_payload only.
+// compact_payload is set under batched too.
+extern bool compact_payload;
+extern bool batched_payload;
 
 // Slow paths: write the names, remember the epoch.
 void name_code(NamedCode &code, uint32_t epoch);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -14,12 +13,15 @@
 
 #include "alloc/sampler.h"
 #include "backends/factory.h"
+#include "config/config.h"
 #include "config/config_store.h"
+#include "emit/emitter.h"
 #include "gil/gil_hooks.h"
 #include "session/control_thread.h"
 #include "session/debugger_guard.h"
 #include "tracer/gil_accounting.h"
 #include "tracer/imports.h"
+#include "tracer/tracer.h"
 
 namespace pinsight::session {
 namespace {
@@ -38,6 +40,7 @@ struct State {
   std::atomic<bool> alloc_wanted{false};
   std::atomic<bool> gil_wanted{false};  // asked for by activate or the configuration
   std::atomic<uint64_t> alloc_interval{kDefaultAllocSampleInterval};
+  bool clock_plugin = false;  // activate(): LTTNG_UST_CLOCK_PLUGIN is set
   std::string lttng_error;
   std::string refused;
   std::mutex config_path_mutex;  // the control thread reads it (reload)
@@ -125,7 +128,7 @@ void sync_alloc() {
   sync_gil();
   bool tracing =
       tracer().active() && !tracer().stepped_aside() && tracer().mode() == TraceMode::Tracing;
-  emitter::blocks::set_idle_flush(emitter::batched_payload && tracing);
+  emitter::set_idle_flush(emitter::payload() == emitter::PayloadKind::Batched && tracing);
   if (tracing && state.alloc_wanted.load()) {
     alloc::start(state.alloc_interval.load());
   } else if (alloc::active()) {
@@ -133,8 +136,10 @@ void sync_alloc() {
   }
 }
 
+// The payload the emitter writes: the configuration's or activate()'s, but
+// batched is refused where LTTng-UST's clock is a plugin's (ActivateOptions).
 void set_payload(Payload payload) {
-  if (payload == Payload::Batched && std::getenv("LTTNG_UST_CLOCK_PLUGIN") != nullptr) {
+  if (payload == Payload::Batched && state.clock_plugin) {
     // Blocks time their records with CLOCK_MONOTONIC, LTTng-UST's clock unless
     // a plugin replaces it: the records would not line up with other events.
     static bool told = false;
@@ -146,16 +151,9 @@ void set_payload(Payload payload) {
     }
     payload = Payload::Compact;
   }
-  bool compact = payload != Payload::Full;
-  bool batched = payload == Payload::Batched;
-  if (emitter::compact_payload == compact && emitter::batched_payload == batched) return;
-  // Records written so far go out before events of the other payload.
-  if (emitter::batched_payload) emitter::flush_blocks(/*last=*/!batched);
-  if (batched) emitter::blocks::enable();
-  emitter::batched_payload = batched;
-  emitter::compact_payload = compact;
-  // Names written under the other payload may be far back: write them again.
-  emitter::advance_naming_epoch();
+  emitter::set_payload(payload == Payload::Batched   ? emitter::PayloadKind::Batched
+                       : payload == Payload::Compact ? emitter::PayloadKind::Compact
+                                                     : emitter::PayloadKind::Full);
 }
 
 // activate()'s module options, applied to every configuration before it is published.
@@ -234,7 +232,8 @@ void on_reload_signal() {
   // The batched payload's pending records go out first: a snapshot recorded
   // after the signal holds them (a flush with nothing to reload is no mistake).
   bool flushed = false;
-  if (emitter::batched_payload && tracer().active() && !compat::is_finalizing()) {
+  if (emitter::payload() == emitter::PayloadKind::Batched && tracer().active() &&
+      !compat::is_finalizing()) {
     control::ScopedGil gil;
     emitter::flush_blocks(/*last=*/false);
     flushed = true;
@@ -315,6 +314,7 @@ void activate(const ActivateOptions &options) {
   state.module_filter = options.module_filter;
   state.module_exclude = options.module_exclude;
   state.report_config.store(options.report_config);
+  state.clock_plugin = options.clock_plugin;
   apply_module_options(*config);
   state.imports_requested = options.import_events;
   state.alloc_requested = options.alloc_events;
@@ -389,7 +389,17 @@ Status status() {
   const char *backend = t.backend_name();
   s.backend = backend ? backend : (t.active() ? state.backend_name : "");
   s.mode = trace_mode_name(t.mode());
-  s.payload = emitter::batched_payload ? "batched" : emitter::compact_payload ? "compact" : "full";
+  switch (emitter::payload()) {
+    case emitter::PayloadKind::Full:
+      s.payload = "full";
+      break;
+    case emitter::PayloadKind::Compact:
+      s.payload = "compact";
+      break;
+    case emitter::PayloadKind::Batched:
+      s.payload = "batched";
+      break;
+  }
   s.lttng_available = emitter::provider_loaded();
   s.lttng_error = state.lttng_error;
   s.tool_id = t.tool_id();
@@ -413,7 +423,14 @@ Status status() {
   return s;
 }
 
-void set_mode(TraceMode mode, const char *reason) { tracer().set_mode(mode, reason); }
+void set_mode(const std::string &mode, const char *reason) {
+  TraceMode parsed;
+  if (!parse_trace_mode(mode, &parsed)) {
+    throw ConfigError("unknown trace mode '" + mode +
+                      "' (expected OFF, STANDBY, MONITORING or TRACING)");
+  }
+  tracer().set_mode(parsed, reason);
+}
 
 bool reload(std::string *error) {
   std::string path = config_path();
@@ -454,5 +471,33 @@ void after_fork_child() {
 }
 
 void stop_control_thread() { control::stop(); }
+
+void finish_alloc() { alloc::finish(); }
+
+std::vector<LexgionStatus> lexgions() {
+  std::vector<LexgionStatus> out;
+  for (const auto &l : tracer().lexgions()) {
+    out.push_back({l.qualname, l.filename, l.module, l.lineno, l.executions, l.traced});
+  }
+  return out;
+}
+
+std::vector<std::string> check_config(const std::string &path) {
+  ParseResult parsed = parse_config_file(path);
+  std::vector<std::string> lines;
+  for (const auto &e : (parsed.config ? parsed.warnings : parsed.errors)) {
+    lines.push_back(e.to_string());
+  }
+  if (!parsed.config) {
+    std::string message;
+    for (const auto &line : lines) message += (message.empty() ? "" : "\n") + line;
+    throw ConfigError(message);
+  }
+  return lines;
+}
+
+bool lttng_available(std::string *error) { return emitter::load_provider(error); }
+
+bool recording() { return emitter::recording(); }
 
 }  // namespace pinsight::session

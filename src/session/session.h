@@ -5,8 +5,9 @@
 // identity for process_info, and answers status(). The control thread only
 // signals it (reload on SIGUSR1); the tracer reaches it through TracerHooks.
 //
-// Every function here runs with the GIL held, except reload() (any thread,
-// GIL not held).
+// Every function here runs with the GIL held, except reload() and
+// check_config() (any thread, GIL not held). The bindings call these and
+// nothing under them: this header includes common/errors.h only.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tracer/tracer.h"
+#include "common/errors.h"  // ActivationError, thrown through activate() and set_mode()
 
 namespace pinsight {
 
@@ -47,6 +48,10 @@ struct ActivateOptions {
   // False under a supervisor (pinsight-python trace) that reports the
   // configuration's warnings and reload errors once for the whole run.
   bool report_config = true;
+  // LTTNG_UST_CLOCK_PLUGIN is set: LTTng-UST times events with a plugin's clock,
+  // with which the batched payload's CLOCK_MONOTONIC records would not line up,
+  // so batched is refused (compact instead).
+  bool clock_plugin = false;
 };
 
 struct Status {
@@ -73,13 +78,21 @@ struct Status {
   size_t gil_hooks = 0;  // GOT entries patched for gil events
 };
 
+// One lexgion of the live configuration (lexgions()).
+struct LexgionStatus {
+  std::string qualname, filename, module;
+  int lineno = 0;
+  uint64_t executions = 0, traced = 0;
+};
+
 namespace session {
 
 // Throws ConfigError (bad configuration or option) and ActivationError.
 void activate(const ActivateOptions &options);
 void deactivate();
 Status status();
-void set_mode(TraceMode mode, const char *reason);
+// `mode`: OFF, STANDBY, MONITORING or TRACING; ConfigError otherwise.
+void set_mode(const std::string &mode, const char *reason);
 // Re-reads the configuration file (SIGUSR1, the API); false with *error set
 // when there is none or it is bad (the previous configuration stays in force).
 bool reload(std::string *error);
@@ -88,6 +101,19 @@ bool reload(std::string *error);
 void after_fork_child();
 // Before the interpreter finalizes (atexit) and on detach.
 void stop_control_thread();
+// atexit: allocation samples still alive now are never freed (alloc::finish).
+void finish_alloc();
+std::vector<LexgionStatus> lexgions();
+
+// Any thread, GIL not needed: parses a configuration file as activate() and
+// reload() do; its warnings ("file:line: message" each), else ConfigError
+// with every error, one a line.
+std::vector<std::string> check_config(const std::string &path);
+// Loads the provider (once) as activate() does; false with *error set where
+// LTTng-UST is unavailable.
+bool lttng_available(std::string *error);
+// Whether an LTTng session records our events in this process now.
+bool recording();
 
 }  // namespace session
 }  // namespace pinsight

@@ -4,17 +4,13 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/compat.h"
+#include "common/errors.h"  // ActivationError
 
 namespace pinsight {
-
-struct ActivationError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Groups of CPython events a backend switches on.
 enum CPythonEvents : uint32_t {

@@ -31,4 +31,10 @@ struct TestingApi {
   size_t (*generator_entries)();
 };
 
+namespace session {
+// The view above, of this process's tracer: the product module publishes it
+// as the capsule kTestingApiCapsule (testing_api.cpp).
+const TestingApi &testing_api();
+}  // namespace session
+
 }  // namespace pinsight

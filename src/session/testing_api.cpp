@@ -1,0 +1,37 @@
+// The test module's view of the live tracer (testing_api.h), kept here so that
+// the product module, which publishes it, calls the session only.
+#include "session/testing_api.h"
+
+#include "common/compat.h"
+#include "tracer/generators.h"
+#include "tracer/thread_state.h"
+
+namespace pinsight::session {
+namespace {
+
+void visit_stack(void (*visit)(const StackEntryView &, void *), void *context) {
+  const ThreadState *state = thread_states::current_ptr;
+  if (!state) return;
+  for (const auto &r : state->stack) {
+    const StackEntryView entry = {reinterpret_cast<uintptr_t>(r.frame),
+                                  r.code ? r.code->qualname.c_str() : "",
+                                  r.kind == RecordKind::CCall, static_cast<int>(r.flags)};
+    visit(entry, context);
+  }
+}
+
+uintptr_t current_frame() {
+  return reinterpret_cast<uintptr_t>(compat::current_frame(compat::thread_state()));
+}
+
+size_t generator_entries() { return generator_table().size(); }
+
+}  // namespace
+
+const TestingApi &testing_api() {
+  static const TestingApi api = {TestingApi::kVersion, &visit_stack, &current_frame,
+                                 &generator_entries};
+  return api;
+}
+
+}  // namespace pinsight::session
