@@ -3,7 +3,8 @@
 #   bash scripts/test.sh [pytest args...]
 # Lint, format and type checks (mypy, strict), the layers' check, then the suite on .venv (CPython >= 3.12,
 # sys.monitoring), on .venv-fallback (CPython 3.11, PyEval_SetProfile), on .venv-3.14 and
-# .venv-3.15 (Debian sid's CPython 3.14 and 3.15, sys.monitoring), the core
+# .venv-3.15 (Debian sid's CPython 3.14 and 3.15, sys.monitoring; 3.11 and 3.14 leave out
+# the tests of reading traces back, reading_tests below), the unit and core
 # tests on an AddressSanitizer + UndefinedBehaviorSanitizer build (.venv-sanitize), then
 # the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status
 # is non-zero if any failed. The extension is built with -Werror in every venv but
@@ -30,9 +31,26 @@ stage "mypy (strict)" .venv/bin/python -m mypy
 # Every #include of src/ down the layers of docs/architecture.md, no folder cycle
 # (the build makes an unlinked folder's header unreachable; this reads the sources).
 stage "layers" .venv/bin/python scripts/check_layers.py
+# The integration tests about reading traces back and the command line around them
+# (report, the CLI's signals and isolation, relay daemons, MPI ranks' labels, the site
+# install another user runs): what they check does not change with the traced
+# interpreter, whose tracing tests/core and the rest of tests/integration check on each
+# one. They run on .venv and on 3.15; the 3.11 and 3.14 stages leave them out, which
+# keeps CI within its time.
+reading_tests=(test_report.py test_report_trust.py test_trace_cli.py test_trace_isolation.py
+  test_relayd.py test_mpi.py test_discards.py test_process_labels.py test_any_user.py
+  test_native_correlation.py)
+not_reading=()
+for t in "${reading_tests[@]}"; do
+  [[ -f tests/integration/$t ]] || { echo "test: tests/integration/$t is gone: update reading_tests" >&2; exit 1; }
+  not_reading+=("--ignore=tests/integration/$t")
+done
+
 stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
-stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend)" .venv-fallback/bin/python -m pytest "$@"
-stage "suite on $(.venv-3.14/bin/python -V) (Debian sid's)" .venv-3.14/bin/python -m pytest "$@"
+stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend; reading tests left out)" \
+  .venv-fallback/bin/python -m pytest "${not_reading[@]}" "$@"
+stage "suite on $(.venv-3.14/bin/python -V) (Debian sid's; reading tests left out)" \
+  .venv-3.14/bin/python -m pytest "${not_reading[@]}" "$@"
 stage "suite on $(.venv-3.15/bin/python -V) (Debian sid's)" .venv-3.15/bin/python -m pytest "$@"
 # AddressSanitizer + UndefinedBehaviorSanitizer, as memray does: rebuild the extension
 # into .venv-sanitize (incremental, in build/sanitize; -Werror like every development

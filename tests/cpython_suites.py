@@ -23,6 +23,7 @@ a profile function already in place makes fail. Each version runs its own Lib/te
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import subprocess
@@ -190,6 +191,17 @@ def run_suites(
             if case.find("failure") is not None or case.find("error") is not None:
                 failed.add(case.get("name", "?"))
     return SuiteRun(proc.returncode, output, failed, _failed_files(output), run)
+
+
+def side_by_side(
+    untraced: Callable[[], SuiteRun], traced: Callable[[], SuiteRun]
+) -> Tuple[SuiteRun, SuiteRun]:
+    """Both runs at once, for one-process runs (each keeps one core busy): the
+    untraced one in a thread while the traced one runs here, inside its session."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        baseline = pool.submit(untraced)
+        result = traced()
+        return baseline.result(), result
 
 
 def summary(run: SuiteRun) -> str:

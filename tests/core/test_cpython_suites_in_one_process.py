@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cpython_suites import RUN_TIMEOUT, SHIM, TWO_TOOL_FAILURES, run_suites, summary
+from tests.cpython_suites import (
+    RUN_TIMEOUT,
+    SHIM,
+    TWO_TOOL_FAILURES,
+    run_suites,
+    side_by_side,
+    summary,
+)
 from tests.tracing import DEFAULT_BACKEND, isolated, read_trace
 
 # Several suites in ONE process (no workers): code objects, frames and
@@ -67,14 +74,16 @@ def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
     ignore = known
     sanitized = bool(os.environ.get("PINSIGHT_PYTHON_SANITIZER_STAGE"))
     suites = SANITIZER_STAGE_SUITES if sanitized else ONE_PROCESS_SUITES
-    untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1)
-    assert untraced.tests_run > (500 if sanitized else 1000), summary(untraced)
     with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
         session,
         run_as,
     ):
-        traced = run_suites(tmp_path / "traced", SHIM, ignore, run_as, suites=suites, jobs=1)
+        untraced, traced = side_by_side(
+            lambda: run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1),
+            lambda: run_suites(tmp_path / "traced", SHIM, ignore, run_as, suites=suites, jobs=1),
+        )
         session.record_snapshot()
+    assert untraced.tests_run > (500 if sanitized else 1000), summary(untraced)
     report = f"untraced:\n{summary(untraced)}\ntraced:\n{summary(traced)}"
     # A crash of the one process fails every suite after it: compare the verdicts.
     assert traced.returncode == untraced.returncode, report

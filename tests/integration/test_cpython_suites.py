@@ -32,6 +32,7 @@ from tests.cpython_suites import (
     SHIM,
     TWO_TOOL_FAILURES,
     run_suites,
+    side_by_side,
     summary,
 )
 from tests.tracing import DEFAULT_BACKEND, isolated, read_trace
@@ -81,16 +82,18 @@ def test_descriptor_and_gil_state_tests_in_one_process(tmp_path: Path) -> None:
     # close-on-exec) are not in the set it expects. The other descriptor tests
     # check that nothing unexpected was inherited, and pass.
     ignore = frozenset({"test.test_subprocess.POSIXProcessTestCase.test_pass_fds_redirected"})
-    untraced = run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1,
-                          match=match)
-    assert untraced.tests_run > 20, summary(untraced)
     with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
         session,
         run_as,
     ):
-        traced = run_suites(tmp_path / "traced", SHIM, ignore, run_as, suites=suites,
-                            jobs=1, match=match)
+        untraced, traced = side_by_side(
+            lambda: run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1,
+                               match=match),
+            lambda: run_suites(tmp_path / "traced", SHIM, ignore, run_as, suites=suites,
+                               jobs=1, match=match),
+        )
         session.record_snapshot()
+    assert untraced.tests_run > 20, summary(untraced)
     report = f"untraced:\n{summary(untraced)}\ntraced:\n{summary(traced)}"
     assert traced.returncode == untraced.returncode == 0, report
     assert traced.failed_tests == untraced.failed_tests == set(), report
