@@ -39,6 +39,41 @@ SUBBUF_SIZE = "4M"
 NUM_SUBBUF = 8
 
 
+# What trace's channel may take in memory on one node, every CPU's sub-buffers
+# together: per-CPU buffers of 8 x 4 MiB are 4 GiB on a 128-CPU node.
+BUFFER_BUDGET = "1G"
+MIN_SUBBUF_BYTES = 4096  # LTTng's smallest sub-buffer: a page
+
+
+def possible_cpus() -> int:
+    """The CPUs LTTng-UST makes per-CPU buffers for: every possible CPU
+    (/sys/devices/system/cpu/possible, as LTTng-UST reads it), not only those online."""
+    try:
+        with open("/sys/devices/system/cpu/possible", encoding="ascii") as f:
+            text = f.read().strip()
+        count = 0
+        for part in text.split(","):
+            first, _, last = part.partition("-")
+            count += int(last or first) - int(first) + 1
+        return max(count, 1)
+    except (OSError, ValueError):
+        return os.cpu_count() or 1
+
+
+def fit_channel(subbuf_bytes: int, num_subbuf: int, cpus: int, budget: int) -> Tuple[int, int]:
+    """The largest channel, at most the one asked for, whose sub-buffers on every CPU
+    fit the budget: fewer sub-buffers first (down to 2), then smaller ones (down to a
+    page). The smallest channel when even that does not fit."""
+    while subbuf_bytes * num_subbuf * cpus > budget:
+        if num_subbuf > 2:
+            num_subbuf //= 2
+        elif subbuf_bytes > MIN_SUBBUF_BYTES:
+            subbuf_bytes //= 2
+        else:
+            break
+    return subbuf_bytes, num_subbuf
+
+
 def default_num_subbuf() -> int:
     """Sub-buffers per CPU for ``trace``'s channel. Buffers are per CPU: with fewer
     CPUs each one takes the events of more threads, while the consumer daemon that

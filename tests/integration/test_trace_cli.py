@@ -22,7 +22,7 @@ from typing import List
 import pytest
 
 import pinsight_python
-from pinsight_python import cli
+from pinsight_python import cli, lttng
 from tests.core.test_activation import (
     begins,
     events_of,
@@ -403,6 +403,36 @@ def test_version_and_a_help_layout_with_examples_everywhere(
         assert text.startswith("usage: "), command
         examples = text.split("\nexamples:\n", 1)
         assert len(examples) == 2 and examples[1].startswith("  "), (command, text)
+
+
+CHANNEL = """
+import os, re, subprocess
+sessions = subprocess.run(["lttng", "list"], capture_output=True, text=True).stdout
+[name] = [w for w in sessions.split() if w.startswith(f"pinsight-python-{os.getppid()}-")]
+listed = subprocess.run(["lttng", "list", name], capture_output=True, text=True).stdout
+size = re.search(r"Sub-buffer size: *(\\d+) bytes", listed).group(1)
+count = re.search(r"Sub-buffer count: *(\\d+)", listed).group(1)
+print(size, count)
+"""
+
+
+def test_the_channel_fits_the_buffer_budget_of_the_node(tmp_path: Path) -> None:
+    """Issue 36, point 5: the session's channel, as LTTng reports it, takes at most the
+    budget on the CPUs LTTng makes buffers for, and trace says it made it smaller."""
+    cpus = lttng.possible_cpus()
+    budget = (4 << 20) * lttng.default_num_subbuf() * cpus // 2  # half the default channel
+    write(tmp_path, "channel.py", CHANNEL)
+    proc = subprocess.run(
+        [*CLI, "trace", "--no-summary", "-o", "t", "--buffer-budget", f"{budget >> 20}M",
+         "--", PY, "channel.py"],
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    size, count = map(int, proc.stdout.split())
+    assert size * count * cpus <= budget
+    assert (size, count) == lttng.fit_channel(4 << 20, lttng.default_num_subbuf(), cpus, budget)
+    single_line(proc.stderr, rf"warning: --buffer-budget {budget >> 20}M: {cpus} possible CPUs "
+                rf"get {count} x 4 MiB sub-buffers each")
 
 
 @pytest.mark.parametrize("argv, said", [

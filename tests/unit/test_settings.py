@@ -160,3 +160,25 @@ def test_settings_export_round_trips_through_the_environment() -> None:
     given.export(env)
     assert env[settings.ENV_SWITCH] == "1"
     assert settings.from_environment(env) == given
+
+
+@pytest.mark.parametrize("cpus, budget, fitted", [
+    (2, 1 << 30, (4 << 20, 16)),  # fits: unchanged
+    (2, 64 << 20, (4 << 20, 8)),  # fewer sub-buffers first
+    (128, 1 << 30, (4 << 20, 2)),  # 4 GiB asked for on 128 CPUs
+    (512, 1 << 30, (1 << 20, 2)),  # then smaller ones
+    (4096, 1 << 20, (4096, 2)),  # the smallest channel, still over the budget
+])
+def test_the_channel_fits_the_buffer_budget(
+    cpus: int, budget: int, fitted: Tuple[int, int]
+) -> None:
+    """Issue 36, point 5: per-CPU buffers times the CPUs stay within the budget."""
+    assert lttng.fit_channel(4 << 20, 16, cpus, budget) == fitted
+
+
+def test_possible_cpus_are_those_lttng_makes_buffers_for() -> None:
+    with open("/sys/devices/system/cpu/possible", encoding="ascii") as f:
+        text = f.read().strip()  # "0-3", or "0,2-5"
+    expected = sum(int(p.partition("-")[2] or p) - int(p.partition("-")[0]) + 1
+                   for p in text.split(","))
+    assert lttng.possible_cpus() == expected >= 1

@@ -143,6 +143,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{os.cpu_count() or 1} CPUs: {lttng.NUM_SUBBUF} from 8 CPUs on, twice as many below)",
     )
     parser.add_argument(
+        "--buffer-budget", metavar="SIZE", default=lttng.BUFFER_BUDGET,
+        help="memory the channel may take on this node, every CPU's sub-buffers together "
+        f"(LTTng makes them for each of the {lttng.possible_cpus()} possible CPUs here): "
+        "fewer and then smaller sub-buffers where the channel asked for does not fit, with "
+        "a warning (default: %(default)s)",
+    )
+    parser.add_argument(
         "--domains", metavar="LIST", default=None,
         help="PInsight's native domains to record beside Python: any of "
         f"{', '.join(lttng.NATIVE_DOMAINS)}, all or none (default: all when the command "
@@ -227,7 +234,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
     chosen = _chosen_settings(args, errors)
     url, output = _destination(args, errors)
     config, warnings = _checked_configuration(chosen, args, errors)
-    subbuf_size, num_subbuf = _channel_size(args, errors)
+    subbuf_size, num_subbuf = _channel_size(args, errors, warnings)
     preload = _alloc_preload(args, chosen, errors)
     domains = _native_domains(args.domains, os.environ, errors)
     if errors:
@@ -359,13 +366,33 @@ def _preload(env: Dict[str, str], preload: Path, warnings: List[str]) -> None:
 _SIZE = re.compile(r"(\d+)([kKmMgG]?)")
 
 
-def _channel_size(args: argparse.Namespace, errors: List[str]) -> Tuple[str, int]:
-    """--subbuf-size and --num-subbuf, checked as LTTng wants them."""
-    size = str(args.subbuf_size)
-    m = _SIZE.fullmatch(size)
+def _size_bytes(text: str) -> int:
+    """"4M" -> 4194304; 0 when malformed."""
+    m = _SIZE.fullmatch(text)
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    nbytes = int(m.group(1)) * scale[m.group(2).lower()] if m else 0
-    if nbytes < 4096 or nbytes & (nbytes - 1):
+    return int(m.group(1)) * scale[m.group(2).lower()] if m else 0
+
+
+def _size_text(nbytes: int) -> str:
+    """4194304 -> "4M", as LTTng reads sizes (powers of two)."""
+    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{suffix}"
+    return str(nbytes)
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):,.0f} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def _channel_size(
+    args: argparse.Namespace, errors: List[str], warnings: List[str]
+) -> Tuple[str, int]:
+    """--subbuf-size and --num-subbuf, checked as LTTng wants them, then fitted to
+    --buffer-budget for the CPUs LTTng makes buffers for (a warning when they shrink)."""
+    size = str(args.subbuf_size)
+    nbytes = _size_bytes(size)
+    if nbytes < lttng.MIN_SUBBUF_BYTES or nbytes & (nbytes - 1):
         errors.append(f"--subbuf-size {size!r}: expected a power of two of at least 4k, "
                       "such as 512k, 4M or 8M")
     count = lttng.default_num_subbuf()
@@ -377,7 +404,23 @@ def _channel_size(args: argparse.Namespace, errors: List[str]) -> Tuple[str, int
         if count < 2 or count & (count - 1):
             errors.append(f"--num-subbuf {args.num_subbuf!r}: expected a power of two of at "
                           "least 2, such as 8, 16 or 32")
-    return size, count
+    budget = _size_bytes(str(args.buffer_budget))
+    if budget <= 0:
+        errors.append(f"--buffer-budget {args.buffer_budget!r}: expected a size with k, M or "
+                      "G, such as 512M or 2G")
+    if errors:
+        return size, count
+    cpus = lttng.possible_cpus()
+    fitted_bytes, fitted_count = lttng.fit_channel(nbytes, count, cpus, budget)
+    if (fitted_bytes, fitted_count) != (nbytes, count):
+        total = fitted_bytes * fitted_count * cpus
+        over = " (the smallest channel LTTng takes, still over it)" if total > budget else ""
+        warnings.append(
+            f"--buffer-budget {args.buffer_budget}: {cpus} possible CPUs get {fitted_count} x "
+            f"{_mib(fitted_bytes)} sub-buffers each instead of {count} x {_mib(nbytes)}, "
+            f"{_mib(total)} in all{over}; LTTng may discard events at high rates (every view "
+            "counts them): raise --buffer-budget where the node has the memory")
+    return _size_text(fitted_bytes), fitted_count
 
 
 def sanitizer_runtime(ld_preload: str) -> Optional[str]:
