@@ -132,6 +132,74 @@ def test_kernels_go_to_the_python_call_that_launched_them(
     assert any(e.get("ph") in ("s", "f") for e in events if e.get("tid") in gpu_tids)
 
 
+EXIT_PROGRAM = textwrap.dedent(f"""
+    import ctypes, os, time
+    # Global, as libcupti is when libpinsight.so loads it: found by name.
+    lib = ctypes.CDLL(os.environ["CUDA_STANDIN"], mode=ctypes.RTLD_GLOBAL)
+    lib.standin_calibrate.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.standin_launch.argtypes = [ctypes.c_uint, ctypes.c_char_p]
+    lib.standin_kernel_activity_buffered.argtypes = [ctypes.c_uint, ctypes.c_uint64,
+                                                     ctypes.c_uint64, ctypes.c_char_p]
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    lib.standin_calibrate(now, now + {CUPTI_AHEAD_NS})
+
+    def launch(i):
+        lib.standin_launch(100 + i, b"saxpy")
+        start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + {CUPTI_AHEAD_NS} + 1000
+        # CUPTI keeps the record in its buffer until a flush: the program never flushes.
+        lib.standin_kernel_activity_buffered(100 + i, start, start + {KERNEL_NS}, b"saxpy")
+
+    for i in range({LAUNCHES}):
+        launch(i)
+    print(os.getpid())
+""")
+
+
+def test_kernels_still_buffered_at_exit_reach_the_trace(
+    cuda_standin: Path, tmp_path: Path
+) -> None:
+    """Issue 35, point 1: a program that never flushes CUPTI loses no kernel; the
+    tracer hands CUPTI's buffers over at Python's exit, while the probes exist."""
+    script = tmp_path / "app.py"
+    script.write_text("import pinsight_python\npinsight_python.activate()\n" + EXIT_PROGRAM)
+    out = tmp_path / "trace"
+    env = clean_env()
+    env["CUDA_STANDIN"] = str(cuda_standin)
+    with isolated_session(out, events=(f"{lttng.PROVIDER}:*", f"{CUPTI}:*")) as run_as:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120, preexec_fn=run_as, check=False)
+    assert proc.returncode == 0, proc.stderr
+    pid = proc.stdout.split()[0]
+    report = json.loads(cli("report", "--json", "--top", "0", "--pid", pid, str(out)))
+    kernels = [r for r in report["native"] if r["domain"] == "cuda" and r["name"] == "saxpy"]
+    assert sum(r["count"] for r in kernels) == LAUNCHES
+    assert sum(r["total_ns"] for r in kernels) == LAUNCHES * KERNEL_NS
+
+
+def test_trace_with_the_cuda_domain_turns_device_activity_on(tmp_path: Path) -> None:
+    """Issue 35, point 1: PInsight records kernels' device activity only when its
+    configuration says device_activity = on; trace --domains cuda gives the command
+    such a configuration when it has none, and warns about one that does not say."""
+    show = ("import os; path = os.environ['PINSIGHT_TRACE_CONFIG_FILE']; "
+            "print(path); print(open(path).read())")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "trace", "--no-summary", "--domains", "cuda",
+         "-o", "t", "--", sys.executable, "-c", show],
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    path, text = proc.stdout.split("\n", 1)
+    assert "[CUDA.default]\ndevice_activity = on\n" in text
+    assert not os.path.exists(path)  # gone with trace
+    (tmp_path / "mine.txt").write_text("[Python.default]\ntrace_mode = TRACING\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "trace", "--no-summary", "--domains", "cuda",
+         "--config", "mine.txt", "-o", "t2", "--", sys.executable, "-c", show],
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(str(tmp_path / "mine.txt"))
+    assert "no device_activity setting" in proc.stderr and "device_activity = on" in proc.stderr
+
+
 @pytest.mark.skipif(shutil.which("nvidia-smi") is None or shutil.which("nvcc") is None,
                     reason="no GPU and CUDA toolkit on this machine")
 def test_real_cuda_kernels_with_libpinsight(tmp_path: Path) -> None:  # pragma: no cover

@@ -20,6 +20,7 @@ always destroyed and the trace kept.
 from __future__ import annotations
 
 import argparse
+import atexit
 import collections
 import os
 import re
@@ -239,6 +240,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
     domains = _native_domains(args.domains, os.environ, errors)
     if errors:
         raise _Refused(errors)
+    if "cuda" in domains:
+        config = _device_activity(chosen, config, warnings)
     _check_runnable(command[0])
 
     if url is None and output is None:
@@ -252,6 +255,37 @@ def _plan(args: argparse.Namespace) -> _Plan:
     chosen.export(env)
     env[_settings.ENV_CONFIG_REPORTED] = "1"
     return _Plan(command, output, env, url, config, warnings, subbuf_size, num_subbuf, domains)
+
+
+_DEVICE_ACTIVITY = re.compile(r"^\s*device_activity\s*=", re.MULTILINE)
+
+
+def _device_activity(
+    chosen: _settings.Settings, config: Optional[str], warnings: List[str]
+) -> Optional[str]:
+    """With the CUDA domain, the kernels' device activity is recorded: PInsight's
+    device_activity is off unless a configuration turns it on. Without a
+    configuration, trace gives the command one that does (removed when trace ends);
+    a configuration that does not say is left as it is, with a warning."""
+    if config is None:
+        folder = tempfile.mkdtemp(prefix="pinsight-python-cuda-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        path = os.path.join(folder, "pinsight_trace_config.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("# pinsight-python trace --domains cuda: the kernels' device activity\n"
+                    "[CUDA.default]\ndevice_activity = on\n")
+        chosen.config = path
+        return path
+    try:
+        with open(config, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return config
+    if not _DEVICE_ACTIVITY.search(text):
+        warnings.append(f"{config}: no device_activity setting, and PInsight records no "
+                        "kernel activity without one: add [CUDA.default] device_activity = on "
+                        "to time the kernels on the device")
+    return config
 
 
 def _native_domains(

@@ -33,3 +33,32 @@ void standin_kernel_activity(unsigned int correlation_id, uint64_t start_gpu, ui
   lttng_ust_tracepoint(cupti_pinsight_lttng_ust, cudaKernelActivity, 0, correlation_id, start_gpu,
                        end_gpu, 1, 7, kernel);
 }
+
+/* CUPTI's buffering, for the flush at exit: activities queued here reach the
+ * trace only when cuptiActivityFlushAll (CUPTI's own name and signature) is
+ * called, as libcupti hands over an incomplete buffer only when flushed. */
+struct pending_activity {
+  unsigned int correlation_id;
+  uint64_t start_gpu, end_gpu;
+  const char *kernel; /* a literal of the caller's, kept alive by it */
+};
+static struct pending_activity pending[4096];
+static unsigned int pending_count;
+
+void standin_kernel_activity_buffered(unsigned int correlation_id, uint64_t start_gpu,
+                                      uint64_t end_gpu, const char *kernel) {
+  if (pending_count < sizeof pending / sizeof pending[0]) {
+    pending[pending_count++] =
+        (struct pending_activity){correlation_id, start_gpu, end_gpu, kernel};
+  }
+}
+
+int cuptiActivityFlushAll(uint32_t flag) {
+  (void)flag;
+  for (unsigned int i = 0; i < pending_count; ++i) {
+    standin_kernel_activity(pending[i].correlation_id, pending[i].start_gpu, pending[i].end_gpu,
+                            pending[i].kernel);
+  }
+  pending_count = 0;
+  return 0; /* CUPTI_SUCCESS */
+}
