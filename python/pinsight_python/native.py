@@ -28,12 +28,12 @@ def native_section(
     totals: Dict[Key, List[int]] = defaultdict(lambda: [0, 0])
     ranks: Dict[Key, Dict[int, int]] = defaultdict(lambda: defaultdict(int))
     # The reader names the domains ("openmp", "mpi", "cuda", else the provider's name).
-    for _vpid, rank, caller, domain, region, count, total_ns in raw.get("native", ()):
-        key = (caller, domain, region)
-        totals[key][0] += count
-        totals[key][1] += total_ns
-        if rank >= 0:
-            ranks[key][rank] += total_ns
+    for r in raw.native:
+        key = (r.caller, r.domain, r.region)
+        totals[key][0] += r.instances
+        totals[key][1] += r.total_ns
+        if r.mpi_rank >= 0:
+            ranks[key][r.mpi_rank] += r.total_ns
     keys = sorted(totals, key=lambda k: (-totals[k][1], k[1], k[2], k[0]))
     if top > 0:
         keys = keys[:top]
@@ -56,14 +56,14 @@ def native_section(
             row["imbalance"] = _imbalance(per_rank)
         rows.append(row)
     unmatched: Dict[Tuple[str, str], int] = defaultdict(int)
-    for _vpid, _rank, domain, region, count in raw.get("native_unmatched", ()):
-        unmatched[(domain, region)] += count
+    for u in raw.native_unmatched:
+        unmatched[(u.domain, u.region)] += u.begins
     return {
         "native": rows,
         "native_unmatched": [{"domain": d, "name": n, "count": c}
                              for (d, n), c in sorted(unmatched.items())],
-        "native_ends_without_begin": raw.get("native_ends_without_begin", 0),
-        "native_labels": dict(raw.get("native_labels", {})),
+        "native_ends_without_begin": raw.native_ends_without_begin,
+        "native_labels": dict(raw.native_labels),
     }
 
 
