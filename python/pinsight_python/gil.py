@@ -10,6 +10,7 @@ how long it released the GIL. docs/analysis.md, "The GIL".
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from .analysis import Symbol, format_ns
@@ -35,11 +36,20 @@ def gil_process_section(symbols: Sequence[Symbol], threads: Iterable[ThreadRecor
     return _section(symbols, with_gil, top) if with_gil else None
 
 
+@dataclass
+class _CalleeTotal:
+    """A native callee's GilRelease records (or no callee's: -1), summed over threads."""
+
+    releases: int = 0
+    released_ns: int = 0
+    wait_ns: int = 0
+
+
 def _section(symbols: Sequence[Symbol], threads: List[ThreadRecord],
              top: int) -> Dict[str, Any]:
     rows: List[Dict[str, Any]] = []
     waits: Dict[int, int] = defaultdict(int)
-    callees: Dict[int, List[int]] = defaultdict(lambda: [0, 0, 0])
+    callees: Dict[int, _CalleeTotal] = defaultdict(_CalleeTotal)
     for thread in threads:
         gil = thread.gil
         if gil is None:  # the callers pass only threads with gil events
@@ -63,9 +73,9 @@ def _section(symbols: Sequence[Symbol], threads: List[ThreadRecord],
             waits[w.symbol] += w.gil_wait_ns
         for r in gil.releases_by_callee:
             row = callees[r.callee]
-            row[0] += r.releases
-            row[1] += r.released_ns
-            row[2] += r.wait_ns
+            row.releases += r.releases
+            row.released_ns += r.released_ns
+            row.wait_ns += r.wait_ns
     limit = top if top > 0 else None
     functions = []
     for symbol, ns in sorted(waits.items(), key=lambda kv: (-kv[1], symbols[kv[0]].qualname)):
@@ -73,15 +83,15 @@ def _section(symbols: Sequence[Symbol], threads: List[ThreadRecord],
         out["gil_wait_ns"] = ns
         functions.append(out)
     ordered = sorted(callees.items(), key=lambda kv: (
-        -kv[1][1], symbols[kv[0]].qualname if kv[0] >= 0 else ""))
+        -kv[1].released_ns, symbols[kv[0]].qualname if kv[0] >= 0 else ""))
     native: List[Dict[str, Any]] = [
         {
             "callee": symbols[symbol].qualname if symbol >= 0 else None,
-            "releases": count,
-            "released_ns": released_ns,
-            "wait_ns": wait_ns,
+            "releases": callee.releases,
+            "released_ns": callee.released_ns,
+            "wait_ns": callee.wait_ns,
         }
-        for symbol, (count, released_ns, wait_ns) in ordered
+        for symbol, callee in ordered
     ]
     total = {key: sum(r[key] for r in rows) for key in (
         "wall_ns", "gil_held_ns", "gil_wait_ns", "switch_wait_ns", "take_back_wait_ns",

@@ -10,6 +10,7 @@ samples stand for, the part never freed by the end of the trace, retention.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
 
 from .analysis import Symbol, format_ns
@@ -27,19 +28,29 @@ def format_bytes(count: float) -> str:
     return f"{count:.0f} B"
 
 
+@dataclass
+class _ImportTotal:
+    """A module's ImportStats records, summed over threads."""
+
+    loads: int = 0
+    cumulative_ns: int = 0
+    self_ns: int = 0
+    raised: int = 0
+
+
 def import_section(
     symbols: Sequence[Symbol], threads: Iterable[ThreadRecord], top: int
 ) -> Dict[str, Any]:
     """Imports of these threads: per module, and the slowest chains."""
-    totals: Dict[int, List[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    totals: Dict[int, _ImportTotal] = defaultdict(_ImportTotal)
     chains: List[Dict[str, Any]] = []
     for thread in threads:
         for i in thread.imports:
             row = totals[i.symbol]
-            row[0] += i.loads
-            row[1] += i.cumulative_ns
-            row[2] += i.self_ns
-            row[3] += i.raised
+            row.loads += i.loads
+            row.cumulative_ns += i.cumulative_ns
+            row.self_ns += i.self_ns
+            row.raised += i.raised
         for c in thread.import_chains:
             chains.append({
                 "cumulative_ns": c.ns,
@@ -50,12 +61,12 @@ def import_section(
     modules: List[Dict[str, Any]] = [
         {
             "module": symbols[symbol].qualname,
-            "loads": loads,
-            "cumulative_ns": cumulative,
-            "self_ns": self_ns,
-            "raised": raised,
+            "loads": total.loads,
+            "cumulative_ns": total.cumulative_ns,
+            "self_ns": total.self_ns,
+            "raised": total.raised,
         }
-        for symbol, (loads, cumulative, self_ns, raised) in totals.items()
+        for symbol, total in totals.items()
     ]
     modules.sort(key=lambda m: (-m["cumulative_ns"], m["module"]))
     chains.sort(key=lambda c: (-c["cumulative_ns"], c["modules"]))
