@@ -68,7 +68,8 @@ CPU_SPLIT = """
 import json, sys
 from pinsight_python.analysis import read_trace
 raw = read_trace(sys.argv[1], call_trees=False, progress="never").raw
-print(json.dumps({k: raw[k] for k in ("decode_thread_cpu_s", "analysis_cpu_s")}))
+print(json.dumps({"decode_thread_cpu_s": raw.decode_thread_cpu_s,
+                  "analysis_cpu_s": raw.analysis_cpu_s}))
 """
 
 # The summary `pinsight-python trace` prints when the command ends.

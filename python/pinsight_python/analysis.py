@@ -14,7 +14,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, TextIO, Tuple
+
+if TYPE_CHECKING:  # the compiled module is imported late: `--help` never needs it
+    from ._pinsight_reader import ProcessRecord, TraceResult
 
 __all__ = [
     "ORIGINS",
@@ -95,22 +98,22 @@ def format_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def missing_events(raw: Dict[str, Any]) -> List[str]:
+def missing_events(raw: TraceResult) -> List[str]:
     """The batched payload's lost records, one line per thread and gap: a block that
     never came (a gap in the thread's record numbers), or a thread whose process ended
     with calls open and without flushing (kill -9, os._exit)."""
     lines = []
-    first = raw["first_ns"]
-    for m in raw.get("missing_events", ()):
-        where = (f"thread {m['vtid']} of process {m['vpid']} after "
-                 f"{format_ns(max(0, m['after_ns'] - first))}")
-        if m["count"]:
-            lines.append(f"{m['count']:,} events missing on {where} (a lost block)")
+    first = raw.first_ns
+    for m in raw.missing_events:
+        where = (f"thread {m.vtid} of process {m.vpid} after "
+                 f"{format_ns(max(0, m.after_ns - first))}")
+        if m.missing:
+            lines.append(f"{m.missing:,} events missing on {where} (a lost block)")
         else:
             lines.append(f"events missing on {where}: the process ended with calls open "
                          "and without writing its last block (kill -9 or os._exit?); "
                          "its calls open then are cut short there")
-    late = raw.get("late_records", 0)
+    late = raw.late_records
     if late:
         lines.append(f"{late:,} batched records came after later events of their thread had "
                      "been read (a block held back too long, or the 2 million events the reader "
@@ -214,7 +217,7 @@ class Symbol:
 class TraceData:
     """The aggregates of one trace, as returned by ``_pinsight_reader``."""
 
-    def __init__(self, path: Path, trace_dirs: List[Path], raw: Dict[str, Any],
+    def __init__(self, path: Path, trace_dirs: List[Path], raw: TraceResult,
                  wall_seconds: float, filters: Optional[ReadFilter] = None,
                  paths: Optional[List[Path]] = None) -> None:
         self.path = path  # the first directory given
@@ -223,8 +226,8 @@ class TraceData:
         self.raw = raw
         self.wall_seconds = wall_seconds
         self.filters = filters or ReadFilter()
-        self.symbols = [Symbol(bool(n), q, f, int(ln), m, o)
-                        for n, q, f, ln, m, o in raw["symbols"]]
+        self.symbols = [Symbol(s.native, s.qualname, s.filename, s.lineno, s.module, s.origin)
+                        for s in raw.symbols]
 
     def unrecorded_processes(self) -> List[str]:
         """"PID ARGV" of the processes of a ``trace`` run that recorded no events
@@ -239,16 +242,16 @@ class TraceData:
         return lines
 
     @property
-    def processes(self) -> List[Dict[str, Any]]:
-        return list(self.raw["processes"])
+    def processes(self) -> List[ProcessRecord]:
+        return list(self.raw.processes)
 
     @property
     def events(self) -> int:
-        return int(self.raw["events"])
+        return self.raw.events
 
     @property
     def duration_ns(self) -> int:
-        return max(0, int(self.raw["last_ns"]) - int(self.raw["first_ns"]))
+        return max(0, self.raw.last_ns - self.raw.first_ns)
 
 
 class ProgressDisplay:
@@ -363,7 +366,8 @@ def read_trace(
     try:
         while worker.is_alive():
             worker.join(0.2)
-            display.update(*_progress_tuple(reader.progress()))
+            reached = reader.progress()
+            display.update(reached.events, reached.ts_ns, reached.begin_ns, reached.end_ns)
     except KeyboardInterrupt:
         reader.cancel()
         worker.join()
@@ -380,7 +384,3 @@ def read_trace(
         raise KeyboardInterrupt
     return TraceData(root, trace_dirs, reader.result(), wall, selected, paths=given)
 
-
-def _progress_tuple(value: Tuple[int, int, int, int]) -> Tuple[int, int, int, int]:
-    events, ts_ns, begin_ns, end_ns = value
-    return int(events), int(ts_ns), int(begin_ns), int(end_ns)

@@ -13,33 +13,74 @@ import hashlib
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, TextIO, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    TextIO,
+    Tuple,
+)
 
 from .analysis import ORIGINS, Symbol, TraceData, format_ns
 from .resources import format_bytes
 
+if TYPE_CHECKING:
+    from ._pinsight_reader import ThreadRecord, TraceResult
+
 __all__ = ["alloc_weighted", "folded_stacks", "render_svg", "write_folded"]
+
+
+class _TreeNode(Protocol):
+    """A call path: the reader's CallTreeNode, or one weighted by bytes."""
+
+    @property
+    def parent(self) -> int: ...
+    @property
+    def symbol(self) -> int: ...
+    @property
+    def self_ns(self) -> int: ...
+    @property
+    def calls(self) -> int: ...
+
+
+class _AllocNode(NamedTuple):
+    """A call path weighted by sampled allocated bytes (self_ns holds bytes)."""
+
+    parent: int
+    symbol: int
+    self_ns: int
+    calls: int
+
+
+class _AllocWeighted(TraceData):
+    """The trace whose call paths the flame graph weights by allocated bytes."""
 
 
 def alloc_weighted(trace: TraceData) -> TraceData:
     """The same call paths weighted by sampled allocated bytes instead of time
     (``flamegraph --alloc``): a path's self weight is what its own samples stand for."""
-    processes = []
     for proc in trace.processes:
-        threads = []
-        for thread in proc["threads"]:
-            tree = thread["call_tree"]
-            if tree is None:
+        for thread in proc.threads:
+            if thread.call_tree is None:
                 raise ValueError("the trace was read without call trees")
-            weights = dict(thread.get("alloc_tree") or ())
-            threads.append({
-                **thread,
-                "call_tree": [(parent, symbol, weights.get(i, 0), 0)
-                              for i, (parent, symbol, _ns, _calls) in enumerate(tree)],
-            })
-        processes.append({**proc, "threads": threads})
-    return TraceData(trace.path, trace.trace_dirs, {**trace.raw, "processes": processes},
-                     trace.wall_seconds, trace.filters)
+    # The reader's records stay as they are: the weights are taken as the trees are walked.
+    return _AllocWeighted(trace.path, trace.trace_dirs, trace.raw, trace.wall_seconds,
+                          trace.filters)
+
+
+def _call_tree(trace: TraceData, thread: ThreadRecord) -> List[_TreeNode]:
+    tree = thread.call_tree
+    if tree is None:
+        raise ValueError("the trace was read without call trees")
+    if not isinstance(trace, _AllocWeighted):
+        return list(tree)
+    weights = {a.node: a.bytes for a in thread.alloc_tree}
+    return [_AllocNode(n.parent, n.symbol, weights.get(i, 0), 0) for i, n in enumerate(tree)]
 
 
 def _clean(name: str) -> str:
@@ -47,14 +88,12 @@ def _clean(name: str) -> str:
     return name.replace(";", ":").replace("\n", " ")
 
 
-def _thread_trees(trace: TraceData) -> Iterator[Tuple[str, str, List[Tuple[int, int, int, int]]]]:
+def _thread_trees(trace: TraceData) -> Iterator[Tuple[str, str, List[_TreeNode]]]:
     for proc in trace.processes:
-        for thread in proc["threads"]:
-            tree = thread["call_tree"]
-            if tree is None:
-                raise ValueError("the trace was read without call trees")
+        for thread in proc.threads:
+            tree = _call_tree(trace, thread)
             if len(tree) > 1:
-                yield proc["label"], thread["label"], tree
+                yield proc.label, thread.label, tree
 
 
 def folded_stacks(trace: TraceData) -> Iterator[Tuple[str, int]]:
@@ -62,11 +101,11 @@ def folded_stacks(trace: TraceData) -> Iterator[Tuple[str, int]]:
     names = [_clean(s.frame_name) for s in trace.symbols]
     for proc_label, thread_label, tree in _thread_trees(trace):
         paths: List[str] = [f"{_clean(proc_label)};{_clean(thread_label)}"]
-        for parent, symbol, self_ns, _calls in tree[1:]:
-            path = f"{paths[parent]};{names[symbol]}"
+        for n in tree[1:]:
+            path = f"{paths[n.parent]};{names[n.symbol]}"
             paths.append(path)
-            if self_ns > 0:
-                yield path, self_ns
+            if n.self_ns > 0:
+                yield path, n.self_ns
 
 
 def write_folded(trace: TraceData, out: TextIO) -> int:
@@ -119,14 +158,14 @@ def _build_tree(trace: TraceData) -> _Node:
     for proc_label, thread_label, tree in _thread_trees(trace):
         thread_node = root.child(proc_label, "group").child(thread_label, "group")
         nodes: List[_Node] = [thread_node]
-        for parent, symbol, self_ns, calls in tree[1:]:
-            s = symbols[symbol]
+        for n in tree[1:]:
+            s = symbols[n.symbol]
             detail = "native call" if s.native else s.location
-            node = nodes[parent].child(s.frame_name, "native" if s.native else "python", detail,
-                                       labels[symbol], rank.get(s.origin, len(ORIGINS)))
-            node.self_ns += self_ns
-            node.calls += calls
-            node.symbol = symbol
+            node = nodes[n.parent].child(s.frame_name, "native" if s.native else "python",
+                                         detail, labels[n.symbol], rank.get(s.origin, len(ORIGINS)))
+            node.self_ns += n.self_ns
+            node.calls += n.calls
+            node.symbol = n.symbol
             nodes.append(node)
     _sum_totals(root)
     return root
@@ -137,12 +176,11 @@ def _lifetimes(trace: TraceData) -> Dict[int, Tuple[int, int]]:
     start to final end): the boxes show only the time their segments ran."""
     out: Dict[int, Tuple[int, int]] = {}
     for proc in trace.processes:
-        for thread in proc["threads"]:
-            for symbol, *stats in thread["functions"]:
-                finished, wall_ns = stats[5], stats[6]
-                if finished:
-                    had = out.get(symbol, (0, 0))
-                    out[symbol] = (had[0] + finished, had[1] + wall_ns)
+        for thread in proc.threads:
+            for f in thread.functions:
+                if f.finished:
+                    had = out.get(f.symbol, (0, 0))
+                    out[f.symbol] = (had[0] + f.finished, had[1] + f.wall_ns)
     return out
 
 
@@ -240,15 +278,15 @@ def _tooltip(node: _Node, share: float, fmt: Callable[[int], str],
     return "\n".join(lines)
 
 
-def _svg_warnings(raw: Dict[str, Any]) -> List[str]:
+def _svg_warnings(raw: TraceResult) -> List[str]:
     warnings = []
-    if raw["discarded_events"]:
-        warnings.append(f"LTTng discarded {raw['discarded_events']:,} events: "
+    if raw.discarded_events:
+        warnings.append(f"LTTng discarded {raw.discarded_events:,} events: "
                         "timings near them are unreliable")
-    missing = raw.get("missing_events", ())
+    missing = raw.missing_events
     if missing:
         # Batched traces: the stderr warning says where; the SVG says that.
-        warnings.append(f"events missing on {len({(m['vpid'], m['vtid']) for m in missing})} "
+        warnings.append(f"events missing on {len({(m.vpid, m.vtid) for m in missing})} "
                         "thread(s) (lost or unflushed blocks)")
     return warnings
 

@@ -10,58 +10,72 @@ how long it released the GIL. docs/analysis.md, "The GIL".
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from .analysis import Symbol, format_ns
+
+if TYPE_CHECKING:
+    from ._pinsight_reader import ThreadRecord
 
 __all__ = ["gil_lines", "gil_process_section", "gil_thread_section"]
 
 
-def gil_thread_section(symbols: Sequence[Symbol], thread: Dict[str, Any],
+def gil_thread_section(symbols: Sequence[Symbol], thread: ThreadRecord,
                        top: int) -> Optional[Dict[str, Any]]:
     """One thread's GIL times, or None when the trace has no gil events for it."""
-    gil = thread.get("gil")
-    if not gil:
+    if not thread.gil:
         return None
     return _section(symbols, [thread], top)
 
 
-def gil_process_section(symbols: Sequence[Symbol], threads: Iterable[Dict[str, Any]],
+def gil_process_section(symbols: Sequence[Symbol], threads: Iterable[ThreadRecord],
                         top: int) -> Optional[Dict[str, Any]]:
     """The process's threads with gil events, and their functions and callees together."""
-    with_gil = [t for t in threads if t.get("gil")]
+    with_gil = [t for t in threads if t.gil]
     return _section(symbols, with_gil, top) if with_gil else None
 
 
-def _section(symbols: Sequence[Symbol], threads: List[Dict[str, Any]],
+@dataclass
+class _CalleeTotal:
+    """A native callee's GilRelease records (or no callee's: -1), summed over threads."""
+
+    releases: int = 0
+    released_ns: int = 0
+    wait_ns: int = 0
+
+
+def _section(symbols: Sequence[Symbol], threads: List[ThreadRecord],
              top: int) -> Dict[str, Any]:
-    rows = []
+    rows: List[Dict[str, Any]] = []
     waits: Dict[int, int] = defaultdict(int)
-    callees: Dict[int, List[int]] = defaultdict(lambda: [0, 0, 0])
+    callees: Dict[int, _CalleeTotal] = defaultdict(_CalleeTotal)
     for thread in threads:
-        gil = thread["gil"]
-        wall = max(0, thread["last_ns"] - thread["first_ns"])
-        wait = gil["switch_wait_ns"] + gil["take_back_wait_ns"]
-        released = gil["released_ns"]
+        gil = thread.gil
+        if gil is None:  # the callers pass only threads with gil events
+            continue
+        wall = max(0, thread.last_ns - thread.first_ns)
+        wait = gil.switch_wait_ns + gil.take_back_wait_ns
+        released = gil.released_ns
         rows.append({
-            "vtid": thread["vtid"],
-            "label": thread["label"],
+            "vtid": thread.vtid,
+            "label": thread.label,
             "wall_ns": wall,
             "gil_held_ns": max(0, wall - wait - released),
             "gil_wait_ns": wait,
-            "switch_wait_ns": gil["switch_wait_ns"],
-            "take_back_wait_ns": gil["take_back_wait_ns"],
+            "switch_wait_ns": gil.switch_wait_ns,
+            "take_back_wait_ns": gil.take_back_wait_ns,
             "released_ns": released,
-            "switches": gil["switches"],
-            "releases": gil["releases"],
+            "switches": gil.switches,
+            "releases": gil.releases,
         })
-        for symbol, ns in gil["function_waits"]:
-            waits[symbol] += ns
-        for symbol, count, released_ns, wait_ns in gil["releases_by_callee"]:
-            row = callees[symbol]
-            row[0] += count
-            row[1] += released_ns
-            row[2] += wait_ns
+        for w in gil.function_waits:
+            waits[w.symbol] += w.gil_wait_ns
+        for r in gil.releases_by_callee:
+            row = callees[r.callee]
+            row.releases += r.releases
+            row.released_ns += r.released_ns
+            row.wait_ns += r.wait_ns
     limit = top if top > 0 else None
     functions = []
     for symbol, ns in sorted(waits.items(), key=lambda kv: (-kv[1], symbols[kv[0]].qualname)):
@@ -69,15 +83,15 @@ def _section(symbols: Sequence[Symbol], threads: List[Dict[str, Any]],
         out["gil_wait_ns"] = ns
         functions.append(out)
     ordered = sorted(callees.items(), key=lambda kv: (
-        -kv[1][1], symbols[kv[0]].qualname if kv[0] >= 0 else ""))
+        -kv[1].released_ns, symbols[kv[0]].qualname if kv[0] >= 0 else ""))
     native: List[Dict[str, Any]] = [
         {
             "callee": symbols[symbol].qualname if symbol >= 0 else None,
-            "releases": count,
-            "released_ns": released_ns,
-            "wait_ns": wait_ns,
+            "releases": callee.releases,
+            "released_ns": callee.released_ns,
+            "wait_ns": callee.wait_ns,
         }
-        for symbol, (count, released_ns, wait_ns) in ordered
+        for symbol, callee in ordered
     ]
     total = {key: sum(r[key] for r in rows) for key in (
         "wall_ns", "gil_held_ns", "gil_wait_ns", "switch_wait_ns", "take_back_wait_ns",

@@ -9,6 +9,7 @@ begin (a Python function, or the native callee, ctypes or pybind11, it ran in);
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .analysis import Symbol, TraceData, format_ns
@@ -18,6 +19,14 @@ __all__ = ["native_lines", "native_section"]
 Key = Tuple[int, str, str]  # (caller symbol or -1, domain, region)
 
 
+@dataclass
+class _RegionTotal:
+    """Regions of one (caller, domain, name), summed over processes."""
+
+    count: int = 0
+    total_ns: int = 0
+
+
 def native_section(
     trace: TraceData, caller_json: Callable[[Symbol], Dict[str, Any]],
     inclusive_ns: Dict[int, int], top: int,
@@ -25,22 +34,22 @@ def native_section(
     """``native``: one row per (caller, domain, name); ``unmatched``: begins that
     never ended (listed, never timed); ``ends_without_begin``."""
     raw = trace.raw
-    totals: Dict[Key, List[int]] = defaultdict(lambda: [0, 0])
+    totals: Dict[Key, _RegionTotal] = defaultdict(_RegionTotal)
     ranks: Dict[Key, Dict[int, int]] = defaultdict(lambda: defaultdict(int))
     # The reader names the domains ("openmp", "mpi", "cuda", else the provider's name).
-    for _vpid, rank, caller, domain, region, count, total_ns in raw.get("native", ()):
-        key = (caller, domain, region)
-        totals[key][0] += count
-        totals[key][1] += total_ns
-        if rank >= 0:
-            ranks[key][rank] += total_ns
-    keys = sorted(totals, key=lambda k: (-totals[k][1], k[1], k[2], k[0]))
+    for r in raw.native:
+        key = (r.caller, r.domain, r.region)
+        totals[key].count += r.instances
+        totals[key].total_ns += r.total_ns
+        if r.mpi_rank >= 0:
+            ranks[key][r.mpi_rank] += r.total_ns
+    keys = sorted(totals, key=lambda k: (-totals[k].total_ns, k[1], k[2], k[0]))
     if top > 0:
         keys = keys[:top]
     rows = []
     for key in keys:
         caller, domain, region = key
-        count, total_ns = totals[key]
+        count, total_ns = totals[key].count, totals[key].total_ns
         inclusive = inclusive_ns.get(caller, 0) if caller >= 0 else 0
         row: Dict[str, Any] = {
             "caller": caller_json(trace.symbols[caller]) if caller >= 0 else None,
@@ -56,14 +65,14 @@ def native_section(
             row["imbalance"] = _imbalance(per_rank)
         rows.append(row)
     unmatched: Dict[Tuple[str, str], int] = defaultdict(int)
-    for _vpid, _rank, domain, region, count in raw.get("native_unmatched", ()):
-        unmatched[(domain, region)] += count
+    for u in raw.native_unmatched:
+        unmatched[(u.domain, u.region)] += u.begins
     return {
         "native": rows,
         "native_unmatched": [{"domain": d, "name": n, "count": c}
                              for (d, n), c in sorted(unmatched.items())],
-        "native_ends_without_begin": raw.get("native_ends_without_begin", 0),
-        "native_labels": dict(raw.get("native_labels", {})),
+        "native_ends_without_begin": raw.native_ends_without_begin,
+        "native_labels": dict(raw.native_labels),
     }
 
 

@@ -8,41 +8,71 @@ documented in docs/analysis.md (schema ``pinsight-python.report/1``);
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns, missing_events
 from .gil import gil_lines, gil_process_section, gil_thread_section
 from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
+if TYPE_CHECKING:
+    from ._pinsight_reader import ProcessRecord, ThreadRecord
+
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
 SCHEMA = "pinsight-python.report/1"
 
-# (calls, segments, total_ns, self_ns, exceptions, finished, wall_ns) per symbol:
-# finished generator instances and their lifetimes (first start to final end)
-FunctionTotals = Dict[int, List[int]]
-# (calls, total_ns, raised) per (caller, callee)
-NativeTotals = Dict[Tuple[int, int], List[int]]
+@dataclass
+class FunctionTotal:
+    """A function's FunctionStats summed over threads: finished generator instances
+    and their lifetimes (first start to final end) included."""
+
+    calls: int = 0
+    segments: int = 0
+    total_ns: int = 0
+    self_ns: int = 0
+    exceptions: int = 0
+    finished: int = 0
+    wall_ns: int = 0
 
 
-def _function_totals(threads: Iterable[Dict[str, Any]]) -> FunctionTotals:
-    totals: FunctionTotals = defaultdict(lambda: [0, 0, 0, 0, 0, 0, 0])
+@dataclass
+class NativeTotal:
+    """A caller -> native callee pair's NativeCallStats summed over threads."""
+
+    calls: int = 0
+    total_ns: int = 0
+    raised: int = 0
+
+
+FunctionTotals = Dict[int, FunctionTotal]  # per symbol
+NativeTotals = Dict[Tuple[int, int], NativeTotal]  # per (caller, callee)
+
+
+def _function_totals(threads: Iterable[ThreadRecord]) -> FunctionTotals:
+    totals: FunctionTotals = defaultdict(FunctionTotal)
     for thread in threads:
-        for symbol, *stats in thread["functions"]:
-            row = totals[symbol]
-            for i, value in enumerate(stats):
-                row[i] += value
+        for f in thread.functions:
+            row = totals[f.symbol]
+            row.calls += f.calls
+            row.segments += f.segments
+            row.total_ns += f.total_ns
+            row.self_ns += f.self_ns
+            row.exceptions += f.exceptions
+            row.finished += f.finished
+            row.wall_ns += f.wall_ns
     return totals
 
 
-def _native_totals(threads: Iterable[Dict[str, Any]]) -> NativeTotals:
-    totals: NativeTotals = defaultdict(lambda: [0, 0, 0])
+def _native_totals(threads: Iterable[ThreadRecord]) -> NativeTotals:
+    totals: NativeTotals = defaultdict(NativeTotal)
     for thread in threads:
-        for caller, callee, *stats in thread["native_calls"]:
-            row = totals[(caller, callee)]
-            for i, value in enumerate(stats):
-                row[i] += value
+        for n in thread.native_calls:
+            row = totals[(n.caller, n.callee)]
+            row.calls += n.calls
+            row.total_ns += n.total_ns
+            row.raised += n.raised
     return totals
 
 
@@ -50,12 +80,12 @@ def _function_rows(
     symbols: Sequence[Symbol], totals: FunctionTotals, top: int
 ) -> List[Dict[str, Any]]:
     def row(symbol: int) -> Dict[str, Any]:
-        calls, segments, total_ns, self_ns, exceptions, finished, wall_ns = totals[symbol]
+        t = totals[symbol]
         out = symbols[symbol].as_json()
-        out.update(calls=calls, segments=segments, total_ns=total_ns, self_ns=self_ns,
-                   exceptions=exceptions, module=symbols[symbol].module or None,
-                   origin=symbols[symbol].origin, instances_finished=finished,
-                   wall_ns=wall_ns if finished else None)
+        out.update(calls=t.calls, segments=t.segments, total_ns=t.total_ns, self_ns=t.self_ns,
+                   exceptions=t.exceptions, module=symbols[symbol].module or None,
+                   origin=symbols[symbol].origin, instances_finished=t.finished,
+                   wall_ns=t.wall_ns if t.finished else None)
         return out
 
     def name_key(symbol: int) -> Tuple[str, str, int]:
@@ -64,10 +94,10 @@ def _function_rows(
 
     chosen = list(totals)
     if top > 0:
-        by_self = sorted(chosen, key=lambda s: (-totals[s][3], name_key(s)))[:top]
-        by_total = sorted(chosen, key=lambda s: (-totals[s][2], name_key(s)))[:top]
+        by_self = sorted(chosen, key=lambda s: (-totals[s].self_ns, name_key(s)))[:top]
+        by_total = sorted(chosen, key=lambda s: (-totals[s].total_ns, name_key(s)))[:top]
         chosen = list(set(by_self) | set(by_total))
-    chosen.sort(key=lambda s: (-totals[s][3], -totals[s][2], name_key(s)))
+    chosen.sort(key=lambda s: (-totals[s].self_ns, -totals[s].total_ns, name_key(s)))
     return [row(s) for s in chosen]
 
 
@@ -76,11 +106,11 @@ def _module_rows(symbols: Sequence[Symbol], totals: FunctionTotals) -> List[Dict
     installed libraries, the standard library, importlib's frozen modules and
     native code; by self time within each."""
     modules: Dict[Tuple[str, str], List[int]] = defaultdict(lambda: [0, 0, 0])
-    for symbol, (calls, _segments, _total_ns, self_ns, *_) in totals.items():
+    for symbol, t in totals.items():
         s = symbols[symbol]
         row = modules[(s.origin, "" if s.native else s.module)]
-        row[0] += self_ns
-        row[1] += calls
+        row[0] += t.self_ns
+        row[1] += t.calls
         row[2] += 1
     rank = {origin: i for i, origin in enumerate(ORIGINS)}
     keys = sorted(modules, key=lambda k: (rank.get(k[0], len(ORIGINS)), -modules[k][0], k[1]))
@@ -96,7 +126,7 @@ def _caller_json(symbol: Symbol) -> Dict[str, Any]:
 
 
 def _native_rows(symbols: Sequence[Symbol], totals: NativeTotals, top: int) -> List[Dict[str, Any]]:
-    keys = sorted(totals, key=lambda k: (-totals[k][1], -totals[k][0],
+    keys = sorted(totals, key=lambda k: (-totals[k].total_ns, -totals[k].calls,
                                          symbols[k[0]].qualname, symbols[k[1]].qualname))
     if top > 0:
         keys = keys[:top]
@@ -104,9 +134,9 @@ def _native_rows(symbols: Sequence[Symbol], totals: NativeTotals, top: int) -> L
         {
             "caller": _caller_json(symbols[caller]),
             "callee": symbols[callee].qualname,
-            "calls": totals[(caller, callee)][0],
-            "total_ns": totals[(caller, callee)][1],
-            "raised": totals[(caller, callee)][2],
+            "calls": totals[(caller, callee)].calls,
+            "total_ns": totals[(caller, callee)].total_ns,
+            "raised": totals[(caller, callee)].raised,
         }
         for caller, callee in keys
     ]
@@ -117,11 +147,12 @@ def _generator_rows(symbols: Sequence[Symbol], totals: FunctionTotals, top: int
     """Generators, coroutines and async generators by wall time: each finished
     instance from its first start to its final end, suspensions included."""
     rows = []
-    for symbol, (calls, segments, total_ns, _self, _exc, finished, wall_ns) in totals.items():
-        if finished:
+    for symbol, t in totals.items():
+        if t.finished:
             out = _caller_json(symbols[symbol])
-            out.update(instances_started=calls, instances_finished=finished, segments=segments,
-                       running_ns=total_ns, wall_ns=wall_ns, mean_wall_ns=wall_ns // finished)
+            out.update(instances_started=t.calls, instances_finished=t.finished,
+                       segments=t.segments, running_ns=t.total_ns, wall_ns=t.wall_ns,
+                       mean_wall_ns=t.wall_ns // t.finished)
             rows.append(out)
     rows.sort(key=lambda r: (-r["wall_ns"], r["qualname"], r["filename"] or ""))
     return rows[:top] if top > 0 else rows
@@ -130,14 +161,14 @@ def _generator_rows(symbols: Sequence[Symbol], totals: FunctionTotals, top: int
 def _exception_rows(symbols: Sequence[Symbol], functions: FunctionTotals,
                     natives: NativeTotals, top: int) -> List[Dict[str, Any]]:
     rows: List[Dict[str, Any]] = []
-    for symbol, stats in functions.items():
-        if stats[4] and not symbols[symbol].native:
+    for symbol, f in functions.items():
+        if f.exceptions and not symbols[symbol].native:
             rows.append({"kind": "unwind", "function": _caller_json(symbols[symbol]),
-                         "count": stats[4]})
-    for (caller, callee), stats in natives.items():
-        if stats[2]:
+                         "count": f.exceptions})
+    for (caller, callee), n in natives.items():
+        if n.raised:
             rows.append({"kind": "raise", "caller": _caller_json(symbols[caller]),
-                         "callee": symbols[callee].qualname, "count": stats[2]})
+                         "callee": symbols[callee].qualname, "count": n.raised})
 
     def key(row: Dict[str, Any]) -> Tuple[int, str, str]:
         where = row.get("function") or row["caller"]
@@ -147,15 +178,18 @@ def _exception_rows(symbols: Sequence[Symbol], functions: FunctionTotals,
     return rows[:top] if top > 0 else rows
 
 
-def _unbalanced(threads: Iterable[Dict[str, Any]]) -> Dict[str, int]:
+def _unbalanced(threads: Iterable[ThreadRecord]) -> Dict[str, int]:
     out = {"ends_without_begin": 0, "implicitly_closed": 0, "open_at_end": 0, "stepped_aside": 0}
     for thread in threads:
-        for name in out:
-            out[name] += thread["anomalies"][name]
+        a = thread.anomalies
+        out["ends_without_begin"] += a.ends_without_begin
+        out["implicitly_closed"] += a.implicitly_closed
+        out["open_at_end"] += a.open_at_end
+        out["stepped_aside"] += a.stepped_aside
     return out
 
 
-def _activity(symbols: Sequence[Symbol], threads: List[Dict[str, Any]], top: int) -> Dict[str, Any]:
+def _activity(symbols: Sequence[Symbol], threads: List[ThreadRecord], top: int) -> Dict[str, Any]:
     functions = _function_totals(threads)
     for symbol in [s for s in functions if symbols[s].is_import]:
         del functions[symbol]  # in the imports section
@@ -181,24 +215,25 @@ def _optional(value: Any, absent: Any) -> Any:
 MPI_PREFIX = "mpi4py."
 
 
-def _rank_row(symbols: Sequence[Symbol], proc: Dict[str, Any], entry: Dict[str, Any]
+def _rank_row(symbols: Sequence[Symbol], proc: ProcessRecord, entry: Dict[str, Any]
               ) -> Dict[str, Any]:
     """One MPI rank's line: who it is and what it did, from all its functions."""
-    totals = _function_totals(proc["threads"])
+    totals = _function_totals(proc.threads)
     python_calls = native_calls = mpi_calls = mpi_ns = 0
-    for symbol, (calls, _segments, total_ns, *_) in totals.items():
+    for symbol, t in totals.items():
         if not symbols[symbol].native:
-            python_calls += calls
+            python_calls += t.calls
             continue
-        native_calls += calls
+        native_calls += t.calls
         if symbols[symbol].qualname.startswith(MPI_PREFIX):
-            mpi_calls += calls
-            mpi_ns += total_ns
+            mpi_calls += t.calls
+            mpi_ns += t.total_ns
     top = None
     if totals:
-        best = min(totals, key=lambda s: (-totals[s][3], symbols[s].qualname, symbols[s].filename))
+        best = min(totals, key=lambda s: (-totals[s].self_ns, symbols[s].qualname,
+                                          symbols[s].filename))
         top = symbols[best].as_json()
-        top.update(calls=totals[best][0], self_ns=totals[best][3])
+        top.update(calls=totals[best].calls, self_ns=totals[best].self_ns)
     threads = entry["threads"]
     return {
         "mpi_rank": entry["mpi_rank"],
@@ -275,50 +310,50 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
     rank_rows: List[Dict[str, Any]] = []
     for proc in trace.processes:
         threads = []
-        for thread in proc["threads"]:
+        for thread in proc.threads:
             entry = {
-                "vtid": thread["vtid"],
-                "python_thread_id": _optional(thread["python_thread_id"], -1),
-                "label": thread["label"],
-                "events": thread["events"],
-                "begin_ns": thread["first_ns"],
-                "end_ns": thread["last_ns"],
+                "vtid": thread.vtid,
+                "python_thread_id": _optional(thread.python_thread_id, -1),
+                "label": thread.label,
+                "events": thread.events,
+                "begin_ns": thread.first_ns,
+                "end_ns": thread.last_ns,
             }
             entry.update(_activity(symbols, [thread], top))
             entry["gil"] = gil_thread_section(symbols, thread, top)
             threads.append(entry)
-        has_info = proc["has_info"]
+        has_info = proc.has_info
         entry = {
-            "vpid": proc["vpid"],
-            "host": proc["host"] or None,
-            "label": proc["label"],
-            "mpi_rank": _optional(proc["mpi_rank"], -1),
-            "mpi_size": _optional(proc["mpi_size"], -1),
-            "pid": proc["pid"] if has_info else None,
-            "hostname": proc["hostname"] if has_info else None,
-            "argv": proc["argv"] if has_info else None,
-            "python_version": proc["python_version"] if has_info else None,
-            "backend": proc["backend"] if has_info else None,
-            "procname": proc["procname"] or None,
-            "events": proc["events"],
+            "vpid": proc.vpid,
+            "host": proc.host or None,
+            "label": proc.label,
+            "mpi_rank": _optional(proc.mpi_rank, -1),
+            "mpi_size": _optional(proc.mpi_size, -1),
+            "pid": proc.pid if has_info else None,
+            "hostname": proc.hostname if has_info else None,
+            "argv": proc.argv if has_info else None,
+            "python_version": proc.python_version if has_info else None,
+            "backend": proc.backend if has_info else None,
+            "procname": proc.procname or None,
+            "events": proc.events,
         }
-        entry.update(_activity(symbols, proc["threads"], top))
-        entry["allocations"] = alloc_section(symbols, proc.get("allocations", ()), top)
-        entry["gil"] = gil_process_section(symbols, proc["threads"], top)
+        entry.update(_activity(symbols, proc.threads, top))
+        entry["allocations"] = alloc_section(symbols, proc.allocations, top)
+        entry["gil"] = gil_process_section(symbols, proc.threads, top)
         entry["threads"] = threads
         processes.append(entry)
         if entry["mpi_rank"] is not None:
             rank_rows.append(_rank_row(symbols, proc, entry))
     mpi = _mpi_summary(rank_rows)
-    inclusive = {symbol: row[2] for symbol, row in _function_totals(
-        t for proc in trace.processes for t in proc["threads"]).items()}
+    inclusive = {symbol: row.total_ns for symbol, row in _function_totals(
+        t for proc in trace.processes for t in proc.threads).items()}
     native = native_section(trace, _caller_json, inclusive, top)
 
     warnings = []
-    if raw["discarded_events"]:
+    if raw.discarded_events:
         warnings.append(
-            f"LTTng discarded {raw['discarded_events']:,} events "
-            f"({raw['discard_records']:,} times): timings near them are unreliable, and "
+            f"LTTng discarded {raw.discarded_events:,} events "
+            f"({raw.discard_records:,} times): timings near them are unreliable, and "
             "frames whose begin or end was lost show up as unbalanced; record with "
             "larger or more sub-buffers"
         )
@@ -328,31 +363,31 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             f"process {line} of the run recorded no events (it could not join the "
             "session in time: its functions are missing from this report)"
         )
-    if raw["discarded_packets"]:
+    if raw.discarded_packets:
         warnings.append(
-            f"LTTng discarded {raw['discarded_packets']:,} packets: timings near them "
+            f"LTTng discarded {raw.discarded_packets:,} packets: timings near them "
             "are unreliable"
         )
-    if raw["events"] == 0:
+    if raw.events == 0:
         warnings.append(
             "the trace holds no python_pinsight_lttng_ust events "
-            f"({raw['other_events']:,} events of other providers)"
+            f"({raw.other_events:,} events of other providers)"
         )
     mpi_warning = _mpi_warning(mpi) if mpi is not None else None
     if mpi_warning:
         warnings.append(mpi_warning)
-    if trace.filters and raw["events"] and not processes:
+    if trace.filters and raw.events and not processes:
         warnings.append(f"no process or thread of the trace matches {trace.filters.describe()}")
     filters = trace.filters
-    first = raw["first_ns"]
+    first = raw.first_ns
     return {
         "schema": SCHEMA,
         "trace": ", ".join(str(p) for p in trace.paths),
         "trace_dirs": [str(d) for d in trace.trace_dirs],
-        "events": raw["events"],
-        "other_events": raw["other_events"],
+        "events": raw.events,
+        "other_events": raw.other_events,
         "begin_ns": first,
-        "end_ns": raw["last_ns"],
+        "end_ns": raw.last_ns,
         "duration_ns": trace.duration_ns,
         "top": top,
         "filters": {
@@ -360,27 +395,27 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "threads": list(filters.threads), "modules": list(filters.modules),
             "excludes": list(filters.excludes), "ignore_frozen": filters.ignore_frozen,
         },
-        "event_counts": dict(raw["event_counts"]),
-        "control_threads": raw["control_threads"],
+        "event_counts": dict(raw.event_counts),
+        "control_threads": raw.control_threads,
         "discarded": {
-            "events": raw["discarded_events"],
-            "packets": raw["discarded_packets"],
-            "records": raw["discard_records"],
+            "events": raw.discarded_events,
+            "packets": raw.discarded_packets,
+            "records": raw.discard_records,
             "ranges": [
                 {
-                    "count": d["count"],
-                    "packets": d["packets"],
-                    "begin_ns": d["begin_ns"] or None,
-                    "end_ns": d["end_ns"],
-                    "stream_id": d["stream_id"],
+                    "count": d.discarded,
+                    "packets": d.packets,
+                    "begin_ns": d.begin_ns or None,
+                    "end_ns": d.end_ns,
+                    "stream_id": d.stream_id,
                 }
-                for d in raw["discards"]
+                for d in raw.discards
             ],
         },
         "missing_events": [
-            {"vpid": m["vpid"], "vtid": m["vtid"], "python_thread_id": m["python_thread_id"],
-             "after_ns": m["after_ns"], "count": m["count"] or None}
-            for m in raw.get("missing_events", ())
+            {"vpid": m.vpid, "vtid": m.vtid, "python_thread_id": m.python_thread_id,
+             "after_ns": m.after_ns, "count": m.missing or None}
+            for m in raw.missing_events
         ],
         "warnings": warnings,
         "mpi": mpi,

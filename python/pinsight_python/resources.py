@@ -10,9 +10,13 @@ samples stand for, the part never freed by the end of the trace, retention.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Iterable, List, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
 
 from .analysis import Symbol, format_ns
+
+if TYPE_CHECKING:
+    from ._pinsight_reader import AllocStats, ThreadRecord
 
 __all__ = ["alloc_lines", "alloc_section", "format_bytes", "import_lines", "import_section"]
 
@@ -24,33 +28,45 @@ def format_bytes(count: float) -> str:
     return f"{count:.0f} B"
 
 
+@dataclass
+class _ImportTotal:
+    """A module's ImportStats records, summed over threads."""
+
+    loads: int = 0
+    cumulative_ns: int = 0
+    self_ns: int = 0
+    raised: int = 0
+
+
 def import_section(
-    symbols: Sequence[Symbol], threads: Iterable[Dict[str, Any]], top: int
+    symbols: Sequence[Symbol], threads: Iterable[ThreadRecord], top: int
 ) -> Dict[str, Any]:
     """Imports of these threads: per module, and the slowest chains."""
-    totals: Dict[int, List[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    totals: Dict[int, _ImportTotal] = defaultdict(_ImportTotal)
     chains: List[Dict[str, Any]] = []
     for thread in threads:
-        for symbol, *stats in thread.get("imports", ()):
-            row = totals[symbol]
-            for i, value in enumerate(stats):
-                row[i] += value
-        for ns, modules, raised in thread.get("import_chains", ()):
+        for i in thread.imports:
+            row = totals[i.symbol]
+            row.loads += i.loads
+            row.cumulative_ns += i.cumulative_ns
+            row.self_ns += i.self_ns
+            row.raised += i.raised
+        for c in thread.import_chains:
             chains.append({
-                "cumulative_ns": ns,
-                "modules": [symbols[m].qualname for m in modules],
-                "raised": bool(raised),
-                "vtid": thread.get("vtid"),
+                "cumulative_ns": c.ns,
+                "modules": [symbols[m].qualname for m in c.modules],
+                "raised": bool(c.raised),
+                "vtid": thread.vtid,
             })
-    modules = [
+    modules: List[Dict[str, Any]] = [
         {
             "module": symbols[symbol].qualname,
-            "loads": loads,
-            "cumulative_ns": cumulative,
-            "self_ns": self_ns,
-            "raised": raised,
+            "loads": total.loads,
+            "cumulative_ns": total.cumulative_ns,
+            "self_ns": total.self_ns,
+            "raised": total.raised,
         }
-        for symbol, (loads, cumulative, self_ns, raised) in totals.items()
+        for symbol, total in totals.items()
     ]
     modules.sort(key=lambda m: (-m["cumulative_ns"], m["module"]))
     chains.sort(key=lambda c: (-c["cumulative_ns"], c["modules"]))
@@ -63,18 +79,19 @@ def import_section(
     }
 
 
-def alloc_section(symbols: Sequence[Symbol], allocations: Iterable[Sequence[int]],
+def alloc_section(symbols: Sequence[Symbol], allocations: Iterable[AllocStats],
                   top: int) -> Dict[str, Any]:
     """Top allocating functions of one process by sampled bytes."""
     rows = []
-    for symbol, samples, sampled, retained, native in allocations:
-        out = symbols[symbol].as_json()
+    for a in allocations:
+        out = symbols[a.symbol].as_json()
         out.update(
-            samples=samples,
-            sampled_bytes=sampled,
-            retained_bytes=retained,
-            native_bytes=native,
-            retention_pct=round(100.0 * retained / sampled, 1) if sampled else 0.0,
+            samples=a.samples,
+            sampled_bytes=a.sampled_bytes,
+            retained_bytes=a.retained_bytes,
+            native_bytes=a.native_bytes,
+            retention_pct=(round(100.0 * a.retained_bytes / a.sampled_bytes, 1)
+                           if a.sampled_bytes else 0.0),
         )
         rows.append(out)
     rows.sort(key=lambda r: (-r["sampled_bytes"], r["qualname"]))

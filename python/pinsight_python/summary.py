@@ -40,9 +40,9 @@ ORIGIN_TITLES = {
 def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
     """The summary of a trace already read."""
     raw = trace.raw
-    kinds = ", ".join(f"{name} {n:,}" for name, n in sorted(raw["event_counts"].items()) if n)
-    threads = sum(len(p["threads"]) for p in trace.processes)
-    discarded = raw["discarded_events"]
+    kinds = ", ".join(f"{name} {n:,}" for name, n in sorted(raw.event_counts.items()) if n)
+    threads = sum(len(p.threads) for p in trace.processes)
+    discarded = raw.discarded_events
     lines = []
     if discarded:
         # First: every figure below is short of these events.
@@ -53,7 +53,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
         )
     lines += [f"WARNING: {line}" for line in missing_events(raw)]
     lines += [
-        f"events: {raw['events']:,}" + (f" ({kinds})" if kinds else ""),
+        f"events: {raw.events:,}" + (f" ({kinds})" if kinds else ""),
         f"discarded events: {discarded:,}",
         f"processes: {len(trace.processes)}, threads: {threads}, "
         f"time span: {format_ns(trace.duration_ns)}"
@@ -64,11 +64,11 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
     calls: Dict[int, int] = defaultdict(int)
     modules: Dict[Tuple[str, str], int] = defaultdict(int)
     for proc in trace.processes:
-        for thread in proc["threads"]:
-            for symbol, n_calls, _segments, _total, self_ns, *_ in thread["functions"]:
-                s = trace.symbols[symbol]
-                calls[symbol] += n_calls
-                modules[(s.origin, "" if s.native else s.module or s.filename)] += self_ns
+        for thread in proc.threads:
+            for f in thread.functions:
+                s = trace.symbols[f.symbol]
+                calls[f.symbol] += f.calls
+                modules[(s.origin, "" if s.native else s.module or s.filename)] += f.self_ns
     # Self time per module, the program's own first, then libraries, the
     # standard library...: one line per kind of code, its top modules.
     for origin in ORIGINS:
@@ -98,9 +98,9 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
 def _native_lines(trace: TraceData, top: int) -> List[str]:
     """The heaviest native regions (PInsight's OpenMP, MPI...) and their Python callers."""
     totals: Dict[Tuple[int, str, str], int] = defaultdict(int)
-    labels = trace.raw.get("native_labels", {})
-    for _vpid, _rank, caller, domain, region, _count, total_ns in trace.raw.get("native", ()):
-        totals[(caller, labels.get(domain, domain), region)] += total_ns
+    labels = trace.raw.native_labels
+    for r in trace.raw.native:
+        totals[(r.caller, labels.get(r.domain, r.domain), r.region)] += r.total_ns
     if not totals:
         return []
     best = sorted(totals, key=lambda k: -totals[k])[:top]
@@ -115,13 +115,13 @@ def _gil_lines(trace: TraceData, top: int) -> List[str]:
     """events = gil: the threads that waited longest for the GIL, as a share of their time."""
     rows = []
     for proc in trace.processes:
-        for thread in proc["threads"]:
-            gil = thread.get("gil")
+        for thread in proc.threads:
+            gil = thread.gil
             if not gil:
                 continue
-            wall = max(1, thread["last_ns"] - thread["first_ns"])
-            wait = gil["switch_wait_ns"] + gil["take_back_wait_ns"]
-            rows.append((wait, wall, gil["released_ns"], thread["label"]))
+            wall = max(1, thread.last_ns - thread.first_ns)
+            wait = gil.switch_wait_ns + gil.take_back_wait_ns
+            rows.append((wait, wall, gil.released_ns, thread.label))
     if not rows:
         return []
     rows.sort(key=lambda r: (-r[0], r[3]))

@@ -40,6 +40,27 @@ std::string chrome_other_data(const CallStackAnalyzer &a, uint64_t foreign_event
   return out;
 }
 
+// Names the processes and threads of the export, and their GIL and device
+// tracks, in the reports' order: written once the replay has labelled them.
+void write_chrome_metadata(const CallStackAnalyzer &a, ChromeTraceWriter &chrome) {
+  int64_t index = 0;
+  for (const ProcessState *p : a.processes()) {
+    chrome.process_metadata(p->chrome_pid, p->label, index++);
+    int64_t thread_index = 0;
+    for (const ThreadState *t : a.threads_of(*p)) {
+      chrome.thread_metadata(t->chrome_pid, t->vtid, t->label, thread_index++);
+      if (t->gil.seen) {
+        chrome.thread_metadata(t->chrome_pid, ChromeTraceWriter::gil_track(t->vtid),
+                               "GIL: " + t->label, thread_index++);
+      }
+    }
+    if (chrome.has_device_track(p->chrome_pid)) {
+      chrome.thread_metadata(p->chrome_pid, ChromeTraceWriter::kDeviceTrackTid,
+                             "GPU (CUDA activity)", thread_index++);
+    }
+  }
+}
+
 }  // namespace
 
 // One decoding thread: a graph over a group of streams, and the queue its
@@ -149,7 +170,10 @@ bool Analysis::run() {
   if (cancelled_) return false;
   merger_->finish();
   analyzer_->finish();
-  if (chrome_) chrome_->finish(chrome_other_data(*analyzer_, foreign_events_));
+  if (chrome_) {
+    write_chrome_metadata(*analyzer_, *chrome_);
+    chrome_->finish(chrome_other_data(*analyzer_, foreign_events_));
+  }
   completed_ = true;
   return true;
 }

@@ -156,6 +156,13 @@ void ChromeTraceWriter::native_region(int64_t pid, int32_t tid, const std::strin
   flush_if_full();
 }
 
+void ChromeTraceWriter::device_activity(int64_t pid, const std::string &label,
+                                        const std::string &domain, uint64_t begin_ns,
+                                        uint64_t end_ns, int32_t flow_from_tid) {
+  device_pids_.insert(pid);
+  native_region(pid, kDeviceTrackTid, label, domain, begin_ns, end_ns, flow_from_tid);
+}
+
 void ChromeTraceWriter::gil_slice(int64_t pid, int32_t track, const char *state, uint64_t begin_ns,
                                   uint64_t end_ns) {
   event_head("X", pid, track, begin_ns);

@@ -6,24 +6,17 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "replay_output.h"
 #include "symbol_table.h"
 
 namespace pinsight_reader {
 
-// Why a frame segment ended; recorded in the event's args.
-enum class FrameExit : uint8_t {
-  Return,
-  Yield,
-  Unwind,     // left by an exception
-  Raise,      // native call that raised
-  Implicit,   // closed because an end event of an outer frame came first
-  OpenAtEnd,  // still open when the trace ended
-};
-
-class ChromeTraceWriter {
+// Fed by the stack replay (ReplayOutput); the frame exit is recorded in the event's args.
+class ChromeTraceWriter final : public ReplayOutput {
  public:
   explicit ChromeTraceWriter(const std::string &path);
   ~ChromeTraceWriter();
@@ -31,21 +24,31 @@ class ChromeTraceWriter {
   ChromeTraceWriter &operator=(const ChromeTraceWriter &) = delete;
 
   // Timestamps are written relative to this one (the first event).
-  void set_origin(uint64_t ns) { origin_ns_ = ns; }
+  void set_origin(uint64_t ns) override { origin_ns_ = ns; }
 
   void begin_frame(int64_t pid, int32_t tid, const SymbolTable &symbols, SymbolId symbol,
-                   uint64_t ts_ns);
-  void end_frame(int64_t pid, int32_t tid, uint64_t ts_ns, FrameExit exit);
-  void discarded(uint64_t ts_ns, uint64_t count, bool packets, int32_t stream_id);
+                   uint64_t ts_ns) override;
+  void end_frame(int64_t pid, int32_t tid, uint64_t ts_ns, FrameExit exit) override;
+  void discarded(uint64_t ts_ns, uint64_t count, bool packets, int32_t stream_id) override;
   // Another provider's region, a complete ("X") slice on its own thread; written at
   // its end. With flow_from_tid >= 0, an arrow from that thread (the Python call
   // that opened it) at its start.
   void native_region(int64_t pid, int32_t tid, const std::string &label, const std::string &domain,
-                     uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid);
-  // events = gil: a thread's GIL state ("holding", "waiting", "released"), a
-  // complete slice on the thread's GIL track (its own tid, gil_track()).
+                     uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid) override;
+  // On the process's device track (kDeviceTrackTid), named in its metadata.
+  void device_activity(int64_t pid, const std::string &label, const std::string &domain,
+                       uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid) override;
+  // events = gil: a complete slice on the thread's GIL track (gil_track()).
+  void gil_state(int64_t pid, int32_t vtid, const char *state, uint64_t begin_ns,
+                 uint64_t end_ns) override {
+    gil_slice(pid, gil_track(vtid), state, begin_ns, end_ns);
+  }
   void gil_slice(int64_t pid, int32_t track, const char *state, uint64_t begin_ns, uint64_t end_ns);
   static int32_t gil_track(int32_t vtid) { return vtid | 0x40000000; }  // above any Linux tid
+  // The track of a process's device activity (a thread id no thread has).
+  static constexpr int32_t kDeviceTrackTid = 2000000000;
+  // Whether device_activity() drew on the process's device track.
+  bool has_device_track(int64_t pid) const { return device_pids_.count(pid) != 0; }
   void process_metadata(int64_t pid, const std::string &label, int64_t sort_index);
   void thread_metadata(int64_t pid, int32_t tid, const std::string &label, int64_t sort_index);
 
@@ -72,6 +75,7 @@ class ChromeTraceWriter {
   uint64_t events_written_ = 0;
   bool write_failed_ = false;
   uint64_t next_flow_id_ = 1;
+  std::set<int64_t> device_pids_;
 };
 
 }  // namespace pinsight_reader

@@ -1,14 +1,20 @@
-// events = gil: gil_switch (a thread switched in; its off-CPU time since its
-// previous gil event was a wait for the GIL, or, inside a native call, the
-// call's own release) and gil_released (native code released the GIL and took
-// it back). Per thread: waits and released time; per function: the waits while
-// it was the innermost Python frame; per native callee: its releases. On the
-// Chrome export, a GIL track per thread: holding, waiting and released slices.
-#include "call_stack_analyzer.h"
+#include "gil_events.h"
+
+#include "replay_state.h"
 
 namespace pinsight_reader {
+namespace {
 
-void CallStackAnalyzer::on_gil(ThreadState &t, const RawEvent &e) {
+void gil_slice(ThreadState &t, ReplayOutput &output, const char *state, uint64_t begin_ns,
+               uint64_t end_ns) {
+  if (end_ns <= begin_ns) return;
+  output.gil_state(t.chrome_pid, t.vtid, state, begin_ns, end_ns);
+}
+
+}  // namespace
+
+void gil_event(ThreadState &t, const RawEvent &e, const SymbolTable &symbols,
+               ReplayOutput *output) {
   const bool released_event = e.kind == EventKind::GilReleased;
   const uint64_t wait = e.code_id;
   const uint64_t released = e.extra;
@@ -38,7 +44,7 @@ void CallStackAnalyzer::on_gil(ThreadState &t, const RawEvent &e) {
   bool innermost = true;
   for (auto it = t.stack.rbegin(); it != t.stack.rend(); ++it) {
     if (it->hidden) continue;
-    if (symbols_[it->symbol].native) {
+    if (symbols[it->symbol].native) {
       if (innermost) callee = it->symbol;
       innermost = false;
       continue;
@@ -54,7 +60,7 @@ void CallStackAnalyzer::on_gil(ThreadState &t, const RawEvent &e) {
     if (released_event) r.wait_ns += wait;
   }
 
-  if (!chrome_) return;
+  if (!output) return;
   // At the event the GIL is held again: waiting [T - wait, T], released before.
   const uint64_t ts = e.ts_ns;
   uint64_t wait_start = ts > wait ? ts - wait : 0;
@@ -63,22 +69,16 @@ void CallStackAnalyzer::on_gil(ThreadState &t, const RawEvent &e) {
   if (before_start < gil.mark_ns) before_start = gil.mark_ns;
   if (released_start < gil.mark_ns) released_start = gil.mark_ns;
   if (wait_start < gil.mark_ns) wait_start = gil.mark_ns;
-  gil_slice(t, "holding", gil.mark_ns, before_start);
-  gil_slice(t, "waiting", before_start, released_start);
-  gil_slice(t, "released", released_start, wait_start);
-  gil_slice(t, "waiting", wait_start, ts);
+  gil_slice(t, *output, "holding", gil.mark_ns, before_start);
+  gil_slice(t, *output, "waiting", before_start, released_start);
+  gil_slice(t, *output, "released", released_start, wait_start);
+  gil_slice(t, *output, "waiting", wait_start, ts);
   if (ts > gil.mark_ns) gil.mark_ns = ts;
 }
 
-void CallStackAnalyzer::gil_slice(ThreadState &t, const char *state, uint64_t begin_ns,
-                                  uint64_t end_ns) {
-  if (end_ns <= begin_ns) return;
-  chrome_->gil_slice(t.chrome_pid, ChromeTraceWriter::gil_track(t.vtid), state, begin_ns, end_ns);
-}
-
-void CallStackAnalyzer::gil_finish(ThreadState &t) {
-  if (!chrome_ || !t.gil.seen || !t.process->selected || !t.selected) return;
-  gil_slice(t, "holding", t.gil.mark_ns, t.last_ns);
+void gil_finish(ThreadState &t, ReplayOutput *output) {
+  if (!output || !t.gil.seen || !t.process->selected || !t.selected) return;
+  gil_slice(t, *output, "holding", t.gil.mark_ns, t.last_ns);
   t.gil.mark_ns = t.last_ns;
 }
 

@@ -1,8 +1,10 @@
-// Imports and sampled allocations: import frames nest on the thread's stack
-// like functions (flame graphs and the Chrome export show them), with their
-// own per-module statistics and chains; allocation samples are credited to
-// the function they name and to the thread's current call path.
-#include "call_stack_analyzer.h"
+#include "resource_events.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "call_tree.h"
+#include "replay_state.h"
 
 namespace pinsight_reader {
 namespace {
@@ -13,17 +15,15 @@ constexpr std::string_view kNoPythonFrame = "<no Python frame>";
 
 }  // namespace
 
-void CallStackAnalyzer::on_import_begin(ThreadState &t, const RawEvent &e,
-                                        const EventBatch &batch) {
-  SymbolId symbol = symbols_.python_function(e.vpid, 0, batch.string(e.str[0]), kImportFile, 0);
-  push(t, symbol, e.ts_ns, true, nullptr, !visible(symbol));
-  t.imports.push_back(ImportFrame{symbol, e.ts_ns, 0, 0, {}});
+SymbolId import_symbol(SymbolTable &symbols, const RawEvent &e, const EventBatch &batch) {
+  return symbols.python_function(e.vpid, 0, batch.string(e.str[0]), kImportFile, 0);
 }
 
-void CallStackAnalyzer::on_import_end(ThreadState &t, const RawEvent &e, const EventBatch &batch) {
-  SymbolId symbol = symbols_.python_function(e.vpid, 0, batch.string(e.str[0]), kImportFile, 0);
-  bool raised = e.transition == kImportRaise;
-  close(t, symbol, e.ts_ns, raised ? FrameExit::Raise : FrameExit::Return);
+void import_begun(ThreadState &t, SymbolId symbol, uint64_t ts) {
+  t.imports.push_back(ImportFrame{symbol, ts, 0, 0, {}});
+}
+
+void import_ended(ThreadState &t, SymbolId symbol, uint64_t ts, bool raised) {
   // Imports whose end was lost (discarded events) close with the outer one.
   size_t depth = t.imports.size();
   while (depth > 0 && t.imports[depth - 1].symbol != symbol) --depth;
@@ -32,7 +32,7 @@ void CallStackAnalyzer::on_import_end(ThreadState &t, const RawEvent &e, const E
     ImportFrame frame = std::move(t.imports.back());
     t.imports.pop_back();
     bool this_one = t.imports.size() + 1 == depth;
-    uint64_t ns = e.ts_ns > frame.start_ns ? e.ts_ns - frame.start_ns : 0;
+    uint64_t ns = ts > frame.start_ns ? ts - frame.start_ns : 0;
     ImportStats &stats = t.import_stats[frame.symbol];
     ++stats.loads;
     stats.cumulative_ns += ns;
@@ -55,14 +55,15 @@ void CallStackAnalyzer::on_import_end(ThreadState &t, const RawEvent &e, const E
   }
 }
 
-void CallStackAnalyzer::on_alloc_sample(ThreadState &t, const RawEvent &e,
-                                        const EventBatch &batch) {
+SymbolId alloc_symbol(SymbolTable &symbols, const RawEvent &e, const EventBatch &batch) {
   std::string_view qualname = batch.string(e.str[0]);
-  SymbolId symbol =
-      qualname.empty() || qualname == kNoPythonFrame
-          ? symbols_.python_function(e.vpid, 0, kNoPythonFrame, {}, 0)
-          : symbols_.python_function(e.vpid, 0, qualname, batch.string(e.str[1]), e.lineno);
-  ProcessState &p = process(e.host, e.vpid);
+  return qualname.empty() || qualname == kNoPythonFrame
+             ? symbols.python_function(e.vpid, 0, kNoPythonFrame, {}, 0)
+             : symbols.python_function(e.vpid, 0, qualname, batch.string(e.str[1]), e.lineno);
+}
+
+void alloc_sampled(ProcessState &p, ThreadState &t, SymbolId symbol, const RawEvent &e,
+                   bool call_trees) {
   AllocStats &stats = p.allocations[symbol];
   ++stats.samples;
   stats.sampled_bytes += e.extra;
@@ -75,7 +76,7 @@ void CallStackAnalyzer::on_alloc_sample(ThreadState &t, const RawEvent &e,
     old.retained_bytes -= std::min(old.retained_bytes, it->second.second);
     it->second = {symbol, e.extra};
   }
-  if (build_call_trees_) {
+  if (call_trees) {
     // The call path the allocation happened in, as far as function events tell.
     uint32_t node;
     if (!t.stack.empty() && t.stack.back().symbol == symbol) {
@@ -87,9 +88,8 @@ void CallStackAnalyzer::on_alloc_sample(ThreadState &t, const RawEvent &e,
   }
 }
 
-void CallStackAnalyzer::on_free_sample(const RawEvent &e) {
-  ProcessState &p = process(e.host, e.vpid);
-  auto it = p.live_samples.find(e.code_id);
+void free_sampled(ProcessState &p, uint64_t address) {
+  auto it = p.live_samples.find(address);
   if (it == p.live_samples.end()) return;
   AllocStats &stats = p.allocations[it->second.first];
   stats.retained_bytes -= std::min(stats.retained_bytes, it->second.second);

@@ -454,7 +454,7 @@ def test_lost_blocks_are_counted_where_they_were_lost(tmp_path: Path) -> None:
     # record was once out of time order there, and blocks after it arrived late).
     one_thread = analysis.read_trace(out, progress="never", decode_threads=1)
     two_threads = analysis.read_trace(out, progress="never", decode_threads=2)
-    assert one_thread.raw["missing_events"] == two_threads.raw["missing_events"]
+    assert one_thread.raw.missing_events == two_threads.raw.missing_events
     workers = {m["vtid"] for m in counted}
     # Every record the workers wrote is either read or counted missing, on its thread.
     read = {t["vtid"]: t for p in rep["processes"] for t in p["threads"]}

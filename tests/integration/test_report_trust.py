@@ -344,4 +344,4 @@ def test_filters_apply_to_flamegraph_and_export(
     assert not any("<frozen" in e["args"].get("file", "") for e in events if e["ph"] == "B")
     data = read_trace(program.trace.path, filters=ReadFilter(threads=(parent,)),
                       progress="never")
-    assert [t["vtid"] for p in data.processes for t in p["threads"]] == [parent]
+    assert [t.vtid for p in data.processes for t in p.threads] == [parent]

@@ -36,6 +36,6 @@ def run(args: argparse.Namespace) -> int:
                           filters=reading.filters(args))
     reading.warn_discards(trace)
     if args.output != "-":
-        print(f"wrote {args.output}: {trace.raw['chrome_events']:,} trace events from "
+        print(f"wrote {args.output}: {trace.raw.chrome_events:,} trace events from "
               f"{trace.events:,} events read in {', '.join(args.trace_dir)}", file=sys.stderr)
     return EXIT_OK

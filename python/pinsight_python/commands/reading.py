@@ -138,9 +138,9 @@ def read(args: argparse.Namespace, call_trees: bool) -> TraceData:
 def warn_discards(trace: TraceData) -> None:
     """Every view says it, on stderr, whatever it writes: the figures are short."""
     raw = trace.raw
-    if raw["discarded_events"] or raw["discarded_packets"]:
-        lost = (f"{raw['discarded_events']:,} events" if raw["discarded_events"]
-                else f"{raw['discarded_packets']:,} packets")
+    if raw.discarded_events or raw.discarded_packets:
+        lost = (f"{raw.discarded_events:,} events" if raw.discarded_events
+                else f"{raw.discarded_packets:,} packets")
         print(f"pinsight-python: warning: LTTng discarded {lost} of this trace (its buffers "
               "overflowed): functions are cut short and timings too low near them; record "
               "again with more buffer (pinsight-python trace --num-subbuf 32, or "

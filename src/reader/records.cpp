@@ -1,0 +1,309 @@
+#include "records.h"
+
+#include <pybind11/stl.h>
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace pinsight_reader {
+namespace {
+
+template <typename T>
+py::object to_object(T &&value) {
+  if constexpr (std::is_base_of_v<py::object, std::decay_t<T>>) {
+    return std::forward<T>(value);
+  } else {
+    return py::cast(std::forward<T>(value));
+  }
+}
+
+// One PyStructSequence type. Its fields are named here and in the .pyi, in
+// the same order; make() takes the values in that order and checks their count.
+// No field is named after a tuple method (count, index): it would hide it.
+class RecordType {
+ public:
+  RecordType(py::module_ &module, const char *name, const char *doc,
+             std::vector<const char *> fields)
+      : qualified_("pinsight_python._pinsight_reader." + std::string(name)) {
+    // The type keeps pointers to the names (string literals) and copies the rest.
+    for (const char *field : fields) fields_.push_back({field, nullptr});
+    fields_.push_back({nullptr, nullptr});
+    PyStructSequence_Desc desc{qualified_.c_str(), doc, fields_.data(),
+                               static_cast<int>(fields.size())};
+    type_ = PyStructSequence_NewType(&desc);
+    if (type_ == nullptr) throw py::error_already_set();
+    // The module's attribute keeps the type alive for the life of the process.
+    module.attr(name) = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject *>(type_));
+  }
+
+  template <typename... Values>
+  py::object make(Values &&...values) const {
+    if (sizeof...(Values) + 1 != fields_.size()) {
+      throw std::logic_error(qualified_ + ": wrong number of fields");
+    }
+    auto record = py::reinterpret_steal<py::object>(PyStructSequence_New(type_));
+    if (!record) throw py::error_already_set();
+    Py_ssize_t i = 0;
+    // SetItem steals the reference release() hands over.
+    (PyStructSequence_SetItem(record.ptr(), i++,
+                              to_object(std::forward<Values>(values)).release().ptr()),
+     ...);
+    return record;
+  }
+
+ private:
+  std::string qualified_;
+  std::vector<PyStructSequence_Field> fields_;
+  PyTypeObject *type_ = nullptr;
+};
+
+struct RecordTypes {
+  explicit RecordTypes(py::module_ &m)
+      : function(m, "FunctionStats", "Per function of a thread (Python or native callee).",
+                 {"symbol", "calls", "segments", "total_ns", "self_ns", "exceptions", "finished",
+                  "wall_ns"}),
+        native_call(m, "NativeCallStats", "Per caller -> native callee pair of a thread.",
+                    {"caller", "callee", "calls", "total_ns", "raised"}),
+        anomalies(m, "Anomalies", "Input of a thread the stacks could not explain.",
+                  {"ends_without_begin", "implicitly_closed", "open_at_end", "stepped_aside"}),
+        import_stats(m, "ImportStats", "Per imported module of a thread.",
+                     {"symbol", "loads", "cumulative_ns", "self_ns", "raised"}),
+        import_chain(m, "ImportChain",
+                     "An outermost import followed down its slowest nested imports.",
+                     {"ns", "modules", "raised"}),
+        alloc_node(m, "AllocNode", "Sampled bytes allocated at a call-tree node.",
+                   {"node", "bytes"}),
+        gil_release(m, "GilRelease", "GIL releases under one native callee (-1: none).",
+                    {"callee", "releases", "released_ns", "wait_ns"}),
+        gil_wait(m, "GilWait", "GIL waits while a function was the innermost Python frame.",
+                 {"symbol", "gil_wait_ns"}),
+        gil(m, "GilStats", "events = gil: a thread's time with respect to the GIL.",
+            {"switch_wait_ns", "take_back_wait_ns", "released_ns", "switches", "releases",
+             "releases_by_callee", "function_waits"}),
+        tree_node(m, "CallTreeNode", "A call path of a thread (node 0: the thread itself).",
+                  {"parent", "symbol", "self_ns", "calls"}),
+        thread(m, "ThreadRecord", "One thread of the program and its aggregates.",
+               {"vtid", "label", "python_thread_id", "thread_ident", "events", "first_ns",
+                "last_ns", "functions", "native_calls", "anomalies", "imports", "import_chains",
+                "alloc_tree", "gil", "call_tree"}),
+        alloc(m, "AllocStats", "Sampled allocations of a process, per allocating function.",
+              {"symbol", "samples", "sampled_bytes", "retained_bytes", "native_bytes"}),
+        process(m, "ProcessRecord", "One traced process and its threads.",
+                {"vpid", "host", "chrome_pid", "label", "has_info", "pid", "mpi_rank", "mpi_size",
+                 "hostname", "argv", "python_version", "backend", "procname", "events",
+                 "allocations", "threads"}),
+        discard(m, "Discard", "One record of events or packets LTTng discarded.",
+                {"discarded", "begin_ns", "end_ns", "stream_id", "packets"}),
+        missing(m, "MissingEvents", "Records of the batched payload that never came.",
+                {"host", "vpid", "vtid", "python_thread_id", "after_ns", "missing"}),
+        symbol(m, "SymbolInfo", "A Python function or native callee, by symbol id.",
+               {"native", "qualname", "filename", "lineno", "module", "origin"}),
+        native_region(m, "NativeRegion", "Native regions of one caller, domain and name.",
+                      {"vpid", "mpi_rank", "caller", "domain", "region", "instances", "total_ns"}),
+        unmatched(m, "UnmatchedRegion", "Native region begins that never ended.",
+                  {"vpid", "mpi_rank", "domain", "region", "begins"}),
+        progress(m, "Progress", "How far run() got.", {"events", "ts_ns", "begin_ns", "end_ns"}),
+        result(m, "TraceResult", "The aggregates of one read.",
+               {"events",
+                "other_events",
+                "chrome_events",
+                "first_ns",
+                "last_ns",
+                "discarded_events",
+                "discarded_packets",
+                "discard_records",
+                "discards",
+                "blocks",
+                "late_records",
+                "missing_events",
+                "symbols",
+                "processes",
+                "native",
+                "native_unmatched",
+                "native_labels",
+                "native_ends_without_begin",
+                "event_counts",
+                "control_threads",
+                "decode_threads",
+                "decode_cpu_s",
+                "decode_thread_cpu_s",
+                "analysis_cpu_s"}) {}
+
+  RecordType function, native_call, anomalies, import_stats, import_chain, alloc_node, gil_release,
+      gil_wait, gil, tree_node, thread, alloc, process, discard, missing, symbol, native_region,
+      unmatched, progress, result;
+};
+
+// Created at import and never freed: the module, hence its types, lives as long.
+const RecordTypes *types = nullptr;
+
+int64_t symbol_or_minus_one(SymbolId symbol) {
+  return symbol == kNoSymbol ? -1 : static_cast<int64_t>(symbol);
+}
+
+py::object gil_record(const ThreadState &t) {
+  if (!t.gil.seen) return py::none();
+  py::list releases;
+  for (const auto &[symbol, r] : t.gil_releases) {
+    releases.append(
+        types->gil_release.make(symbol_or_minus_one(symbol), r.count, r.released_ns, r.wait_ns));
+  }
+  py::list waits;
+  for (const auto &[symbol, s] : t.functions) {
+    if (s.gil_wait_ns) waits.append(types->gil_wait.make(symbol, s.gil_wait_ns));
+  }
+  const GilStats &g = t.gil;
+  return types->gil.make(g.switch_wait_ns, g.take_back_wait_ns, g.released_ns, g.switches,
+                         g.releases, std::move(releases), std::move(waits));
+}
+
+py::object thread_record(const ThreadState &t, bool with_tree) {
+  py::list functions;
+  for (const auto &[symbol, s] : t.functions) {
+    functions.append(types->function.make(symbol, s.calls, s.segments, s.total_ns, s.self_ns,
+                                          s.exceptions, s.finished, s.wall_ns));
+  }
+  py::list native_calls;
+  for (const auto &[key, c] : t.native_calls) {
+    native_calls.append(types->native_call.make(static_cast<SymbolId>(key >> 32),
+                                                static_cast<SymbolId>(key & 0xffffffffu), c.calls,
+                                                c.total_ns, c.raised));
+  }
+  const Anomalies &a = t.anomalies;
+  py::object anomalies = types->anomalies.make(a.ends_without_begin, a.implicitly_closed,
+                                               a.open_at_end, a.stepped_aside);
+  py::list imports;
+  for (const auto &[symbol, s] : t.import_stats) {
+    imports.append(types->import_stats.make(symbol, s.loads, s.cumulative_ns, s.self_ns, s.raised));
+  }
+  py::list chains;
+  for (const ImportChain &c : t.import_chains)
+    chains.append(types->import_chain.make(c.ns, c.modules, c.raised));
+  py::list alloc_nodes;
+  py::object tree = py::none();
+  if (with_tree) {
+    for (const auto &[node, bytes] : t.alloc_nodes)
+      alloc_nodes.append(types->alloc_node.make(node, bytes));
+    // Node 0 is the thread itself; parents precede their children.
+    py::list nodes;
+    for (const CallTreeNode &n : t.tree.nodes()) {
+      nodes.append(
+          types->tree_node.make(n.parent, symbol_or_minus_one(n.symbol), n.self_ns, n.calls));
+    }
+    tree = std::move(nodes);
+  }
+  return types->thread.make(t.vtid, t.label, t.python_thread_id, t.thread_ident, t.events,
+                            t.first_ns, t.last_ns, std::move(functions), std::move(native_calls),
+                            std::move(anomalies), std::move(imports), std::move(chains),
+                            std::move(alloc_nodes), gil_record(t), std::move(tree));
+}
+
+py::object process_record(const CallStackAnalyzer &a, const ProcessState &p) {
+  py::list allocations;
+  for (const auto &[symbol, s] : p.allocations) {
+    allocations.append(
+        types->alloc.make(symbol, s.samples, s.sampled_bytes, s.retained_bytes, s.native_bytes));
+  }
+  py::list threads;
+  for (const ThreadState *t : a.threads_of(p))
+    threads.append(thread_record(*t, a.build_call_trees()));
+  return types->process.make(p.vpid, p.host_name, p.chrome_pid, p.label, p.has_info, p.pid,
+                             p.mpi_rank, p.mpi_size, p.hostname, p.argv, p.python_version,
+                             p.backend, p.procname, p.events, std::move(allocations),
+                             std::move(threads));
+}
+
+// Native regions per (caller, domain, region) of each process, the begins that
+// never ended, and each domain's label.
+struct NativeRecords {
+  py::list regions, unmatched;
+  py::dict labels;
+  uint64_t ends_without_begin = 0;
+};
+
+NativeRecords native_records(const CallStackAnalyzer &a) {
+  NativeRecords out;
+  for (const auto &[key, p] : a.native()) {
+    const ProcessState *process = a.find_process(key);
+    auto vpid = static_cast<int32_t>(key & 0xffffffffu);
+    int32_t rank = process ? process->mpi_rank : -1;
+    for (const auto &[k, s] : p.regions) {
+      const auto &[caller, provider, region] = k;
+      out.regions.append(types->native_region.make(
+          vpid, rank, caller == kNoCaller ? -1 : static_cast<int64_t>(caller), p.domain(provider),
+          p.names[region], s.count, s.total_ns));
+      out.labels[py::str(p.domain(provider))] = p.domain_label(provider);
+    }
+    for (const auto &[k, count] : p.unmatched) {
+      out.unmatched.append(
+          types->unmatched.make(vpid, rank, p.domain(k.first), p.names[k.second], count));
+      out.labels[py::str(p.domain(k.first))] = p.domain_label(k.first);
+    }
+    out.ends_without_begin += p.ends_without_begin;
+  }
+  return out;
+}
+
+py::dict event_counts(const CallStackAnalyzer &a) {
+  py::dict kinds;
+  const std::pair<const char *, EventKind> kind_names[] = {
+      {"function_begin", EventKind::FunctionBegin}, {"function_end", EventKind::FunctionEnd},
+      {"c_call_begin", EventKind::CCallBegin},      {"c_call_end", EventKind::CCallEnd},
+      {"process_info", EventKind::ProcessInfo},     {"thread_start", EventKind::ThreadStart},
+      {"mode_change", EventKind::ModeChange},       {"import_begin", EventKind::ImportBegin},
+      {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
+      {"free_sample", EventKind::FreeSample},       {"native_begin", EventKind::NativeBegin},
+      {"gil_switch", EventKind::GilSwitch},         {"gil_released", EventKind::GilReleased},
+      {"native_end", EventKind::NativeEnd},         {"generator_end", EventKind::GeneratorEnd}};
+  for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
+  return kinds;
+}
+
+}  // namespace
+
+void add_record_types(py::module_ &module) {
+  if (types == nullptr) types = new RecordTypes(module);
+}
+
+py::object progress_record(const Progress &p) {
+  return types->progress.make(p.events, p.ts_ns, p.begin_ns, p.end_ns);
+}
+
+py::object result_record(const Analysis &analysis) {
+  if (!analysis.completed()) throw ReaderError("the trace has not been read: call run() first");
+  const CallStackAnalyzer &a = analysis.analyzer();
+  py::list discards;
+  for (const DiscardRecord &r : a.discards())
+    discards.append(types->discard.make(r.count, r.begin_ns, r.end_ns, r.stream_id, r.packets));
+  const BlockMerger &blocks = analysis.blocks();
+  py::list missing;
+  for (const MissingRecords &m : blocks.missing()) {
+    missing.append(types->missing.make(analysis.hosts().name(m.host), m.vpid, m.vtid,
+                                       m.python_thread_id, m.after_ns, m.count));
+  }
+  py::list symbols;
+  const SymbolTable &table = a.symbols();
+  for (SymbolId i = 0; i < table.size(); ++i) {
+    const Symbol &s = table[i];
+    symbols.append(types->symbol.make(s.native, s.qualname, s.filename, s.lineno, s.module,
+                                      origin_name(s.origin)));
+  }
+  py::list processes;
+  for (const ProcessState *p : a.processes()) processes.append(process_record(a, *p));
+  NativeRecords native = native_records(a);
+  return types->result.make(
+      a.events(), analysis.foreign_events(), analysis.chrome_events(), a.first_ns(), a.last_ns(),
+      a.discarded_events(), a.discarded_packets(), a.discard_records(), std::move(discards),
+      blocks.blocks(), blocks.late_records(), std::move(missing), std::move(symbols),
+      std::move(processes), std::move(native.regions), std::move(native.unmatched),
+      std::move(native.labels), native.ends_without_begin, event_counts(a), a.control_threads(),
+      analysis.decode_threads(), analysis.decode_cpu_seconds(),
+      analysis.decode_thread_cpu_seconds(), analysis.analysis_cpu_seconds());
+}
+
+}  // namespace pinsight_reader

@@ -1,0 +1,125 @@
+// What the stack replay keeps per thread and per process: the open frames and
+// the aggregates of every concern (functions, native calls, call trees, GIL,
+// imports, allocations, native regions' drawing). The concerns' own types are
+// in their headers (gil_events.h, resource_events.h, native_regions.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "call_tree.h"
+#include "gil_events.h"
+#include "native_regions.h"
+#include "resource_events.h"
+#include "symbol_table.h"
+
+namespace pinsight_reader {
+
+struct FunctionStats {
+  uint64_t calls = 0;     // transition=start (native: every call)
+  uint64_t segments = 0;  // frame segments, resumes included
+  uint64_t total_ns = 0;
+  uint64_t self_ns = 0;
+  uint64_t exceptions = 0;   // left by unwind / native call raised
+  uint64_t gil_wait_ns = 0;  // waits for the GIL while it was the innermost Python frame
+  uint32_t active = 0;       // frames of this function on the stack now
+  // Generator, coroutine and async-generator instances that ended on this
+  // thread (generator_end), and their lifetimes: first start to final end.
+  uint64_t finished = 0;
+  uint64_t wall_ns = 0;
+};
+
+struct NativeCallStats {
+  uint64_t calls = 0;
+  uint64_t total_ns = 0;  // outermost calls of the pair only
+  uint64_t raised = 0;
+  uint32_t active = 0;  // calls of this pair on the stack now
+};
+
+// Input the stacks could not explain, reported rather than guessed at.
+struct Anomalies {
+  uint64_t ends_without_begin = 0;  // e.g. frames already running at activate()
+  uint64_t implicitly_closed = 0;   // frames closed by an outer frame's end
+  uint64_t open_at_end = 0;         // frames still open when the trace ended
+  uint64_t stepped_aside = 0;       // open when tracing stepped aside for a debugger
+};
+
+struct Frame {
+  SymbolId symbol;
+  uint32_t node;
+  uint64_t start_ns;
+  uint64_t child_ns;
+  FunctionStats *stats;
+  NativeCallStats *native_call;  // native frames only
+  bool outermost;
+  bool outermost_pair;  // the outermost call of its caller -> callee pair
+  bool hidden;          // left out by the filter: its time is its parent's
+};
+
+struct ProcessState;
+
+struct ThreadState {
+  ProcessState *process;
+  bool selected;  // by the thread filter
+  uint16_t host;
+  int32_t vpid;
+  int32_t vtid;
+  int64_t chrome_pid;
+  int32_t python_thread_id = -1;
+  uint64_t thread_ident = 0;
+  uint64_t events = 0;
+  uint64_t mode_changes = 0;  // a thread with nothing else is our control thread
+  uint64_t first_ns = 0;
+  uint64_t last_ns = 0;
+  std::vector<Frame> stack;
+  std::unordered_map<SymbolId, FunctionStats> functions;
+  // key: caller symbol << 32 | callee symbol
+  std::unordered_map<uint64_t, NativeCallStats> native_calls;
+  CallTree tree;
+  Anomalies anomalies;
+  std::string label;
+  std::vector<ImportFrame> imports;
+  std::unordered_map<SymbolId, ImportStats> import_stats;
+  std::vector<ImportChain> import_chains;
+  std::unordered_map<uint32_t, uint64_t> alloc_nodes;  // call-tree node -> sampled bytes
+  GilStats gil;
+  std::unordered_map<SymbolId, GilReleaseStats> gil_releases;
+  std::vector<FrameRegions> frame_regions;  // per stack depth
+};
+
+struct ProcessState {
+  uint16_t host;
+  std::string host_name;  // from the trace's environment
+  int32_t vpid;
+  int64_t chrome_pid;     // vpid, made unique across hosts
+  bool has_info = false;  // a process_info event was seen
+  bool selected = true;   // by the pid and rank filters
+  int64_t pid = -1;
+  int32_t mpi_rank = -1;
+  int32_t mpi_size = -1;
+  std::string hostname, argv, python_version, backend, procname;
+  uint64_t events = 0;
+  std::string label;
+  std::unordered_map<SymbolId, AllocStats> allocations;
+  // Sampled blocks not freed yet: address -> (function, sampled bytes).
+  std::unordered_map<uint64_t, std::pair<SymbolId, uint64_t>> live_samples;
+};
+
+struct DiscardRecord {
+  uint64_t count;
+  uint64_t begin_ns;  // 0: unknown
+  uint64_t end_ns;
+  int32_t stream_id;
+  bool packets;
+};
+
+// The replay's output names processes by pid, which must be unique: processes
+// of other hosts than the first get theirs above Linux's largest pid (2^22).
+inline int64_t chrome_pid(uint16_t host, int32_t vpid) {
+  return static_cast<int64_t>(host) * (int64_t{1} << 22) + vpid;
+}
+
+}  // namespace pinsight_reader
