@@ -88,11 +88,11 @@ def test_read_trace_api(trace_dir: Path) -> None:
     assert data.events == sum(json.loads(run("report", str(trace_dir), "--json"))
                               ["event_counts"].values())
     [proc] = data.processes
-    threads = [t["vtid"] for t in proc["threads"]]
-    assert len(set(threads)) == 3 and proc["vpid"] in threads
+    threads = [t.vtid for t in proc.threads]
+    assert len(set(threads)) == 3 and proc.vpid in threads
     filtered = analysis.read_trace(
-        trace_dir, filters=analysis.ReadFilter(threads=(proc["vpid"],)), progress="never")
-    assert [t["vtid"] for p in filtered.processes for t in p["threads"]] == [proc["vpid"]]
+        trace_dir, filters=analysis.ReadFilter(threads=(proc.vpid,)), progress="never")
+    assert [t.vtid for p in filtered.processes for t in p.threads] == [proc.vpid]
 
 
 def test_text_report(trace_dir: Path) -> None:
