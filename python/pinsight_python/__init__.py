@@ -98,25 +98,9 @@ def _install_process_hooks() -> None:
     # Sampled blocks alive when the program ends are "never freed": the frees
     # of interpreter teardown are not the program's.
     atexit.register(_core._alloc_finish)
-    # Registered last, run first: the device's last activity records while every
-    # LTTng probe is still there.
-    atexit.register(_flush_device_activity)
-
-
-def _flush_device_activity() -> None:
-    """Hands CUPTI's buffered activity records (the kernels' device times) to
-    PInsight's CUDA domain now, while its LTTng probes exist: libpinsight flushes
-    them only in a destructor that runs after its probes are gone, and a short
-    program lost every kernel there. Nothing happens where CUPTI is not loaded."""
-    import ctypes
-
-    try:
-        flush = ctypes.CDLL(None).cuptiActivityFlushAll  # loaded by libpinsight.so, if any
-    except (AttributeError, OSError):
-        return
-    flush.argtypes = [ctypes.c_uint32]
-    flush.restype = ctypes.c_int
-    flush(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: incomplete buffers too
+    # Registered last, run first: CUPTI's last kernel records while every LTTng
+    # probe is still there (session.h, flush_device_activity).
+    atexit.register(_core._flush_device_activity)
 
 
 # multiprocessing's helper processes, as their `-c` code starts, and what to call them.

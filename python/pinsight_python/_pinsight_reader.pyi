@@ -367,12 +367,15 @@ class SymbolInfo(structseq[Any], Tuple[bool, str, str, int, str, str]):
     def origin(self) -> str: ...  # one of analysis.ORIGINS
 
 @final
-class NativeRegion(structseq[Any], Tuple[int, int, int, str, str, int, int]):
+class NativeRegion(
+    structseq[Any], Tuple[int, int, int, int, str, str, int, int, Optional[str]]
+):
     """Native regions (OpenMP, MPI, CUDA...) of one process, caller, domain and name."""
 
     if sys.version_info >= (3, 10):
         __match_args__: Final = (
-            "vpid", "mpi_rank", "caller", "domain", "region", "instances", "total_ns",
+            "vpid", "mpi_rank", "caller", "via", "domain", "region", "instances", "total_ns",
+            "mangled",
         )
 
     @property
@@ -380,7 +383,9 @@ class NativeRegion(structseq[Any], Tuple[int, int, int, str, str, int, int]):
     @property
     def mpi_rank(self) -> int: ...  # -1: none
     @property
-    def caller(self) -> int: ...  # symbol, or -1: no Python caller
+    def caller(self) -> int: ...  # the Python function's symbol, or -1: no Python caller
+    @property
+    def via(self) -> int: ...  # the native callee it went through (a symbol), or -1
     @property
     def domain(self) -> str: ...  # "openmp", "mpi", "cuda", or the provider
     @property
@@ -389,6 +394,8 @@ class NativeRegion(structseq[Any], Tuple[int, int, int, str, str, int, int]):
     def instances(self) -> int: ...  # regions that ended
     @property
     def total_ns(self) -> int: ...
+    @property
+    def mangled(self) -> Optional[str]: ...  # a CUDA kernel's name before demangling
 
 @final
 class UnmatchedRegion(structseq[Any], Tuple[int, int, str, str, int]):

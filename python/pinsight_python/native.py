@@ -1,13 +1,15 @@
 """Native regions by Python caller: the time PInsight's domains (OpenMP, MPI, CUDA) and
 any provider's ``NAME_begin``/``NAME_end`` pairs spent under each Python call.
 
-The reader attributes each region to the innermost frame open on its thread at its
-begin (a Python function, or the native callee, ctypes or pybind11, it ran in);
-:func:`native_section` aggregates them over processes for ``report``.
+The reader attributes each region to the Python function whose call made it (the
+innermost Python frame open on its thread at its begin) and, apart, to the native callee
+that call went through when there is one (mpi4py's ``Comm.Allreduce``, a ctypes or
+pybind11 function); :func:`native_section` aggregates them over processes for ``report``.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -16,7 +18,7 @@ from .analysis import Symbol, TraceData, format_ns
 
 __all__ = ["native_lines", "native_section"]
 
-Key = Tuple[int, str, str]  # (caller symbol or -1, domain, region)
+Key = Tuple[int, int, str, str]  # (caller symbol or -1, native callee symbol or -1, domain, region)
 
 
 @dataclass
@@ -37,28 +39,36 @@ def native_section(
     totals: Dict[Key, _RegionTotal] = defaultdict(_RegionTotal)
     ranks: Dict[Key, Dict[int, int]] = defaultdict(lambda: defaultdict(int))
     # The reader names the domains ("openmp", "mpi", "cuda", else the provider's name).
+    mangled: Dict[Tuple[str, str], str] = {}
     for r in raw.native:
-        key = (r.caller, r.domain, r.region)
+        key = (r.caller, r.via, r.domain, r.region)
+        if r.mangled is not None:
+            mangled[(r.domain, r.region)] = r.mangled
         totals[key].count += r.instances
         totals[key].total_ns += r.total_ns
         if r.mpi_rank >= 0:
             ranks[key][r.mpi_rank] += r.total_ns
-    keys = sorted(totals, key=lambda k: (-totals[k].total_ns, k[1], k[2], k[0]))
+    keys = sorted(totals, key=lambda k: (-totals[k].total_ns, k[2], k[3], k[0], k[1]))
     if top > 0:
         keys = keys[:top]
     rows = []
     for key in keys:
-        caller, domain, region = key
+        caller, via, domain, region = key
         count, total_ns = totals[key].count, totals[key].total_ns
         inclusive = inclusive_ns.get(caller, 0) if caller >= 0 else 0
         row: Dict[str, Any] = {
+            # The Python function whose call made the region, and the native callee
+            # that call went through (mpi4py's Comm.Allreduce, a ctypes function).
             "caller": caller_json(trace.symbols[caller]) if caller >= 0 else None,
+            "via": trace.symbols[via].qualname if via >= 0 else None,
             "domain": domain,
             "name": region,
             "count": count,
             "total_ns": total_ns,
             "share_of_caller": round(total_ns / inclusive, 4) if inclusive else None,
         }
+        if (domain, region) in mangled:
+            row["mangled"] = mangled[(domain, region)]
         if key in ranks:
             per_rank = dict(sorted(ranks[key].items()))
             row["ranks"] = {str(r): ns for r, ns in per_rank.items()}
@@ -88,9 +98,13 @@ def _imbalance(per_rank: Dict[int, int]) -> Optional[Dict[str, Any]]:
 
 
 def _caller_text(caller: Optional[Dict[str, Any]]) -> str:
+    """The Python function as other rows name it: qualname (file:line)."""
     if caller is None:
         return "(no Python caller)"
-    return str(caller["qualname"])
+    where = caller.get("filename")
+    if not where:
+        return str(caller["qualname"])
+    return f"{caller['qualname']} ({os.path.basename(str(where))}:{caller.get('lineno')})"
 
 
 def native_lines(section: Dict[str, Any]) -> List[str]:
@@ -101,15 +115,17 @@ def native_lines(section: Dict[str, Any]) -> List[str]:
         return []
     lines = ["Native time by Python caller:"]
     width = max([len(_caller_text(r["caller"])) for r in rows] + [6])
+    via_width = max([len(r["via"] or "-") for r in rows] + [3])
     labels = section["native_labels"]
     names = [f"[{labels.get(r['domain'], r['domain'])}] {r['name']}" for r in rows]
     name_width = max([len(n) for n in names] + [6])
-    lines.append(f"  {'caller':<{width}}  {'region':<{name_width}}  {'count':>8}  "
-                 f"{'total':>10}  {'of caller':>9}")
+    lines.append(f"  {'caller':<{width}}  {'via':<{via_width}}  {'region':<{name_width}}  "
+                 f"{'count':>8}  {'total':>10}  {'of caller':>9}")
     for row, name in zip(rows, names):
         share = f"{row['share_of_caller']:.1%}" if row["share_of_caller"] is not None else "-"
-        lines.append(f"  {_caller_text(row['caller']):<{width}}  {name:<{name_width}}  "
-                     f"{row['count']:>8,}  {format_ns(row['total_ns']):>10}  {share:>9}")
+        lines.append(f"  {_caller_text(row['caller']):<{width}}  {row['via'] or '-':<{via_width}}  "
+                     f"{name:<{name_width}}  {row['count']:>8,}  "
+                     f"{format_ns(row['total_ns']):>10}  {share:>9}")
         imbalance = row.get("imbalance")
         if imbalance and imbalance["ratio"] is not None:
             ranks = row["ranks"]

@@ -123,6 +123,9 @@ PYBIND11_MODULE(_pinsight_python, m) {
   m.def(
       "_alloc_finish", [] { session::finish_alloc(); },
       "atexit: allocation samples still alive now are never freed (teardown aside).");
+  m.def(
+      "_flush_device_activity", [] { session::flush_device_activity(); },
+      "atexit: CUPTI's buffered kernel activity to PInsight's CUDA domain, probes alive.");
   m.def("status", &status_dict);
   m.def("set_mode", [](const std::string &mode) { session::set_mode(mode, "set_mode"); });
   m.def("reload", [] {

@@ -1,10 +1,28 @@
 #include "native_regions.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 
 #include "replay_state.h"
 
 namespace pinsight_reader {
+
+namespace {
+
+// A kernel's C++ name from its mangled one (the C++ runtime's demangler, as
+// Nsight Systems uses it); the name itself when it is not a mangled one.
+std::string demangled(std::string_view name) {
+  if (name.size() < 3 || name.substr(0, 2) != "_Z") return std::string(name);
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> text(
+      abi::__cxa_demangle(std::string(name).c_str(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && text ? std::string(text.get()) : std::string(name);
+}
+
+}  // namespace
 
 void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const RawEvent &e,
                              const EventBatch &batch, ThreadState *t) {
@@ -18,7 +36,15 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
     return static_cast<uint32_t>(p.names.size() - 1);
   };
   uint32_t provider = intern(batch.string(e.str[0]));
-  uint32_t region = intern(batch.string(e.str[1]));
+  uint32_t region;
+  if (e.kind == EventKind::DeviceActivity) {
+    std::string_view name = batch.string(e.str[1]);
+    std::string readable = demangled(name);
+    region = intern(readable);
+    if (readable != name) p.mangled.emplace(region, name);
+  } else {
+    region = intern(batch.string(e.str[1]));
+  }
   if (e.kind == EventKind::DeviceClock) {
     p.gpu_to_origin = static_cast<int64_t>(e.code_id);
     p.gpu_clock = true;
@@ -30,30 +56,39 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
   }
   std::vector<NativeOpen> &open = p.open[e.vtid];
   if (e.kind == EventKind::NativeBegin) {
-    NativeOpen opened{provider, region, kNoCaller, e.ts_ns};
-    // The innermost frame of this thread that the filters keep.
+    NativeOpen opened{provider, region, {}, e.ts_ns};
+    // The innermost frame of this thread that the filters keep (the call tree
+    // draws the region there); the row names the Python function below it when
+    // that frame is a native callee, which the row names apart.
     for (size_t i = t ? t->stack.size() : 0; i-- > 0;) {
-      if (!t->stack[i].hidden) {
-        opened.caller = t->stack[i].symbol;
+      if (t->stack[i].hidden) continue;
+      SymbolId symbol = t->stack[i].symbol;
+      if (opened.depth == UINT32_MAX) {
         opened.depth = static_cast<uint32_t>(i);
         opened.frame_start_ns = t->stack[i].start_ns;
         opened.child_ns = t->stack[i].child_ns;
+      }
+      if (!symbols_[symbol].native) {
+        opened.by.caller = symbol;
         break;
       }
+      if (opened.by.via == kNoCaller) opened.by.via = symbol;
     }
     if (e.aux & 2) {  // a CUDA launch: its kernel or copy runs later, on the device
-      p.launches[static_cast<uint32_t>(e.lineno)] = {opened.caller, e.vtid};
+      p.launches[static_cast<uint32_t>(e.lineno)] = {opened.by, e.vtid};
     }
     if (e.aux & 1) {
       std::pair<uint64_t, uint64_t> parallel{e.code_id, e.extra};
       if (batch.string(e.str[1]) == "parallel") {
-        p.parallel_callers[parallel] = {opened.caller, e.vtid};
-      } else if (opened.caller == kNoCaller) {
+        p.parallel_callers[parallel] = {opened.by, e.vtid};
+      } else if (opened.by.caller == kNoCaller && opened.by.via == kNoCaller) {
         // A worker thread (it runs no Python): the call that opened the region.
         auto it = p.parallel_callers.find(parallel);
         if (it != p.parallel_callers.end()) {
-          opened.caller = it->second.first;
-          if (opened.caller != kNoCaller) opened.opener_tid = it->second.second;
+          opened.by = it->second.first;
+          if (opened.by.caller != kNoCaller || opened.by.via != kNoCaller) {
+            opened.opener_tid = it->second.second;
+          }
         }
       }
     }
@@ -67,7 +102,7 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
     if (open[i].provider != provider || open[i].region != region) continue;
     // Begins above it that never ended are unmatched: listed, never timed.
     for (size_t j = i + 1; j < open.size(); ++j) ++p.unmatched[{open[j].provider, open[j].region}];
-    NativeRegionStats &stats = p.regions[{open[i].caller, provider, region}];
+    NativeRegionStats &stats = p.regions[{open[i].by, provider, region}];
     ++stats.count;
     stats.total_ns += e.ts_ns >= open[i].start_ns ? e.ts_ns - open[i].start_ns : 0;
     bool logged = build_call_trees_ && t != nullptr && open[i].depth != UINT32_MAX &&
@@ -95,17 +130,17 @@ void NativeRegions::on_device_activity(const RawEvent &e, int64_t output_pid, Na
                                        uint32_t provider, uint32_t region) {
   // The Python call around the launch with the same correlationId; the activity
   // itself is written later, when CUPTI delivers its buffer, by another thread.
-  SymbolId caller = kNoCaller;
+  Attribution by;
   int32_t launch_tid = -1;
   auto correlation = static_cast<uint32_t>(e.code_id);
   if (auto it = p.launches.find(correlation); it != p.launches.end()) {
-    caller = it->second.first;
+    by = it->second.first;
     launch_tid = it->second.second;
     p.launches.erase(it);
   }
   uint64_t start = e.extra;
   uint64_t end = static_cast<uint32_t>(e.lineno) | (static_cast<uint64_t>(e.aux) << 32);
-  NativeRegionStats &stats = p.regions[{caller, provider, region}];
+  NativeRegionStats &stats = p.regions[{by, provider, region}];
   ++stats.count;
   stats.total_ns += end > start ? end - start : 0;
   if (output_ && p.gpu_clock && end > start) {

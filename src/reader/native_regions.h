@@ -30,10 +30,21 @@ struct NativeRegionStats {
   uint64_t count = 0;
   uint64_t total_ns = 0;
 };
+// Who a region is attributed to: the Python function whose call made it, and
+// the native callee that call went through (mpi4py's Comm.Allreduce, a ctypes
+// function), kNoCaller when the region began in the Python function itself.
+struct Attribution {
+  SymbolId caller = kNoCaller;
+  SymbolId via = kNoCaller;
+  bool operator<(const Attribution &o) const {
+    return caller != o.caller ? caller < o.caller : via < o.via;
+  }
+};
+
 struct NativeOpen {
   uint32_t provider;  // index into NativeProcess::names
   uint32_t region;
-  SymbolId caller;
+  Attribution by;
   uint64_t start_ns;
   // The caller's frame on this thread (call trees): its index on the stack, its
   // start (which frame it is) and its child time at the region's begin.
@@ -44,20 +55,23 @@ struct NativeOpen {
 };
 struct NativeProcess {
   std::vector<std::string> names;  // providers and region names, interned
+  // Region -> the mangled name it was demangled from (CUDA kernels: names[] holds
+  // the C++ name, as Nsight Systems shows it).
+  std::unordered_map<uint32_t, std::string> mangled;
   // (caller, provider, region) -> stats
-  std::map<std::tuple<SymbolId, uint32_t, uint32_t>, NativeRegionStats> regions;
+  std::map<std::tuple<Attribution, uint32_t, uint32_t>, NativeRegionStats> regions;
   // (provider, region) -> begins that never ended (listed, never timed)
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> unmatched;
   uint64_t ends_without_begin = 0;
   std::unordered_map<int32_t, std::vector<NativeOpen>> open;  // by vtid
   // Open OpenMP parallel regions (codeptr, record id) -> the caller that opened
   // them: a worker thread's regions inside them go to that caller.
-  std::map<std::pair<uint64_t, uint64_t>, std::pair<SymbolId, int32_t>> parallel_callers;
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<Attribution, int32_t>> parallel_callers;
   // provider << 32 | region -> the call-tree symbol "[OpenMP] parallel"
   std::unordered_map<uint64_t, SymbolId> tree_symbols;
   // CUDA: launches (correlationId) waiting for their device activity -> the
   // caller and thread of the launch; what turns CUPTI ns into ns from origin.
-  std::unordered_map<uint32_t, std::pair<SymbolId, int32_t>> launches;
+  std::unordered_map<uint32_t, std::pair<Attribution, int32_t>> launches;
   int64_t gpu_to_origin = 0;
   bool gpu_clock = false;
   std::string domain(uint32_t provider) const;                  // "openmp", or the provider

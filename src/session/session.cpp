@@ -1,5 +1,6 @@
 #include "session/session.h"
 
+#include <dlfcn.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -473,6 +474,15 @@ void after_fork_child() {
 void stop_control_thread() { control::stop(); }
 
 void finish_alloc() { alloc::finish(); }
+
+void flush_device_activity() {
+  using Flush = int (*)(uint32_t);
+  // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: incomplete buffers too.
+  constexpr uint32_t kFlushForced = 1;
+  if (auto flush = reinterpret_cast<Flush>(dlsym(RTLD_DEFAULT, "cuptiActivityFlushAll"))) {
+    flush(kFlushForced);
+  }
+}
 
 std::vector<LexgionStatus> lexgions() {
   std::vector<LexgionStatus> out;

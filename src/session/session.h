@@ -103,6 +103,11 @@ void after_fork_child();
 void stop_control_thread();
 // atexit: allocation samples still alive now are never freed (alloc::finish).
 void finish_alloc();
+// atexit, first: CUPTI's buffered activity records (the kernels' device times)
+// handed to PInsight's CUDA domain while its LTTng probes exist: libpinsight
+// flushes them only in a destructor that runs after its probes are gone. Nothing
+// happens where CUPTI is not loaded; no Python code runs.
+void flush_device_activity();
 std::vector<LexgionStatus> lexgions();
 
 // Any thread, GIL not needed: parses a configuration file as activate() and

@@ -480,7 +480,7 @@ def _assert_openmp_regions_under_their_call(report: Dict[str, Any]) -> str:
     and the workers' implicit tasks too, on threads that never ran Python: joined
     to the call by their parallel region. (libpinsight may miss one worker begin.)
     Returns the caller."""
-    caller = "step" if SETPROFILE else "ctypes.openmp_region"
+    caller = "step"  # the Python function; under sys.monitoring, via ctypes.openmp_region
     assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
     tasks = _native_rows(report, "openmp", "implicit_task")
     assert set(tasks) == {caller}, tasks
@@ -650,10 +650,13 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
         path, weight = line.rsplit(" ", 1)
         weights[path] += int(weight)
     # Python frames are labelled "name (file:line)", native ones by name alone.
+    # The regions are drawn under the innermost frame: the ctypes call under sys.monitoring.
+    drawn_under = caller if SETPROFILE else "ctypes.openmp_region"
     under: Dict[str, int] = collections.defaultdict(int)
     for path, weight in weights.items():
         frames = path.split(";")
-        at = [i for i, f in enumerate(frames) if f == caller or f.startswith(f"{caller} (")]
+        at = [i for i, f in enumerate(frames)
+              if f == drawn_under or f.startswith(f"{drawn_under} (")]
         if at:
             under[";".join(frames[at[-1] + 1:])] += weight
     assert under.get("[OpenMP] parallel", 0) > 0, folded

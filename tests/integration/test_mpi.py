@@ -528,9 +528,11 @@ def test_mpi_wait_goes_to_its_python_caller_and_the_imbalance_shows(tmp_path: Pa
                           timeout=180, check=False)
     assert proc.returncode == 0, proc.stderr
     report = build_report(read_with_reader(out), top=0)
-    caller = "mpi4py.MPI.Comm.Allreduce" if MPI4PY_VISIBLE else "exchange"
     rows = [r for r in report["native"] if (r["domain"], r["name"]) == ("mpi", "MPI_Allreduce")]
-    assert [r["caller"]["qualname"] for r in rows] == [caller], rows
+    # Issue 35, point 4: the row names the Python function that waits, and apart the
+    # native callee its call went through (none where mpi4py's calls are not seen).
+    assert [r["caller"]["qualname"] for r in rows] == ["exchange"], rows
+    assert [r["via"] for r in rows] == ["mpi4py.MPI.Comm.Allreduce" if MPI4PY_VISIBLE else None]
     row = rows[0]
     assert row["count"] == 10  # 5 per rank
     assert set(row["ranks"]) == {"0", "1"}
@@ -540,3 +542,4 @@ def test_mpi_wait_goes_to_its_python_caller_and_the_imbalance_shows(tmp_path: Pa
     assert row["imbalance"]["ratio"] > 3, row
     text = render_text(report)
     assert "[MPI] MPI_Allreduce" in text and "ranks: slowest 0" in text, text
+    assert re.search(r"exchange \(late\.py:\d+\) +(mpi4py\.MPI\.Comm\.Allreduce|-) +\[MPI\]", text), text
