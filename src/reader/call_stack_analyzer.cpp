@@ -1,6 +1,7 @@
 #include "call_stack_analyzer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -117,6 +118,26 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     }
     return;
   }
+  // The configuration and rate control's counts: facts of the process, not of a thread.
+  if (e.kind == EventKind::ConfigInfo || e.kind == EventKind::LexgionCounts) {
+    ++kind_counts_[static_cast<size_t>(e.kind)];
+    ProcessState &p = process(e.host, e.vpid);
+    if (e.kind == EventKind::ConfigInfo) {
+      p.configs.push_back({e.ts_ns, std::string(batch.string(e.str[0])), e.code_id});
+      return;
+    }
+    SymbolId symbol = symbols_.python_function(e.vpid, 0, batch.string(e.str[0]),
+                                               batch.string(e.str[1]), e.lineno);
+    LexgionCountRecord &r = p.lexgion_counts[symbol];
+    r.executions = e.code_id;
+    r.traced = e.extra;
+    r.lower_bound = (e.transition & 1) != 0;
+    r.max_num_traces = e.aux;
+    r.tracing_rate = e.python_thread_id;
+    r.trace_starts_at = std::strtoll(std::string(batch.string(e.str[3])).c_str(), nullptr, 10);
+    r.section = batch.string(e.str[2]);
+    return;
+  }
   if (e.kind == EventKind::NativeBegin || e.kind == EventKind::NativeEnd ||
       e.kind == EventKind::DeviceActivity || e.kind == EventKind::DeviceClock) {
     // Not events of the Python domain: counted apart, no thread or process made.
@@ -136,6 +157,8 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   if (e.kind == EventKind::ProcessInfo) on_process_info(e, batch);
   if (e.kind == EventKind::ModeChange) {
     ++t.mode_changes;
+    t.process->mode_changes.push_back({e.ts_ns, std::string(batch.string(e.str[0])),
+                                       std::string(batch.string(e.str[1])), e.code_id});
     if (batch.string(e.str[1]) == "debugger") step_aside(*t.process, e.ts_ns);
   }
   if (!t.process->selected || !t.selected) return;
