@@ -502,9 +502,10 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.extra = static_cast<uint64_t>(read_integer(payload, slot[4], 0));
       out.transition = static_cast<uint8_t>(read_integer(payload, slot[5], 0));
       out.aux = clamp(read_integer(payload, slot[6], -1));
-      out.python_thread_id = clamp(read_integer(payload, slot[7], 1));
-      std::string starts = std::to_string(read_integer(payload, slot[8], 0));
-      out.str[3] = batch.add_string(starts.data(), starts.size());
+      out.python_thread_id = -1;
+      std::string settings = std::to_string(read_integer(payload, slot[7], 1)) + " " +
+                             std::to_string(read_integer(payload, slot[8], 0));
+      out.str[3] = batch.add_string(settings.data(), settings.size());
       out.str[2] = read_string(payload, slot[9], batch);
       break;
     }

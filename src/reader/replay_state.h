@@ -72,7 +72,8 @@ struct ThreadState {
   int32_t python_thread_id = -1;
   uint64_t thread_ident = 0;
   uint64_t events = 0;
-  uint64_t mode_changes = 0;  // a thread with nothing else is our control thread
+  uint64_t mode_changes =
+      0;  // and config_info, lexgion_counts: with nothing else, our control thread
   uint64_t first_ns = 0;
   uint64_t last_ns = 0;
   std::vector<Frame> stack;

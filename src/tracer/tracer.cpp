@@ -423,6 +423,13 @@ void Tracer::after_fork_child() {
   thread_states::forked_child();
   // The child's events carry its own vpid: its names must be written anew.
   emitter::advance_naming_epoch();
+  // Its lexgion_counts describe its own calls (the parent's are in the
+  // parent's): counted from zero. Rate control's counters are inherited, as in
+  // PInsight, and so are disabled begins: those counts stay lower bounds.
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    info->executions = 0;
+    info->traced = 0;
+  }
 }
 
 }  // namespace pinsight
