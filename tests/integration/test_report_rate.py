@@ -146,3 +146,51 @@ def test_summary_marks_capped(tracer: Tracer, tmp_path: Path) -> None:
     lines = summarize(trace_dir(tracer), progress="never")
     calls = [line for line in lines if line.startswith("top functions by calls")]
     assert calls and "hot (10, capped 10/" in calls[0] and "cold (50)" in calls[0], lines
+
+
+def test_reload_lists_the_new_configuration(tracer: Tracer, tmp_path: Path) -> None:
+    second = tmp_path / "second.txt"
+    second.write_text("[Lexgion(Python:hot)]\n    max_num_traces = 20\n")
+    code = CALL_100.replace("main()\n", "") + textwrap.dedent(f"""
+        import shutil
+        main()
+        shutil.copy({str(second)!r}, pinsight_python.status()["config_path"])
+        pinsight_python.reload()
+        main()
+        """)
+    _, cfg = run_with_config(tracer, tmp_path, """
+        [Lexgion(Python:hot)]
+            max_num_traces = 5
+        """, code)
+    proc = main_process(report_json(trace_dir(tracer)))
+    assert [(c["path"], c["generation"]) for c in proc["configs"]] == [(str(cfg), 1),
+                                                                       (str(cfg), 2)]
+    assert proc["config"]["generation"] == 2
+    assert [m["reason"] for m in proc["mode_changes"]] == ["activate", "reload"]
+    rate = function_row(proc, "hot")["rate"]
+    # Counters survive the reload (PInsight): 5, then up to 20 in all.
+    assert rate["traced"] == 20 and rate["max_num_traces"] == 20 and rate["capped"]
+    assert "generation 2" in report_text(trace_dir(tracer))
+
+
+def test_forked_child_counts_its_own_calls(tracer: Tracer, tmp_path: Path) -> None:
+    code = CALL_100.replace("main()\n", "") + textwrap.dedent("""
+        import os
+        main()
+        pid = os.fork()
+        if pid == 0:
+            for i in range(50):
+                hot(i)
+        else:
+            os.waitpid(pid, 0)
+        """)
+    run_with_config(tracer, tmp_path, """
+        [Lexgion(Python:hot)]
+            tracing_rate = 10
+        """, code)
+    report = report_json(trace_dir(tracer))
+    rates = {p["vpid"]: row["rate"] for p in report["processes"]
+             for row in p["rate_controlled"] if row["qualname"] == "hot"}
+    assert len(rates) == 2
+    seen = sorted((r["seen"], r["traced"], r["seen_is_lower_bound"]) for r in rates.values())
+    assert seen == [(50, 5, False), (100, 10, False)]
