@@ -78,8 +78,9 @@ def _native_totals(threads: Iterable[ThreadRecord]) -> NativeTotals:
 
 def rate_json(counts: LexgionCounts) -> Dict[str, Any]:
     """Rate control's counts of one function (lexgion_counts), as the report's "rate"."""
-    capped = counts.seen_is_lower_bound or (
-        counts.max_num_traces >= 0 and counts.traced >= counts.max_num_traces)
+    # Counters are per thread: traced calls summed over threads can reach the
+    # cap before one thread did; a reached cap is what a user looks for.
+    capped = counts.max_num_traces >= 0 and counts.traced >= counts.max_num_traces
     sampled = counts.tracing_rate > 1 or counts.trace_starts_at > 0
     return {
         "traced": counts.traced,

@@ -118,14 +118,41 @@ def test_sampled_counts_are_exact(tracer: Tracer, tmp_path: Path) -> None:
     assert "sampled 10/100" in report_text(trace_dir(tracer))
 
 
+COLD_HOT_COLD = """
+def hot(i):
+    return i
+
+def cold(i):
+    return i
+
+def main():
+    for i in range(10):
+        cold(i)
+    for i in range(100):
+        hot(i)
+    for i in range(10):
+        cold(i)
+
+main()
+"""
+
+
 def test_window_end_is_listed(tracer: Tracer, tmp_path: Path) -> None:
     run_with_config(tracer, tmp_path, """
         [Lexgion(Python:hot)]
             max_num_traces = 3
             trace_mode_after = STANDBY
-        """, CALL_100)
+        [Lexgion(Python:cold)]
+            tracing_rate = 2
+        """, COLD_HOT_COLD)
     report = report_json(trace_dir(tracer))
     proc = main_process(report)
+    # STANDBY counts nothing: cold's later calls went unseen, but it was not capped.
+    cold = function_row(proc, "cold")["rate"]
+    assert (cold["traced"], cold["seen"], cold["seen_is_lower_bound"]) == (5, 10, True)
+    assert cold["sampled"] and not cold["capped"] and cold["untraced"] is None
+    hot = function_row(proc, "hot")["rate"]
+    assert hot["capped"] and hot["traced"] == 3 and hot["seen_is_lower_bound"]
     changes = proc["mode_changes"]
     ended = [m for m in changes if m["reason"] == "window_end_action"]
     assert len(ended) == 1 and ended[0]["mode"] == "STANDBY"
