@@ -91,7 +91,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
         best = sorted(chosen, key=lambda s: (-calls[s], trace.symbols[s].qualname))[:top]
         listed = ", ".join(
             f"{trace.symbols[s].qualname} ({calls[s]:,}"
-            + (f", {rate_text(rated[s])} calls traced" if s in rated else "") + ")"
+            + (f"; {rate_text(rated[s])}" if s in rated else "") + ")"
             for s in best)
         lines.append(f"top {title} by calls: {listed}")
     lines += _rate_lines(trace, rated, top)
@@ -121,9 +121,9 @@ def _rate_lines(trace: TraceData, rated: Dict[int, Dict[str, Any]], top: int) ->
     """What rate control left out, and the mode changes after activation."""
     lines = []
     if rated:
-        lines.append("rate control: the calls counted above are the traced ones; the self time "
-                     "of their callers includes the untraced calls (pinsight-python report "
-                     "lists them)")
+        lines.append("rate control: calls above are the traced ones ('capped 10/>=10': traced "
+                     "10 of at least 10 seen); the self time of their callers includes the "
+                     "untraced calls")
     changes = [m for proc in trace.processes for m in proc.mode_changes if m.reason != "activate"]
     if changes:
         shown = ", ".join(f"{m.mode} at +{format_ns(m.ts_ns - trace.raw.first_ns)} ({m.reason})"

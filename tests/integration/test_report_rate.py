@@ -172,7 +172,7 @@ def test_summary_marks_capped(tracer: Tracer, tmp_path: Path) -> None:
         """, HOT_COLD)
     lines = summarize(trace_dir(tracer), progress="never")
     calls = [line for line in lines if line.startswith("top functions by calls")]
-    assert calls and "hot (10, capped 10/" in calls[0] and "cold (50)" in calls[0], lines
+    assert calls and "hot (10; capped 10/" in calls[0] and "cold (50)" in calls[0], lines
 
 
 def test_reload_lists_the_new_configuration(tracer: Tracer, tmp_path: Path) -> None:
