@@ -402,8 +402,10 @@ std::vector<LexgionReport> Tracer::lexgions() const {
     r.executions = info->executions;
     r.traced = info->traced;
     const LexgionSettings &limits = info->limits;
+    // Code the module filters leave out is not rate control's doing.
     r.rate_controlled =
-        limits.max_num_traces >= 0 || limits.tracing_rate > 1 || limits.trace_starts_at > 0;
+        info->module_selected &&
+        (limits.max_num_traces >= 0 || limits.tracing_rate > 1 || limits.trace_starts_at > 0);
     r.lower_bound = info->begins_were_disabled ||
                     blind_periods_ > info->blind_periods_at_creation ||
                     mode() < TraceMode::Monitoring;
