@@ -381,6 +381,61 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, mode_change,
     )
 )
 
+/*
+ * The configuration in force (activation, and each successful reload): path is
+ * the file read, "" for the built-in defaults; config_generation as in
+ * mode_change.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, config_info,
+    LTTNG_UST_TP_ARGS(
+        const char *, path,
+        unsigned long, config_generation
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(path, path)
+        lttng_ust_field_integer(unsigned long, config_generation, config_generation)
+    )
+)
+
+/*
+ * Rate control's counts of one code object (a lexgion whose section sets
+ * max_num_traces, tracing_rate > 1 or trace_starts_at > 0, and that ran), at
+ * process exit and at deactivate: executions seen (starts in MONITORING and
+ * TRACING, every thread), traced (function_begin emitted). flags bit 0: its
+ * begins were disabled once the cap was reached, so later calls were not seen
+ * and executions is a lower bound. Names as strings in every payload, so that
+ * full, compact and batched traces read it alike (no code_id: LTTng-UST takes
+ * ten arguments at most, and the names identify the function as the reader
+ * keys functions); section is the lexgion section that decided (e.g.
+ * "Lexgion(Python:hot)").
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, lexgion_counts,
+    LTTNG_UST_TP_ARGS(
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        uint64_t, executions,
+        uint64_t, traced,
+        int, flags,
+        int64_t, max_num_traces,
+        int64_t, tracing_rate,
+        int64_t, trace_starts_at,
+        const char *, section
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(qualname, qualname)
+        lttng_ust_field_string(filename, filename)
+        lttng_ust_field_integer(int, lineno, lineno)
+        lttng_ust_field_integer(uint64_t, executions, executions)
+        lttng_ust_field_integer(uint64_t, traced, traced)
+        lttng_ust_field_integer(int, flags, flags)
+        lttng_ust_field_integer(int64_t, max_num_traces, max_num_traces)
+        lttng_ust_field_integer(int64_t, tracing_rate, tracing_rate)
+        lttng_ust_field_integer(int64_t, trace_starts_at, trace_starts_at)
+        lttng_ust_field_string(section, section)
+    )
+)
+
 /* How an import ended: import_begin carries "load". */
 LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, import_transition,
     LTTNG_UST_TP_ENUM_VALUES(

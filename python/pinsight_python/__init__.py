@@ -95,6 +95,9 @@ def _install_process_hooks() -> None:
     os.register_at_fork(before=_filter_fork_warning, after_in_child=_after_fork_in_child)
     # Join the control thread before the interpreter finalizes.
     atexit.register(_core._stop_control_thread)
+    # Registered after it, run before it: rate control's counts per code object
+    # (lexgion_counts), while the session still stands.
+    atexit.register(_core._emit_lexgion_counts)
     # Sampled blocks alive when the program ends are "never freed": the frees
     # of interpreter teardown are not the program's.
     atexit.register(_core._alloc_finish)

@@ -259,11 +259,68 @@ class AllocStats(structseq[int], Tuple[int, int, int, int, int]):
     def native_bytes(self) -> int: ...  # through malloc from native code
 
 @final
+class ModeChange(structseq[Any], Tuple[int, str, str, int]):
+    """A change of the Python domain's trace mode (mode_change)."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = ("ts_ns", "mode", "reason", "generation")
+
+    @property
+    def ts_ns(self) -> int: ...  # ns from the trace's origin, as first_ns
+    @property
+    def mode(self) -> str: ...  # OFF, STANDBY, MONITORING, TRACING
+    @property
+    def reason(self) -> str: ...  # activate, reload, window_end_action, set_mode, debugger, ...
+    @property
+    def generation(self) -> int: ...  # the configuration's generation
+
+@final
+class ConfigRecord(structseq[Any], Tuple[int, str, int]):
+    """A configuration put in force (config_info: activation, each reload)."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = ("ts_ns", "path", "generation")
+
+    @property
+    def ts_ns(self) -> int: ...
+    @property
+    def path(self) -> str: ...  # "": the built-in defaults
+    @property
+    def generation(self) -> int: ...
+
+@final
+class LexgionCounts(structseq[Any], Tuple[int, int, int, bool, int, int, int, str]):
+    """Rate control's counts of one function (lexgion_counts, the process's last)."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = (
+            "symbol", "seen", "traced", "seen_is_lower_bound", "max_num_traces", "tracing_rate",
+            "trace_starts_at", "section",
+        )
+
+    @property
+    def symbol(self) -> int: ...
+    @property
+    def seen(self) -> int: ...  # calls the tracer saw (MONITORING and TRACING)
+    @property
+    def traced(self) -> int: ...  # calls whose function_begin was emitted
+    @property
+    def seen_is_lower_bound(self) -> bool: ...  # begins disabled: later calls not counted
+    @property
+    def max_num_traces(self) -> int: ...  # -1: no cap
+    @property
+    def tracing_rate(self) -> int: ...
+    @property
+    def trace_starts_at(self) -> int: ...
+    @property
+    def section(self) -> str: ...  # the lexgion section that decided
+
+@final
 class ProcessRecord(
     structseq[Any],
     Tuple[
         int, str, int, str, bool, int, int, int, str, str, str, str, str, int, List[AllocStats],
-        List[ThreadRecord],
+        List[ThreadRecord], List[ModeChange], List[ConfigRecord], List[LexgionCounts],
     ],
 ):
     """One traced process the filters keep, and its threads, main first."""
@@ -272,7 +329,7 @@ class ProcessRecord(
         __match_args__: Final = (
             "vpid", "host", "chrome_pid", "label", "has_info", "pid", "mpi_rank", "mpi_size",
             "hostname", "argv", "python_version", "backend", "procname", "events", "allocations",
-            "threads",
+            "threads", "mode_changes", "configs", "rate_controlled",
         )
 
     @property
@@ -307,6 +364,12 @@ class ProcessRecord(
     def allocations(self) -> List[AllocStats]: ...
     @property
     def threads(self) -> List[ThreadRecord]: ...
+    @property
+    def mode_changes(self) -> List[ModeChange]: ...
+    @property
+    def configs(self) -> List[ConfigRecord]: ...
+    @property
+    def rate_controlled(self) -> List[LexgionCounts]: ...
 
 @final
 class Discard(structseq[Any], Tuple[int, int, int, int, bool]):

@@ -17,7 +17,7 @@ from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 if TYPE_CHECKING:
-    from ._pinsight_reader import ProcessRecord, ThreadRecord
+    from ._pinsight_reader import LexgionCounts, ProcessRecord, ThreadRecord
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
@@ -76,8 +76,36 @@ def _native_totals(threads: Iterable[ThreadRecord]) -> NativeTotals:
     return totals
 
 
+def rate_json(counts: LexgionCounts) -> Dict[str, Any]:
+    """Rate control's counts of one function (lexgion_counts), as the report's "rate"."""
+    # Counters are per thread: traced calls summed over threads can reach the
+    # cap before one thread did; a reached cap is what a user looks for.
+    capped = counts.max_num_traces >= 0 and counts.traced >= counts.max_num_traces
+    sampled = counts.tracing_rate > 1 or counts.trace_starts_at > 0
+    return {
+        "traced": counts.traced,
+        "seen": counts.seen,
+        "seen_is_lower_bound": counts.seen_is_lower_bound,
+        "untraced": None if counts.seen_is_lower_bound else counts.seen - counts.traced,
+        "capped": capped,
+        "sampled": sampled,
+        "max_num_traces": _optional(counts.max_num_traces, -1),
+        "tracing_rate": counts.tracing_rate,
+        "trace_starts_at": counts.trace_starts_at,
+        "section": counts.section,
+    }
+
+
+def rate_text(rate: Dict[str, Any]) -> str:
+    """"capped 10/>=10", "sampled 10/100", "traced 5/5": traced of seen calls."""
+    seen = f"{'>=' if rate['seen_is_lower_bound'] else ''}{rate['seen']:,}"
+    kind = "capped" if rate["capped"] else "sampled" if rate["sampled"] else "traced"
+    return f"{kind} {rate['traced']:,}/{seen}"
+
+
 def _function_rows(
-    symbols: Sequence[Symbol], totals: FunctionTotals, top: int
+    symbols: Sequence[Symbol], totals: FunctionTotals, top: int,
+    rates: Optional[Dict[int, Dict[str, Any]]] = None,
 ) -> List[Dict[str, Any]]:
     def row(symbol: int) -> Dict[str, Any]:
         t = totals[symbol]
@@ -85,7 +113,8 @@ def _function_rows(
         out.update(calls=t.calls, segments=t.segments, total_ns=t.total_ns, self_ns=t.self_ns,
                    exceptions=t.exceptions, module=symbols[symbol].module or None,
                    origin=symbols[symbol].origin, instances_finished=t.finished,
-                   wall_ns=t.wall_ns if t.finished else None)
+                   wall_ns=t.wall_ns if t.finished else None,
+                   rate=(rates or {}).get(symbol))
         return out
 
     def name_key(symbol: int) -> Tuple[str, str, int]:
@@ -189,7 +218,8 @@ def _unbalanced(threads: Iterable[ThreadRecord]) -> Dict[str, int]:
     return out
 
 
-def _activity(symbols: Sequence[Symbol], threads: List[ThreadRecord], top: int) -> Dict[str, Any]:
+def _activity(symbols: Sequence[Symbol], threads: List[ThreadRecord], top: int,
+              rates: Optional[Dict[int, Dict[str, Any]]] = None) -> Dict[str, Any]:
     functions = _function_totals(threads)
     for symbol in [s for s in functions if symbols[s].is_import]:
         del functions[symbol]  # in the imports section
@@ -197,7 +227,7 @@ def _activity(symbols: Sequence[Symbol], threads: List[ThreadRecord], top: int) 
     return {
         "imports": import_section(symbols, threads, top),
         "modules": _module_rows(symbols, functions),
-        "functions": _function_rows(symbols, functions, top),
+        "functions": _function_rows(symbols, functions, top, rates),
         "functions_total": len(functions),
         "native_calls": _native_rows(symbols, natives, top),
         "native_calls_total": len(natives),
@@ -308,7 +338,10 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
     symbols = trace.symbols
     processes = []
     rank_rows: List[Dict[str, Any]] = []
+    first = raw.first_ns
     for proc in trace.processes:
+        # Rate control's counts are the process's (every thread's calls).
+        rates = {c.symbol: rate_json(c) for c in proc.rate_controlled}
         threads = []
         for thread in proc.threads:
             entry = {
@@ -319,7 +352,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
                 "begin_ns": thread.first_ns,
                 "end_ns": thread.last_ns,
             }
-            entry.update(_activity(symbols, [thread], top))
+            entry.update(_activity(symbols, [thread], top, rates))
             entry["gil"] = gil_thread_section(symbols, thread, top)
             threads.append(entry)
         has_info = proc.has_info
@@ -337,7 +370,21 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "procname": proc.procname or None,
             "events": proc.events,
         }
-        entry.update(_activity(symbols, proc.threads, top))
+        entry.update(_activity(symbols, proc.threads, top, rates))
+        entry["configs"] = [
+            {"ts_ns": c.ts_ns, "offset_ns": c.ts_ns - first, "path": c.path or None,
+             "generation": c.generation}
+            for c in proc.configs
+        ]
+        entry["config"] = entry["configs"][-1] if entry["configs"] else None
+        entry["mode_changes"] = [
+            {"ts_ns": m.ts_ns, "offset_ns": m.ts_ns - first, "mode": m.mode, "reason": m.reason,
+             "generation": m.generation}
+            for m in proc.mode_changes
+        ]
+        entry["rate_controlled"] = sorted(
+            ({**symbols[symbol].as_json(), "rate": rate} for symbol, rate in rates.items()),
+            key=lambda r: (r["qualname"], r["filename"] or "", r["lineno"] or 0))
         entry["allocations"] = alloc_section(symbols, proc.allocations, top)
         entry["gil"] = gil_process_section(symbols, proc.threads, top)
         entry["threads"] = threads
@@ -379,7 +426,6 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
     if trace.filters and raw.events and not processes:
         warnings.append(f"no process or thread of the trace matches {trace.filters.describe()}")
     filters = trace.filters
-    first = raw.first_ns
     return {
         "schema": SCHEMA,
         "trace": ", ".join(str(p) for p in trace.paths),
@@ -463,13 +509,59 @@ def _function_table(rows: List[Dict[str, Any]], key: str, top: int) -> List[str]
     ordered = sorted(rows, key=lambda r: -r[key])
     if top > 0:
         ordered = ordered[:top]
+    # Rate-controlled rows say how many of their calls were traced ("capped
+    # 10/>=10": traced 10 of at least 10 seen); a column only when one has it.
+    rated = any(r.get("rate") for r in ordered)
     cells = [
         [format_ns(r["self_ns"]), format_ns(r["total_ns"]), f"{r['calls']:,}",
+         *([rate_text(r["rate"]) if r.get("rate") else ""] if rated else []),
          f"{r['exceptions']:,}" if r["exceptions"] else "", *_name_and_location(r)]
         for r in ordered
     ]
-    return _table(["self", "total", "calls", "exc", "function", "location"], cells,
-                  [True, True, True, True, False, False])
+    headers = ["self", "total", "calls", *(["rate control"] if rated else []), "exc", "function",
+               "location"]
+    right = [True, True, True, *([False] if rated else []), True, False, False]
+    return _table(headers, cells, right)
+
+
+def _rate_lines(proc: Dict[str, Any]) -> List[str]:
+    """The configuration in force, rate control's counts, the mode changes."""
+    lines: List[str] = []
+    for config in proc.get("configs", []):
+        path = config["path"] or "built-in defaults (no configuration file)"
+        lines.append(f"Configuration: {path} (generation {config['generation']}, "
+                     f"at +{format_ns(config['offset_ns'])})")
+    rated = proc.get("rate_controlled", [])
+    if rated:
+        lines.append("Rate control (calls traced of calls seen; the self time of their callers "
+                     "includes the untraced calls):")
+        for row in rated:
+            rate = row["rate"]
+            if rate["seen_is_lower_bound"]:
+                seen = f"of at least {rate['seen']:,} calls; later calls not counted"
+            else:
+                seen = f"of {rate['seen']:,} calls"
+            settings = [f"max_num_traces = {rate['max_num_traces']}"
+                        if rate["max_num_traces"] is not None else ""]
+            if rate["tracing_rate"] > 1:
+                settings.append(f"tracing_rate = {rate['tracing_rate']}")
+            if rate["trace_starts_at"] > 0:
+                settings.append(f"trace_starts_at = {rate['trace_starts_at']}")
+            where = ", ".join(s for s in [f"[{rate['section']}]" if rate["section"] else "",
+                                          *settings] if s)
+            kind = "capped" if rate["capped"] else "sampled" if rate["sampled"] else "all traced"
+            lines.append(f"  {_where(row)}: {kind}, traced {rate['traced']:,} {seen} ({where})")
+    changes = proc.get("mode_changes", [])
+    if changes:
+        lines.append("Mode changes:")
+        cells = [[f"+{format_ns(m['offset_ns'])}", m["mode"], m["reason"], str(m["generation"])]
+                 for m in changes]
+        lines += _table(["at", "mode", "reason", "config generation"], cells,
+                        [True, False, False, True])
+        if any(m["mode"] != "TRACING" for m in changes):
+            lines.append("Functions are traced only while the mode is TRACING: calls made "
+                         "under another mode are not in this report.")
+    return lines
 
 
 def _module_table(section: Dict[str, Any], top: int) -> List[str]:
@@ -621,6 +713,9 @@ def _filter_text(filters: Dict[str, Any]) -> str:
 
 def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
     lines = ["", _process_title(proc)]
+    rate = _rate_lines(proc)
+    if rate:
+        lines += ["", *rate]
     if proc.get("gil"):  # first: where each thread's time went (docs/analysis.md)
         lines += ["", *gil_lines(proc["gil"])]
     active = [t for t in proc["threads"] if _has_activity(t)]

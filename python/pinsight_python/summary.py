@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections import defaultdict
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from .analysis import (
     ORIGINS,
@@ -23,6 +23,7 @@ from .analysis import (
     missing_events,
     read_trace,
 )
+from .report import rate_json, rate_text
 
 __all__ = ["summarize", "summary_lines"]
 
@@ -63,6 +64,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
     # Per function over every thread: calls (starts) and self time.
     calls: Dict[int, int] = defaultdict(int)
     modules: Dict[Tuple[str, str], int] = defaultdict(int)
+    rated = _rate_controlled(trace)
     for proc in trace.processes:
         for thread in proc.threads:
             for f in thread.functions:
@@ -87,11 +89,47 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
         if not chosen:
             continue
         best = sorted(chosen, key=lambda s: (-calls[s], trace.symbols[s].qualname))[:top]
-        listed = ", ".join(f"{trace.symbols[s].qualname} ({calls[s]:,})" for s in best)
+        listed = ", ".join(
+            f"{trace.symbols[s].qualname} ({calls[s]:,}"
+            + (f"; {rate_text(rated[s])}" if s in rated else "") + ")"
+            for s in best)
         lines.append(f"top {title} by calls: {listed}")
+    lines += _rate_lines(trace, rated, top)
     lines += _native_lines(trace, top)
     lines += _gil_lines(trace, top)
     lines.append("details: pinsight-python report " + shlex.quote(str(trace.path)))
+    return lines
+
+
+def _rate_controlled(trace: TraceData) -> Dict[int, Dict[str, Any]]:
+    """Rate control: traced of seen calls per function, summed over processes."""
+    rated: Dict[int, Dict[str, Any]] = {}
+    for proc in trace.processes:
+        for counts in proc.rate_controlled:
+            rate = rate_json(counts)
+            earlier = rated.get(counts.symbol)
+            if earlier is not None:
+                for key in ("traced", "seen"):
+                    rate[key] += earlier[key]
+                for key in ("seen_is_lower_bound", "capped", "sampled"):
+                    rate[key] = rate[key] or earlier[key]
+            rated[counts.symbol] = rate
+    return rated
+
+
+def _rate_lines(trace: TraceData, rated: Dict[int, Dict[str, Any]], top: int) -> List[str]:
+    """What rate control left out, and the mode changes after activation."""
+    lines = []
+    if rated:
+        lines.append("rate control: calls above are the traced ones ('capped 10/>=10': traced "
+                     "10 of at least 10 seen); the self time of their callers includes the "
+                     "untraced calls")
+    changes = [m for proc in trace.processes for m in proc.mode_changes if m.reason != "activate"]
+    if changes:
+        shown = ", ".join(f"{m.mode} at +{format_ns(m.ts_ns - trace.raw.first_ns)} ({m.reason})"
+                          for m in changes[:top])
+        more = f" (+{len(changes) - top:,} more)" if len(changes) > top else ""
+        lines.append(f"mode changes: {shown}{more}")
     return lines
 
 

@@ -160,6 +160,10 @@ PYBIND11_MODULE(_pinsight_python, m) {
   // joining a `pinsight-python trace` run waits for it).
   m.def("recording", [] { return session::recording(); });
   m.def("_after_fork_child", [] { session::after_fork_child(); });
+  m.def(
+      "_emit_lexgion_counts", [] { session::emit_lexgion_counts(); },
+      "atexit: rate control's counts per code object (lexgion_counts), before the control "
+      "thread stops.");
   m.def("_stop_control_thread", [] {
     Py_BEGIN_ALLOW_THREADS session::stop_control_thread();
     Py_END_ALLOW_THREADS

@@ -213,4 +213,16 @@ void mode_change(const char *mode, const char *reason, unsigned long generation)
   lttng_ust_tracepoint(python_pinsight_lttng_ust, mode_change, mode, reason, generation);
 }
 
+void config_info(const std::string &path, unsigned long generation) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, config_info, path.c_str(), generation);
+}
+
+void lexgion_counts(const NamedCode &code, uint64_t executions, uint64_t traced, int flags,
+                    int64_t max_num_traces, int64_t tracing_rate, int64_t trace_starts_at,
+                    const std::string &section) {
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, lexgion_counts, code.qualname.c_str(),
+                       code.filename.c_str(), code.lineno, executions, traced, flags,
+                       max_num_traces, tracing_rate, trace_starts_at, section.c_str());
+}
+
 }  // namespace pinsight::emitter

@@ -185,5 +185,11 @@ void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostna
                   const std::string &procname);
 void thread_start(int python_thread_id, unsigned long thread_ident);
 void mode_change(const char *mode, const char *reason, unsigned long generation);
+void config_info(const std::string &path, unsigned long generation);
+// Rate control's counts of one code object (lexgion_counts; flags: kLexgionLowerBound).
+inline constexpr int kLexgionLowerBound = 1;
+void lexgion_counts(const NamedCode &code, uint64_t executions, uint64_t traced, int flags,
+                    int64_t max_num_traces, int64_t tracing_rate, int64_t trace_starts_at,
+                    const std::string &section);
 
 }  // namespace pinsight::emitter

@@ -1,6 +1,7 @@
 #include "call_stack_analyzer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -134,8 +135,15 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   if (e.procname != kNoString) t.process->procname = batch.string(e.procname);
   if (t.python_thread_id < 0 && e.python_thread_id >= 0) t.python_thread_id = e.python_thread_id;
   if (e.kind == EventKind::ProcessInfo) on_process_info(e, batch);
+  if (e.kind == EventKind::ConfigInfo || e.kind == EventKind::LexgionCounts) {
+    // Facts of the process; like mode_change, the only events of our control thread.
+    ++t.mode_changes;
+    on_rate_event(*t.process, e, batch);
+  }
   if (e.kind == EventKind::ModeChange) {
     ++t.mode_changes;
+    t.process->mode_changes.push_back({e.ts_ns, std::string(batch.string(e.str[0])),
+                                       std::string(batch.string(e.str[1])), e.code_id});
     if (batch.string(e.str[1]) == "debugger") step_aside(*t.process, e.ts_ns);
   }
   if (!t.process->selected || !t.selected) return;
@@ -370,6 +378,26 @@ void CallStackAnalyzer::on_import_end(ThreadState &t, const RawEvent &e, const E
   bool raised = e.transition == kImportRaise;
   close(t, symbol, e.ts_ns, raised ? FrameExit::Raise : FrameExit::Return);
   import_ended(t, symbol, e.ts_ns, raised);
+}
+
+void CallStackAnalyzer::on_rate_event(ProcessState &p, const RawEvent &e, const EventBatch &batch) {
+  if (e.kind == EventKind::ConfigInfo) {
+    p.configs.push_back({e.ts_ns, std::string(batch.string(e.str[0])), e.code_id});
+    return;
+  }
+  SymbolId symbol =
+      symbols_.python_function(e.vpid, 0, batch.string(e.str[0]), batch.string(e.str[1]), e.lineno);
+  LexgionCountRecord &r = p.lexgion_counts[symbol];
+  r.executions = e.code_id;
+  r.traced = e.extra;
+  r.lower_bound = (e.transition & 1) != 0;
+  r.max_num_traces = e.aux;
+  // str[3]: "tracing_rate trace_starts_at"
+  std::string settings(batch.string(e.str[3]));
+  char *end = nullptr;
+  r.tracing_rate = std::strtoll(settings.c_str(), &end, 10);
+  r.trace_starts_at = std::strtoll(end, nullptr, 10);
+  r.section = batch.string(e.str[2]);
 }
 
 void CallStackAnalyzer::on_process_info(const RawEvent &e, const EventBatch &batch) {

@@ -96,6 +96,8 @@ class CallStackAnalyzer {
   void on_discarded(const RawEvent &e);
   void on_native(const RawEvent &e, const EventBatch &batch);
   void on_process_info(const RawEvent &e, const EventBatch &batch);
+  // config_info and lexgion_counts: the process's configurations and rate control's counts.
+  void on_rate_event(ProcessState &p, const RawEvent &e, const EventBatch &batch);
   void on_import_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   void on_import_end(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   void assign_labels();

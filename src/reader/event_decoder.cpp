@@ -1,6 +1,9 @@
 #include "event_decoder.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 namespace pinsight_reader {
@@ -12,7 +15,7 @@ struct EventLayout {
   std::string_view name;
   EventKind kind;
   bool compact;
-  const char *fields[8];  // in the order RawEvent is filled, nullptr-padded
+  const char *fields[EventDecoder::kMaxFields];  // in the order RawEvent is filled, nullptr-padded
 };
 
 // Field names of the provider (tracepoints/python_pinsight_lttng_ust.h).
@@ -111,7 +114,16 @@ constexpr EventLayout kLayouts[] = {
     {"mode_change",
      EventKind::ModeChange,
      false,
-     {"mode", "reason", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
+     {"mode", "reason", "config_generation", nullptr, nullptr, nullptr, nullptr, nullptr}},
+    {"config_info",
+     EventKind::ConfigInfo,
+     false,
+     {"path", "config_generation", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
+    {"lexgion_counts",
+     EventKind::LexgionCounts,
+     false,
+     {"qualname", "filename", "lineno", "executions", "traced", "flags", "max_num_traces",
+      "tracing_rate", "trace_starts_at", "section", nullptr}},
 };
 
 // Positions in EventLayout::fields of function_*, c_call_*, code_info and
@@ -472,10 +484,35 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       out.transition = 0;
       break;
     }
+    case EventKind::ConfigInfo:
+      out.str[0] = read_string(payload, slot[0], batch);
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[1], 0));
+      out.python_thread_id = -1;
+      out.lineno = out.aux = 0;
+      out.transition = 0;
+      break;
+    case EventKind::LexgionCounts: {
+      auto clamp = [](int64_t v) {
+        return static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(v, INT32_MIN), INT32_MAX));
+      };
+      out.str[0] = read_string(payload, slot[0], batch);
+      out.str[1] = read_string(payload, slot[1], batch);
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[2], 0));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[3], 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[4], 0));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[5], 0));
+      out.aux = clamp(read_integer(payload, slot[6], -1));
+      out.python_thread_id = -1;
+      std::string settings = std::to_string(read_integer(payload, slot[7], 1)) + " " +
+                             std::to_string(read_integer(payload, slot[8], 0));
+      out.str[3] = batch.add_string(settings.data(), settings.size());
+      out.str[2] = read_string(payload, slot[9], batch);
+      break;
+    }
     case EventKind::ModeChange:
       out.str[0] = read_string(payload, slot[0], batch);
       out.str[1] = read_string(payload, slot[1], batch);
-      out.code_id = 0;
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[2], 0));
       out.python_thread_id = -1;
       out.lineno = out.aux = 0;
       out.transition = 0;

@@ -34,7 +34,7 @@ class EventDecoder {
   uint64_t foreign_events() const { return foreign_events_; }
   uint64_t last_ts_ns() const { return last_ts_ns_; }
 
-  static constexpr int kMaxFields = 8;
+  static constexpr int kMaxFields = 11;
 
   // What is known of one event class, found once.
   struct ClassInfo {

@@ -24,8 +24,13 @@ enum class EventKind : uint8_t {
   ThreadStart,
   CodeInfo,      // compact payload: names of a code object
   CallableInfo,  // compact payload: name of a native callee
-  ModeChange,    // counted only
-  Discarded,     // LTTng discarded events (ring buffer full)
+  ModeChange,    // str[0]: mode, str[1]: reason, code_id: config_generation
+  ConfigInfo,    // str[0]: path ("" for the defaults), code_id: config_generation
+  // lexgion_counts: str[0..1]: qualname, filename, lineno; code_id: executions,
+  // extra: traced, transition: flags, aux: max_num_traces (-1: none; clamped to
+  // int32), str[2]: section, str[3]: "tracing_rate trace_starts_at" in decimal
+  LexgionCounts,
+  Discarded,  // LTTng discarded events (ring buffer full)
   DiscardedPackets,
   ImportBegin,  // str[0]: module; transition: import_transition
   ImportEnd,

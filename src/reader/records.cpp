@@ -93,10 +93,17 @@ struct RecordTypes {
                 "alloc_tree", "gil", "call_tree"}),
         alloc(m, "AllocStats", "Sampled allocations of a process, per allocating function.",
               {"symbol", "samples", "sampled_bytes", "retained_bytes", "native_bytes"}),
+        mode_change(m, "ModeChange", "A change of the Python domain's trace mode.",
+                    {"ts_ns", "mode", "reason", "generation"}),
+        config(m, "ConfigRecord", "A configuration put in force (path '' for the defaults).",
+               {"ts_ns", "path", "generation"}),
+        lexgion_counts(m, "LexgionCounts", "Rate control's counts of one function.",
+                       {"symbol", "seen", "traced", "seen_is_lower_bound", "max_num_traces",
+                        "tracing_rate", "trace_starts_at", "section"}),
         process(m, "ProcessRecord", "One traced process and its threads.",
                 {"vpid", "host", "chrome_pid", "label", "has_info", "pid", "mpi_rank", "mpi_size",
                  "hostname", "argv", "python_version", "backend", "procname", "events",
-                 "allocations", "threads"}),
+                 "allocations", "threads", "mode_changes", "configs", "rate_controlled"}),
         discard(m, "Discard", "One record of events or packets LTTng discarded.",
                 {"discarded", "begin_ns", "end_ns", "stream_id", "packets"}),
         missing(m, "MissingEvents", "Records of the batched payload that never came.",
@@ -136,8 +143,8 @@ struct RecordTypes {
                 "analysis_cpu_s"}) {}
 
   RecordType function, native_call, anomalies, import_stats, import_chain, alloc_node, gil_release,
-      gil_wait, gil, tree_node, thread, alloc, process, discard, missing, symbol, native_region,
-      unmatched, progress, result;
+      gil_wait, gil, tree_node, thread, alloc, mode_change, config, lexgion_counts, process,
+      discard, missing, symbol, native_region, unmatched, progress, result;
 };
 
 // Created at import and never freed: the module, hence its types, lives as long.
@@ -213,10 +220,22 @@ py::object process_record(const CallStackAnalyzer &a, const ProcessState &p) {
   py::list threads;
   for (const ThreadState *t : a.threads_of(p))
     threads.append(thread_record(*t, a.build_call_trees()));
-  return types->process.make(p.vpid, p.host_name, p.chrome_pid, p.label, p.has_info, p.pid,
-                             p.mpi_rank, p.mpi_size, p.hostname, p.argv, p.python_version,
-                             p.backend, p.procname, p.events, std::move(allocations),
-                             std::move(threads));
+  py::list mode_changes;
+  for (const ModeChangeRecord &m : p.mode_changes)
+    mode_changes.append(types->mode_change.make(m.ts_ns, m.mode, m.reason, m.generation));
+  py::list configs;
+  for (const ConfigRecord &c : p.configs)
+    configs.append(types->config.make(c.ts_ns, c.path, c.generation));
+  py::list rate_controlled;
+  for (const auto &[symbol, r] : p.lexgion_counts) {
+    rate_controlled.append(types->lexgion_counts.make(symbol, r.executions, r.traced, r.lower_bound,
+                                                      r.max_num_traces, r.tracing_rate,
+                                                      r.trace_starts_at, r.section));
+  }
+  return types->process.make(
+      p.vpid, p.host_name, p.chrome_pid, p.label, p.has_info, p.pid, p.mpi_rank, p.mpi_size,
+      p.hostname, p.argv, p.python_version, p.backend, p.procname, p.events, std::move(allocations),
+      std::move(threads), std::move(mode_changes), std::move(configs), std::move(rate_controlled));
 }
 
 // Native regions per (caller, domain, region) of each process, the begins that
@@ -263,7 +282,8 @@ py::dict event_counts(const CallStackAnalyzer &a) {
       {"import_end", EventKind::ImportEnd},         {"alloc_sample", EventKind::AllocSample},
       {"free_sample", EventKind::FreeSample},       {"native_begin", EventKind::NativeBegin},
       {"gil_switch", EventKind::GilSwitch},         {"gil_released", EventKind::GilReleased},
-      {"native_end", EventKind::NativeEnd},         {"generator_end", EventKind::GeneratorEnd}};
+      {"native_end", EventKind::NativeEnd},         {"generator_end", EventKind::GeneratorEnd},
+      {"config_info", EventKind::ConfigInfo},       {"lexgion_counts", EventKind::LexgionCounts}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   return kinds;
 }

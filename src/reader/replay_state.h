@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -71,7 +72,8 @@ struct ThreadState {
   int32_t python_thread_id = -1;
   uint64_t thread_ident = 0;
   uint64_t events = 0;
-  uint64_t mode_changes = 0;  // a thread with nothing else is our control thread
+  uint64_t mode_changes =
+      0;  // and config_info, lexgion_counts: with nothing else, our control thread
   uint64_t first_ns = 0;
   uint64_t last_ns = 0;
   std::vector<Frame> stack;
@@ -90,6 +92,28 @@ struct ThreadState {
   std::vector<FrameRegions> frame_regions;  // per stack depth
 };
 
+// A mode_change of the Python domain (activation, reload, window end, API, debugger).
+struct ModeChangeRecord {
+  uint64_t ts_ns;
+  std::string mode, reason;
+  uint64_t generation;
+};
+
+// A configuration put in force (config_info): "" for the built-in defaults.
+struct ConfigRecord {
+  uint64_t ts_ns;
+  std::string path;
+  uint64_t generation;
+};
+
+// Rate control's counts of one function (lexgion_counts, the last one seen).
+struct LexgionCountRecord {
+  uint64_t executions = 0, traced = 0;
+  bool lower_bound = false;
+  int64_t max_num_traces = -1, tracing_rate = 1, trace_starts_at = 0;
+  std::string section;
+};
+
 struct ProcessState {
   uint16_t host;
   std::string host_name;  // from the trace's environment
@@ -106,6 +130,9 @@ struct ProcessState {
   std::unordered_map<SymbolId, AllocStats> allocations;
   // Sampled blocks not freed yet: address -> (function, sampled bytes).
   std::unordered_map<uint64_t, std::pair<SymbolId, uint64_t>> live_samples;
+  std::vector<ModeChangeRecord> mode_changes;
+  std::vector<ConfigRecord> configs;
+  std::map<SymbolId, LexgionCountRecord> lexgion_counts;
 };
 
 struct DiscardRecord {

@@ -216,6 +216,7 @@ void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil
   set_payload(state.payload_override_set ? state.payload_override : config_payload);
   tracer().config_published(generation, state.mode_override_set ? state.mode_override : config_mode,
                             reason);
+  emitter::config_info(config_path(), generation);
   sync_alloc();  // a reload may turn sampling on or off, or change its interval
 }
 
@@ -368,6 +369,7 @@ void activate(const ActivateOptions &options) {
   // process_info first of all the process's events: readers label it by it.
   emit_process_info(backend ? backend->name() : nullptr);
   emitter::mode_change(trace_mode_name(initial), "activate", generation);
+  emitter::config_info(options.config_path, generation);
   tracer().start(std::move(backend), initial, generation, requested);
   sync_alloc();
   control::start(&on_reload_signal);
@@ -379,6 +381,7 @@ void activate(const ActivateOptions &options) {
 // The tracer's stop() tells mode_changed (sync_alloc): sampling stops with it.
 void deactivate() {
   debugger_guard::disarm();
+  emit_lexgion_counts();
   tracer().stop();
 }
 
@@ -468,6 +471,16 @@ void after_fork_child() {
   if (tracer().active()) {
     emit_process_info(tracer().backend_name());
     control::start(&on_reload_signal);
+  }
+}
+
+void emit_lexgion_counts() {
+  if (!tracer().active()) return;  // deactivate() wrote them
+  for (const LexgionReport &l : tracer().lexgions()) {
+    if (!l.rate_controlled) continue;
+    emitter::lexgion_counts(*l.code, l.executions, l.traced,
+                            l.lower_bound ? emitter::kLexgionLowerBound : 0, l.max_num_traces,
+                            l.tracing_rate, l.trace_starts_at, l.section);
   }
 }
 

@@ -101,6 +101,9 @@ bool reload(std::string *error);
 void after_fork_child();
 // Before the interpreter finalizes (atexit) and on detach.
 void stop_control_thread();
+// Rate control's counts (lexgion_counts) of every rate-controlled code object
+// that ran: atexit, before the control thread stops, and at deactivate().
+void emit_lexgion_counts();
 // atexit: allocation samples still alive now are never freed (alloc::finish).
 void finish_alloc();
 // atexit, first: CUPTI's buffered activity records (the kernels' device times)

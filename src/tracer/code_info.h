@@ -73,6 +73,13 @@ struct CodeInfo : NamedCode {
 
   uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
   uint64_t traced = 0;      // starts whose function_begin was emitted
+  // Its begins were disabled once (rate control gave up on it): later starts
+  // were not seen, and `executions` is a lower bound.
+  bool begins_were_disabled = false;
+  // Tracer's count of periods in which starts went uncounted (STANDBY, OFF,
+  // a debugger's) when this CodeInfo was made: one more since, and
+  // `executions` is a lower bound too.
+  uint64_t blind_periods_at_creation = 0;
 
   // Lines of call sites, by instruction offset (c_call caller_lineno).
   std::vector<std::pair<int, int>> call_lines;

@@ -201,6 +201,7 @@ void Tracer::watch_calls(bool on) {
 
 void Tracer::code_created(CodeInfo &code) {
   Tracer &tracer = instance_;
+  code.blind_periods_at_creation = tracer.blind_periods_;
   if (!tracer.calls_watched_ || code.names_setprofile || !tracer.backend_) return;
   try {
     tracer.backend_->watch_calls(code.code, true);
@@ -213,6 +214,7 @@ void Tracer::code_created(CodeInfo &code) {
 void Tracer::set_mode(TraceMode new_mode, const char *reason) {
   TraceMode old = mode_.exchange(new_mode);
   if (old == new_mode) return;
+  if (new_mode < TraceMode::Monitoring) ++blind_periods_;  // starts go uncounted from now
   emitter::mode_change(trace_mode_name(new_mode), reason, generation_.load());
   if (!active_) return;
   if (!backend_ && new_mode != TraceMode::Off) {
@@ -268,6 +270,7 @@ void Tracer::internal_failure(const char *what) {
                "pinsight-python: internal error: %s; tracing is turned off for this process\n",
                what);
   mode_.store(TraceMode::Off);
+  ++blind_periods_;
   open_records_ = 0;
   reconcile_events();
   mode_changed();
@@ -328,6 +331,7 @@ void Tracer::start(std::unique_ptr<Backend> backend, TraceMode initial, uint64_t
   failed_ = false;
   installed_events_ = 0;
   mode_.store(initial);
+  if (initial < TraceMode::Monitoring) ++blind_periods_;
   if (initial == TraceMode::Tracing) push_activation_frames(*thread_states::current());
   reconcile_events();
 }
@@ -357,6 +361,7 @@ void Tracer::stop() {
 void Tracer::step_aside() {
   if (!active_ || aside_) return;
   aside_ = true;
+  ++blind_periods_;
   reconcile_events();  // all off: aside_
   forget_records();
   mode_changed();
@@ -389,8 +394,26 @@ std::vector<LexgionReport> Tracer::lexgions() const {
   std::vector<LexgionReport> out;
   for (CodeInfo *info = code_registry::first(); info; info = info->next) {
     if (info->executions == 0) continue;
-    out.push_back({info->qualname, info->filename, info->module, info->lineno, info->executions,
-                   info->traced});
+    LexgionReport &r = out.emplace_back();
+    r.qualname = info->qualname;
+    r.filename = info->filename;
+    r.module = info->module;
+    r.lineno = info->lineno;
+    r.executions = info->executions;
+    r.traced = info->traced;
+    const LexgionSettings &limits = info->limits;
+    // Code the module filters leave out is not rate control's doing.
+    r.rate_controlled =
+        info->module_selected &&
+        (limits.max_num_traces >= 0 || limits.tracing_rate > 1 || limits.trace_starts_at > 0);
+    r.lower_bound = info->begins_were_disabled ||
+                    blind_periods_ > info->blind_periods_at_creation ||
+                    mode() < TraceMode::Monitoring;
+    r.max_num_traces = limits.max_num_traces;
+    r.tracing_rate = limits.tracing_rate;
+    r.trace_starts_at = limits.trace_starts_at;
+    r.section = limits.section;
+    r.code = info;
   }
   return out;
 }
@@ -402,6 +425,13 @@ void Tracer::after_fork_child() {
   thread_states::forked_child();
   // The child's events carry its own vpid: its names must be written anew.
   emitter::advance_naming_epoch();
+  // Its lexgion_counts describe its own calls (the parent's are in the
+  // parent's): counted from zero. Rate control's counters are inherited, as in
+  // PInsight, and so are disabled begins: those counts stay lower bounds.
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    info->executions = 0;
+    info->traced = 0;
+  }
 }
 
 }  // namespace pinsight

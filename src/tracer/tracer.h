@@ -45,6 +45,13 @@ struct LexgionReport {
   std::string qualname, filename, module;
   int lineno;
   uint64_t executions, traced;
+  // Rate control (lexgion_counts): the settings the code was last decided
+  // under, and whether `executions` is a lower bound.
+  bool rate_controlled = false;
+  bool lower_bound = false;
+  int64_t max_num_traces = -1, tracing_rate = 1, trace_starts_at = 0;
+  std::string section;
+  const NamedCode *code = nullptr;  // valid while the GIL is held
 };
 
 class Tracer {
@@ -161,6 +168,9 @@ class Tracer {
 
   TracerHooks hooks_;
   std::atomic<TraceMode> mode_{TraceMode::Off};
+  // Periods in which starts went uncounted (mode below MONITORING, a
+  // debugger's step aside): lexgions()' lower bounds.
+  uint64_t blind_periods_ = 0;
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> active_{false};  // read by the control thread without the GIL
   bool failed_ = false;
@@ -251,6 +261,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
     uint8_t why = MayDisable ? never_traced_again(code, lex) : 0;
     if (why) {
       code.begins_disabled_epoch = disable_epoch_;
+      code.begins_were_disabled = true;
       return disable(code, why);
     }
     return Verdict::Continue;

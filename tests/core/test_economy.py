@@ -97,7 +97,7 @@ def stream_bytes(trace_dir: Path) -> int:
 # ---------------------------------------------------------------------------- normalizing
 
 _TIME_KEYS = {"begin_ns", "end_ns", "duration_ns", "total_ns", "self_ns", "trace", "trace_dirs",
-              "wall_ns", "running_ns", "mean_wall_ns"}
+              "wall_ns", "running_ns", "mean_wall_ns", "ts_ns", "offset_ns"}
 _ID_KEYS = {"vpid", "vtid", "pid", "label"}
 
 

@@ -270,7 +270,7 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
     assert isinstance(report["warnings"], list)
     function_fields = {"kind", "name", "qualname", "filename", "lineno", "calls", "segments",
                        "total_ns", "self_ns", "exceptions", "module", "origin",
-                       "instances_finished", "wall_ns"}
+                       "instances_finished", "wall_ns", "rate"}
     location_fields = {"name", "qualname", "filename", "lineno"}
     activity = {"modules", "functions", "functions_total", "native_calls", "native_calls_total",
                 "generators", "exceptions", "unbalanced", "imports"}
@@ -280,7 +280,11 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
     for proc in report["processes"]:
         assert activity | {"vpid", "host", "label", "mpi_rank", "mpi_size", "pid", "hostname",
                            "argv", "python_version", "backend", "procname", "events",
-                           "threads", "allocations", "gil"} == set(proc)
+                           "threads", "allocations", "gil", "config", "configs",
+                           "mode_changes", "rate_controlled"} == set(proc)
+        assert proc["config"] == proc["configs"][-1] and proc["config"]["path"] is None
+        assert [m["reason"] for m in proc["mode_changes"]][:1] == ["activate"]
+        assert proc["rate_controlled"] == []  # no rate control in this trace
         assert proc["gil"] is None  # no gil events in this trace
         assert set(proc["imports"]) == {"modules_total", "cumulative_ns", "modules",
                                         "slowest_chains"}
@@ -303,7 +307,7 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
             assert selfs == sorted(selfs, reverse=True)
             for row in section["functions"]:
                 assert set(row) == function_fields
-                assert row["kind"] in ("python", "native")
+                assert row["kind"] in ("python", "native") and row["rate"] is None
                 if row["kind"] == "native":
                     assert row["filename"] is None and row["lineno"] is None
                 else:
