@@ -3,8 +3,9 @@
 #   bash scripts/test.sh [pytest args...]
 # Lint, format and type checks (mypy, strict), the layers' check, then the suite on .venv (CPython >= 3.12,
 # sys.monitoring), on .venv-fallback (CPython 3.11, PyEval_SetProfile), on .venv-3.14 and
-# .venv-3.15 (Debian sid's CPython 3.14 and 3.15, sys.monitoring; 3.11 and 3.14 leave out
-# the tests of reading traces back, reading_tests below), the unit and core
+# .venv-3.15 (Debian sid's CPython 3.14 and 3.15, sys.monitoring; 3.11 and 3.15 leave out
+# the tests of reading traces back, reading_tests below, and 3.14 runs the tests that
+# can differ by interpreter, version_tests), the unit and core
 # tests on an AddressSanitizer + UndefinedBehaviorSanitizer build (.venv-sanitize), then
 # the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status
 # is non-zero if any failed. The extension is built with -Werror in every venv but
@@ -35,8 +36,8 @@ stage "layers" .venv/bin/python scripts/check_layers.py
 # (report, the CLI's signals and isolation, relay daemons, MPI ranks' labels, the site
 # install another user runs): what they check does not change with the traced
 # interpreter, whose tracing tests/core and the rest of tests/integration check on each
-# one. They run on .venv and on 3.15; the 3.11 and 3.14 stages leave them out, which
-# keeps CI within its time.
+# one. They run on .venv; the 3.11 and 3.15 stages leave them out, which keeps CI
+# within its time.
 reading_tests=(test_report.py test_report_trust.py test_trace_cli.py test_trace_isolation.py
   test_relayd.py test_mpi.py test_discards.py test_process_labels.py test_any_user.py
   test_native_correlation.py)
@@ -46,12 +47,24 @@ for t in "${reading_tests[@]}"; do
   not_reading+=("--ignore=tests/integration/$t")
 done
 
+# CPython 3.14 lies between 3.13 and 3.15, which run the suite, with 3.15's attach
+# (sys.remote_exec) and per-code state (beside the code objects): its stage runs what
+# can differ from one interpreter to the next, its own CPython suites first among them.
+version_tests=(tests/unit tests/core/test_core.py tests/core/test_backends.py
+  tests/core/test_cpython_versions.py tests/core/test_generator_lifetimes.py
+  tests/core/test_never_hang.py tests/core/test_other_tools.py tests/core/test_neighbours.py
+  tests/core/test_cpython_suites_in_one_process.py tests/integration/test_cpython_suites.py
+  tests/integration/test_attach.py)
+# Pytest arguments given to this script choose the tests of every stage.
+if (($#)); then version_tests=("$@"); fi
+
 stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
 stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend; reading tests left out)" \
   .venv-fallback/bin/python -m pytest "${not_reading[@]}" "$@"
-stage "suite on $(.venv-3.14/bin/python -V) (Debian sid's; reading tests left out)" \
-  .venv-3.14/bin/python -m pytest "${not_reading[@]}" "$@"
-stage "suite on $(.venv-3.15/bin/python -V) (Debian sid's)" .venv-3.15/bin/python -m pytest "$@"
+stage "suite on $(.venv-3.15/bin/python -V) (Debian sid's; reading tests left out)" \
+  .venv-3.15/bin/python -m pytest "${not_reading[@]}" "$@"
+stage "interpreter's own tests on $(.venv-3.14/bin/python -V) (Debian sid's)" \
+  .venv-3.14/bin/python -m pytest "${version_tests[@]}"
 # AddressSanitizer + UndefinedBehaviorSanitizer, as memray does: rebuild the extension
 # into .venv-sanitize (incremental, in build/sanitize; -Werror like every development
 # build) and run the core tests with the runtimes preloaded, since CPython itself is

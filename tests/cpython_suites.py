@@ -5,12 +5,13 @@ CPython's own tests of the tools users run beside us, with every call traced.
 
 Debuggers, profilers, threads, signals, the garbage collector, weak references,
 introspection, asyncio tasks: CPython's test suites for them (``python -m test``,
-shipped with the interpreter) run twice, untraced and with every call traced
-through the .pth shim (PINSIGHT_TRACE_PYTHON=TRACING) inside a real LTTng
-session. The session is a flight recorder (snapshot mode: a few MiB of ring
-buffer, nothing written until the snapshot taken at the end), so millions of
-events cost neither disk nor a consumer's CPU. The same tests must fail both
-times, and none may hang: regrtest's --timeout fails a test file that does.
+shipped with the interpreter) run with every call traced through the .pth shim
+(PINSIGHT_TRACE_PYTHON=TRACING) inside a real LTTng session, and untraced: the one-
+process runs side by side, the suites' files that failed traced again alone. The session
+is a flight recorder (snapshot mode: a few MiB of ring buffer, nothing written until the
+snapshot taken at the end), so millions of events cost neither disk nor a consumer's
+CPU. The same tests must fail both ways, and none may hang: regrtest's --timeout fails a
+test file that does.
 
 Left out (TWO_TOOL_FAILURES), as docs/activation.md ("Debuggers and
 profilers") tells users: on 3.13 to 3.15, tracemalloc's test_get_traced_memory, which

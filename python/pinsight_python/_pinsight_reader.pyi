@@ -431,14 +431,14 @@ class SymbolInfo(structseq[Any], Tuple[bool, str, str, int, str, str]):
 
 @final
 class NativeRegion(
-    structseq[Any], Tuple[int, int, int, int, str, str, int, int, Optional[str]]
+    structseq[Any], Tuple[int, int, int, int, str, str, str, int, int, Optional[str]]
 ):
     """Native regions (OpenMP, MPI, CUDA...) of one process, caller, domain and name."""
 
     if sys.version_info >= (3, 10):
         __match_args__: Final = (
-            "vpid", "mpi_rank", "caller", "via", "domain", "region", "instances", "total_ns",
-            "mangled",
+            "vpid", "mpi_rank", "caller", "via", "attributed", "domain", "region", "instances",
+            "total_ns", "mangled",
         )
 
     @property
@@ -449,6 +449,9 @@ class NativeRegion(
     def caller(self) -> int: ...  # the Python function's symbol, or -1: no Python caller
     @property
     def via(self) -> int: ...  # the native callee it went through (a symbol), or -1
+    @property
+    def attributed(self) -> str: ...  # how: "own_thread", "blocked_call"; why not:
+    # "no_blocked_call", "several_blocked_calls", "no_launch"
     @property
     def domain(self) -> str: ...  # "openmp", "mpi", "cuda", or the provider
     @property

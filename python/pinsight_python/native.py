@@ -18,7 +18,20 @@ from .analysis import Symbol, TraceData, format_ns
 
 __all__ = ["native_lines", "native_section"]
 
-Key = Tuple[int, int, str, str]  # (caller symbol or -1, native callee symbol or -1, domain, region)
+# (caller symbol or -1, native callee symbol or -1, how attributed, domain, region)
+Key = Tuple[int, int, str, str, str]
+
+# Why a row has no Python caller, or how it found one on another thread.
+_ATTRIBUTED = {
+    "blocked_call": "launched by a thread without Python while this call was blocked in "
+                    "a native call",
+    "no_blocked_call": "launched by a thread without Python while no Python call was "
+                       "blocked in a native call",
+    "several_blocked_calls": "launched by a thread without Python while several Python "
+                             "calls were blocked in native calls",
+    "no_launch": "device activity whose launch is not in the trace (launched through the "
+                 "driver API, or before tracing)",
+}
 
 
 @dataclass
@@ -41,19 +54,19 @@ def native_section(
     # The reader names the domains ("openmp", "mpi", "cuda", else the provider's name).
     mangled: Dict[Tuple[str, str], str] = {}
     for r in raw.native:
-        key = (r.caller, r.via, r.domain, r.region)
+        key = (r.caller, r.via, r.attributed, r.domain, r.region)
         if r.mangled is not None:
             mangled[(r.domain, r.region)] = r.mangled
         totals[key].count += r.instances
         totals[key].total_ns += r.total_ns
         if r.mpi_rank >= 0:
             ranks[key][r.mpi_rank] += r.total_ns
-    keys = sorted(totals, key=lambda k: (-totals[k].total_ns, k[2], k[3], k[0], k[1]))
+    keys = sorted(totals, key=lambda k: (-totals[k].total_ns, k[3], k[4], k[0], k[1], k[2]))
     if top > 0:
         keys = keys[:top]
     rows = []
     for key in keys:
-        caller, via, domain, region = key
+        caller, via, attributed, domain, region = key
         count, total_ns = totals[key].count, totals[key].total_ns
         inclusive = inclusive_ns.get(caller, 0) if caller >= 0 else 0
         row: Dict[str, Any] = {
@@ -61,6 +74,8 @@ def native_section(
             # that call went through (mpi4py's Comm.Allreduce, a ctypes function).
             "caller": caller_json(trace.symbols[caller]) if caller >= 0 else None,
             "via": trace.symbols[via].qualname if via >= 0 else None,
+            # "own_thread", or across threads ("blocked_call"), or why no caller.
+            "attributed": attributed,
             "domain": domain,
             "name": region,
             "count": count,
@@ -114,16 +129,22 @@ def native_lines(section: Dict[str, Any]) -> List[str]:
     if not rows and not unmatched:
         return []
     lines = ["Native time by Python caller:"]
-    width = max([len(_caller_text(r["caller"])) for r in rows] + [6])
+    width = max([len(_caller_text(r["caller"])) + 3 for r in rows] + [6])
     via_width = max([len(r["via"] or "-") for r in rows] + [3])
     labels = section["native_labels"]
     names = [f"[{labels.get(r['domain'], r['domain'])}] {r['name']}" for r in rows]
     name_width = max([len(n) for n in names] + [6])
     lines.append(f"  {'caller':<{width}}  {'via':<{via_width}}  {'region':<{name_width}}  "
                  f"{'count':>8}  {'total':>10}  {'of caller':>9}")
+    notes: Dict[str, str] = {}
     for row, name in zip(rows, names):
         share = f"{row['share_of_caller']:.1%}" if row["share_of_caller"] is not None else "-"
-        lines.append(f"  {_caller_text(row['caller']):<{width}}  {row['via'] or '-':<{via_width}}  "
+        how = row.get("attributed", "own_thread")
+        mark = ""
+        if how in _ATTRIBUTED:
+            mark = notes.setdefault(how, "*" * (len(notes) + 1))
+        lines.append(f"  {_caller_text(row['caller']) + mark:<{width}}  "
+                     f"{row['via'] or '-':<{via_width}}  "
                      f"{name:<{name_width}}  {row['count']:>8,}  "
                      f"{format_ns(row['total_ns']):>10}  {share:>9}")
         imbalance = row.get("imbalance")
@@ -135,6 +156,8 @@ def native_lines(section: Dict[str, Any]) -> List[str]:
                 f"{imbalance['fastest_rank']} "
                 f"({format_ns(ranks[str(imbalance['fastest_rank'])])}), "
                 f"ratio {imbalance['ratio']:g}")
+    for how, mark in notes.items():
+        lines.append(f"  {mark} {_ATTRIBUTED[how]}")
     for entry in unmatched:
         label = labels.get(entry["domain"], entry["domain"])
         lines.append(f"  unmatched: {entry['count']:,} [{label}] "

@@ -76,7 +76,37 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
   // The thread's stack, if it has Python events, names the region's caller.
   ThreadState *t = nullptr;
   if (auto found = threads_.find(thread_key(e)); found != threads_.end()) t = found->second.get();
-  native_.on_event(process_key, chrome_pid(e.host, e.vpid), e, batch, t);
+  BlockedCalls blocked;
+  if (e.kind == EventKind::NativeBegin && (e.aux & 2) && !has_visible_frame(t)) {
+    blocked = blocked_calls(e.host, e.vpid);
+  }
+  native_.on_event(process_key, chrome_pid(e.host, e.vpid), e, batch, t, blocked);
+}
+
+bool CallStackAnalyzer::has_visible_frame(const ThreadState *t) {
+  if (t == nullptr) return false;
+  for (const Frame &f : t->stack) {
+    if (!f.hidden) return true;
+  }
+  return false;
+}
+
+BlockedCalls CallStackAnalyzer::blocked_calls(uint16_t host, int32_t vpid) const {
+  // A CUDA launch on a thread that runs no Python (PyTorch's autograd engine):
+  // the process's Python threads whose innermost visible frame is a native call
+  // in progress (loss.backward() in run_backward, waiting for the engine).
+  BlockedCalls blocked;
+  for (const auto &[key, t] : threads_) {
+    if (t->host != host || t->vpid != vpid) continue;
+    for (size_t i = t->stack.size(); i-- > 0;) {
+      if (t->stack[i].hidden) continue;
+      if (symbols_[t->stack[i].symbol].native) {
+        blocked.only = ++blocked.count == 1 ? t.get() : nullptr;
+      }
+      break;
+    }
+  }
+  return blocked;
 }
 
 ThreadState &CallStackAnalyzer::thread(const RawEvent &e) {

@@ -95,6 +95,10 @@ class CallStackAnalyzer {
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
   void on_native(const RawEvent &e, const EventBatch &batch);
+  static bool has_visible_frame(const ThreadState *t);
+  // The process's threads blocked in a native call now (for a CUDA launch on a
+  // thread without Python frames).
+  BlockedCalls blocked_calls(uint16_t host, int32_t vpid) const;
   void on_process_info(const RawEvent &e, const EventBatch &batch);
   // config_info and lexgion_counts: the process's configurations and rate control's counts.
   void on_rate_event(ProcessState &p, const RawEvent &e, const EventBatch &batch);

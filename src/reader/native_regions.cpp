@@ -24,8 +24,39 @@ std::string demangled(std::string_view name) {
 
 }  // namespace
 
+const char *attributed_name(Attributed how) {
+  switch (how) {
+    case Attributed::kOwnThread:
+      return "own_thread";
+    case Attributed::kBlockedCall:
+      return "blocked_call";
+    case Attributed::kNoBlockedCall:
+      return "no_blocked_call";
+    case Attributed::kSeveralBlocked:
+      return "several_blocked_calls";
+    case Attributed::kNoLaunch:
+      break;
+  }
+  return "no_launch";
+}
+
+bool NativeRegions::attribute(const std::vector<Frame> &stack, Attribution *by) const {
+  bool any = false;
+  for (size_t i = stack.size(); i-- > 0;) {
+    if (stack[i].hidden) continue;
+    any = true;
+    SymbolId symbol = stack[i].symbol;
+    if (!symbols_[symbol].native) {
+      by->caller = symbol;
+      break;
+    }
+    if (by->via == kNoCaller) by->via = symbol;
+  }
+  return any;
+}
+
 void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const RawEvent &e,
-                             const EventBatch &batch, ThreadState *t) {
+                             const EventBatch &batch, ThreadState *t, const BlockedCalls &blocked) {
   NativeProcess &p = processes_[process_key];
   // A process has a few dozen region names at most: a scan, no allocation.
   auto intern = [&p](std::string_view name) {
@@ -75,7 +106,17 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
       if (opened.by.via == kNoCaller) opened.by.via = symbol;
     }
     if (e.aux & 2) {  // a CUDA launch: its kernel or copy runs later, on the device
-      p.launches[static_cast<uint32_t>(e.lineno)] = {opened.by, e.vtid};
+      int32_t launcher = e.vtid;
+      if (opened.depth == UINT32_MAX) {  // a thread without Python frames
+        if (blocked.only != nullptr && attribute(blocked.only->stack, &opened.by)) {
+          opened.by.how = Attributed::kBlockedCall;
+          launcher = blocked.only->vtid;
+        } else {
+          opened.by.how =
+              blocked.count > 1 ? Attributed::kSeveralBlocked : Attributed::kNoBlockedCall;
+        }
+      }
+      p.launches[static_cast<uint32_t>(e.lineno)] = {opened.by, launcher};
     }
     if (e.aux & 1) {
       std::pair<uint64_t, uint64_t> parallel{e.code_id, e.extra};
@@ -131,6 +172,7 @@ void NativeRegions::on_device_activity(const RawEvent &e, int64_t output_pid, Na
   // The Python call around the launch with the same correlationId; the activity
   // itself is written later, when CUPTI delivers its buffer, by another thread.
   Attribution by;
+  by.how = Attributed::kNoLaunch;
   int32_t launch_tid = -1;
   auto correlation = static_cast<uint32_t>(e.code_id);
   if (auto it = p.launches.find(correlation); it != p.launches.end()) {

@@ -23,6 +23,7 @@
 namespace pinsight_reader {
 
 struct ThreadState;
+struct Frame;
 
 inline constexpr SymbolId kNoCaller = UINT32_MAX;
 
@@ -30,15 +31,36 @@ struct NativeRegionStats {
   uint64_t count = 0;
   uint64_t total_ns = 0;
 };
+// How a region found its caller, or why it has none.
+enum class Attributed : uint8_t {
+  kOwnThread,       // the stack of its own thread (or, an OpenMP worker's, of the opener)
+  kBlockedCall,     // a CUDA launch on a thread without Python (PyTorch's autograd
+                    // engine): the one Python call of the process blocked in a native
+                    // call then (loss.backward() waiting for the engine)
+  kNoBlockedCall,   // such a launch, and no Python call was in a native call then
+  kSeveralBlocked,  // such a launch, and several were: none is chosen
+  kNoLaunch,        // device activity whose launch is not in the trace
+};
+const char *attributed_name(Attributed how);
+
 // Who a region is attributed to: the Python function whose call made it, and
 // the native callee that call went through (mpi4py's Comm.Allreduce, a ctypes
 // function), kNoCaller when the region began in the Python function itself.
 struct Attribution {
   SymbolId caller = kNoCaller;
   SymbolId via = kNoCaller;
+  Attributed how = Attributed::kOwnThread;
   bool operator<(const Attribution &o) const {
-    return caller != o.caller ? caller < o.caller : via < o.via;
+    if (caller != o.caller) return caller < o.caller;
+    return via != o.via ? via < o.via : how < o.how;
   }
+};
+
+// For a CUDA launch on a thread without Python frames: the process's threads
+// blocked in a native call at that time (the replay counts them).
+struct BlockedCalls {
+  const ThreadState *only = nullptr;  // the one such thread, if exactly one
+  size_t count = 0;
 };
 
 struct NativeOpen {
@@ -102,13 +124,16 @@ class NativeRegions {
   // host << 32 | vpid (output_pid: its pid in the replay's output); `t` is the
   // event's thread when the replay knows it (its stack names the caller).
   void on_event(uint64_t process_key, int64_t output_pid, const RawEvent &e,
-                const EventBatch &batch, ThreadState *t);
+                const EventBatch &batch, ThreadState *t, const BlockedCalls &blocked);
   // The begins still open are unmatched.
   void finish();
   // host << 32 | vpid -> the process's native regions
   const std::map<uint64_t, NativeProcess> &processes() const { return processes_; }
 
  private:
+  // The Python function and native callee at the top of `stack` (hidden frames
+  // skipped); false when it holds no visible frame.
+  bool attribute(const std::vector<Frame> &stack, Attribution *by) const;
   // A CUDA kernel or copy on the device: to the launch's caller.
   void on_device_activity(const RawEvent &e, int64_t output_pid, NativeProcess &p,
                           uint32_t provider, uint32_t region);

@@ -111,8 +111,8 @@ struct RecordTypes {
         symbol(m, "SymbolInfo", "A Python function or native callee, by symbol id.",
                {"native", "qualname", "filename", "lineno", "module", "origin"}),
         native_region(m, "NativeRegion", "Native regions of one caller, domain and name.",
-                      {"vpid", "mpi_rank", "caller", "via", "domain", "region", "instances",
-                       "total_ns", "mangled"}),
+                      {"vpid", "mpi_rank", "caller", "via", "attributed", "domain", "region",
+                       "instances", "total_ns", "mangled"}),
         unmatched(m, "UnmatchedRegion", "Native region begins that never ended.",
                   {"vpid", "mpi_rank", "domain", "region", "begins"}),
         progress(m, "Progress", "How far run() got.", {"events", "ts_ns", "begin_ns", "end_ns"}),
@@ -257,7 +257,7 @@ NativeRecords native_records(const CallStackAnalyzer &a) {
       auto mangled = p.mangled.find(region);
       out.regions.append(types->native_region.make(
           vpid, rank, symbol_or_minus_one(by.caller), symbol_or_minus_one(by.via),
-          p.domain(provider), p.names[region], s.count, s.total_ns,
+          attributed_name(by.how), p.domain(provider), p.names[region], s.count, s.total_ns,
           mangled == p.mangled.end() ? py::object(py::none())
                                      : py::object(py::str(mangled->second))));
       out.labels[py::str(p.domain(provider))] = p.domain_label(provider);

@@ -2,12 +2,13 @@
 
 Debuggers, profilers, threads, signals, the garbage collector, weak references,
 introspection, asyncio tasks: CPython's test suites for them (``python -m test``,
-shipped with the interpreter) run twice, untraced and with every call traced
-through the .pth shim (PINSIGHT_TRACE_PYTHON=TRACING) inside a real LTTng
-session. The session is a flight recorder (snapshot mode: a few MiB of ring
-buffer, nothing written until the snapshot taken at the end), so millions of
-events cost neither disk nor a consumer's CPU. The same tests must fail both
-times, and none may hang: regrtest's --timeout fails a test file that does.
+shipped with the interpreter) run with every call traced through the .pth shim
+(PINSIGHT_TRACE_PYTHON=TRACING) inside a real LTTng session, and untraced: the one-
+process runs side by side, the suites' files that failed traced again alone. The session
+is a flight recorder (snapshot mode: a few MiB of ring buffer, nothing written until the
+snapshot taken at the end), so millions of events cost neither disk nor a consumer's
+CPU. The same tests must fail both ways, and none may hang: regrtest's --timeout fails a
+test file that does.
 
 Left out (TWO_TOOL_FAILURES), as docs/activation.md ("Debuggers and
 profilers") tells users: on 3.13 to 3.15, tracemalloc's test_get_traced_memory, which
@@ -45,8 +46,6 @@ def test_cpython_suites_fail_traced_exactly_as_untraced(tmp_path: Path) -> None:
     if importlib.util.find_spec("test.libregrtest") is None:
         pytest.fail(f"{sys.executable} lacks CPython's test package (pyenv's builds ship it)")
     known = TWO_TOOL_FAILURES.get((sys.version_info[:2], DEFAULT_BACKEND), frozenset())
-    untraced = run_suites(tmp_path / "untraced", {}, known)
-    assert untraced.tests_run > 1000, summary(untraced)
     with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
         session,
         run_as,
@@ -57,10 +56,17 @@ def test_cpython_suites_fail_traced_exactly_as_untraced(tmp_path: Path) -> None:
         traced = run_suites(tmp_path / "traced", {**SHIM, ENV_EXCLUDE: "xml.etree"}, known,
                             run_as)
         session.record_snapshot()
-    report = f"untraced:\n{summary(untraced)}\ntraced:\n{summary(traced)}"
-    assert traced.failed_files == untraced.failed_files, report
-    assert sorted(traced.failed_tests) == sorted(untraced.failed_tests), report
-    assert traced.tests_run == untraced.tests_run, report
+    assert traced.tests_run > 1000, summary(traced)
+    # Untraced, the files that failed traced, and only those (the suites pass here
+    # untraced: a full untraced run would cost as much again on every interpreter):
+    # each must fail the same tests. A crash or a hang traced fails its whole file,
+    # which then passes untraced.
+    if traced.failed_files:
+        untraced = run_suites(tmp_path / "untraced", {}, known,
+                              suites=tuple(sorted(traced.failed_files)))
+        report = f"untraced:\n{summary(untraced)}\ntraced:\n{summary(traced)}"
+        assert traced.failed_files == untraced.failed_files, report
+        assert sorted(traced.failed_tests) == sorted(untraced.failed_tests), report
 
     # The flight recorder's last minutes: CPython's test package (regrtest and the
     # suites; the JUnit writer's own frames can fill the ring buffer at the very

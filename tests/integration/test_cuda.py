@@ -209,6 +209,73 @@ def test_trace_with_the_cuda_domain_turns_device_activity_on(tmp_path: Path) -> 
     assert "no device_activity setting" in proc.stderr and "device_activity = on" in proc.stderr
 
 
+BACKWARD_PROGRAM = textwrap.dedent(f"""
+    import ctypes, os, threading, time
+    lib = ctypes.CDLL(os.environ["CUDA_STANDIN"])
+    lib.standin_calibrate.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.standin_launch_from_worker.argtypes = [ctypes.c_uint, ctypes.c_char_p]
+    lib.standin_kernel_activity.argtypes = [ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint64,
+                                            ctypes.c_char_p]
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    lib.standin_calibrate(now, now + {CUPTI_AHEAD_NS})
+
+    def backward(i):  # waits in a native call while a thread without Python launches
+        lib.standin_launch_from_worker(100 + i, b"grad")
+
+    def busy_elsewhere(ready, done):
+        ready.set()
+        done.wait()  # a second Python thread blocked in a native call (a lock's wait)
+
+    for i in range(5):
+        backward(i)
+    ready, done = threading.Event(), threading.Event()
+    other = threading.Thread(target=busy_elsewhere, args=(ready, done))
+    other.start()
+    ready.wait()
+    time.sleep(0.05)
+    lib.standin_launch_from_worker(200, b"ambiguous")
+    done.set()
+    other.join()
+    for i in range(5):
+        lib.standin_kernel_activity(100 + i, 1000 + i, 2000 + i, b"grad")
+    lib.standin_kernel_activity(200, 5000, 6000, b"ambiguous")
+    print(os.getpid())
+""")
+
+
+def test_launches_without_python_go_to_the_blocked_python_call(
+    cuda_standin: Path, tmp_path: Path
+) -> None:
+    """Issue 35, point 2: a kernel launched by a thread that runs no Python (PyTorch's
+    backward pass on its autograd engine threads) goes to the process's one Python
+    call blocked in a native call at the launch's time, marked as attributed across
+    threads; with several such calls it stays unattributed, and says why."""
+    script = tmp_path / "app.py"
+    script.write_text("import pinsight_python\npinsight_python.activate()\n" + BACKWARD_PROGRAM)
+    out = tmp_path / "trace"
+    env = clean_env()
+    env["CUDA_STANDIN"] = str(cuda_standin)
+    with isolated_session(out, events=(f"{lttng.PROVIDER}:*", f"{CUPTI}:*")) as run_as:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120, preexec_fn=run_as, check=False)
+    assert proc.returncode == 0, proc.stderr
+    pid = proc.stdout.split()[0]
+    report = json.loads(cli("report", "--json", "--top", "0", "--pid", pid, str(out)))
+    rows = {(r["domain"], r["name"]): r for r in report["native"]}
+    grad, ambiguous = rows[("cuda", "grad")], rows[("cuda", "ambiguous")]
+    assert grad["count"] == 5 and ambiguous["count"] == 1
+    if SETPROFILE:  # 3.8-3.11 see no ctypes call: no Python call is in a native call
+        assert grad["caller"] is None and grad["attributed"] == "no_blocked_call"
+    else:
+        assert grad["caller"]["qualname"] == "backward", grad
+        assert grad["via"] == "ctypes.standin_launch_from_worker"
+        assert grad["attributed"] == "blocked_call"
+        assert ambiguous["caller"] is None and ambiguous["attributed"] == "several_blocked_calls"
+    text = cli("report", "--top", "0", "--pid", pid, str(out))
+    if not SETPROFILE:
+        assert "while this call was blocked in a native call" in text, text
+
+
 ON_GPU = pytest.mark.skipif(shutil.which("nvidia-smi") is None or shutil.which("nvcc") is None,
                             reason="no GPU and CUDA toolkit on this machine")
 

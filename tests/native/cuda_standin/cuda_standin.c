@@ -12,6 +12,7 @@
 #define LTTNG_UST_TRACEPOINT_DEFINE
 #include "cupti_lttng_ust_tracepoint.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 void standin_calibrate(uint64_t clock_monotonic_ns, uint64_t cupti_timestamp_ns) {
@@ -61,4 +62,24 @@ int cuptiActivityFlushAll(uint32_t flag) {
   }
   pending_count = 0;
   return 0; /* CUPTI_SUCCESS */
+}
+
+/* A launch from a thread that runs no Python (PyTorch's autograd engine threads),
+ * made while the calling Python thread waits in this function for it to finish. */
+struct worker_launch {
+  unsigned int correlation_id;
+  const char *kernel;
+};
+
+static void *launch_on_worker(void *arg) {
+  const struct worker_launch *launch = arg;
+  standin_launch(launch->correlation_id, launch->kernel);
+  return 0;
+}
+
+int standin_launch_from_worker(unsigned int correlation_id, const char *kernel) {
+  struct worker_launch launch = {correlation_id, kernel};
+  pthread_t worker;
+  if (pthread_create(&worker, 0, launch_on_worker, &launch) != 0) return -1;
+  return pthread_join(worker, 0);
 }
