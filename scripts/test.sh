@@ -51,10 +51,9 @@ done
 # (sys.remote_exec) and per-code state (beside the code objects): its stage runs what
 # can differ from one interpreter to the next, its own CPython suites first among them.
 version_tests=(tests/unit tests/core/test_core.py tests/core/test_backends.py
-  tests/core/test_cpython_versions.py tests/core/test_generator_lifetimes.py
-  tests/core/test_never_hang.py tests/core/test_other_tools.py tests/core/test_neighbours.py
-  tests/core/test_cpython_suites_in_one_process.py tests/integration/test_cpython_suites.py
-  tests/integration/test_attach.py)
+  tests/core/test_cpython_versions.py tests/core/test_never_hang.py
+  tests/core/test_neighbours.py tests/core/test_cpython_suites_in_one_process.py
+  tests/integration/test_cpython_suites.py tests/integration/test_attach.py)
 # Pytest arguments given to this script choose the tests of every stage.
 if (($#)); then version_tests=("$@"); fi
 
