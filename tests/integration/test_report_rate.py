@@ -85,7 +85,7 @@ def test_capped_function_is_marked(tracer: Tracer, tmp_path: Path, payload: str)
         """, HOT_COLD, payload)
     assert run.trace.named("lexgion_counts")
     path = trace_dir(tracer)
-    proc = main_process(report_json(path))
+    proc = main_process(report_json(path, "--top", "0"))
     hot = function_row(proc, "hot")
     assert hot["calls"] == 10
     rate = hot["rate"]
@@ -111,7 +111,7 @@ def test_sampled_counts_are_exact(tracer: Tracer, tmp_path: Path) -> None:
         [Lexgion(Python:hot)]
             tracing_rate = 10
         """, CALL_100)
-    proc = main_process(report_json(trace_dir(tracer)))
+    proc = main_process(report_json(trace_dir(tracer), "--top", "0"))
     rate = function_row(proc, "hot")["rate"]
     assert (rate["traced"], rate["seen"], rate["seen_is_lower_bound"]) == (10, 100, False)
     assert rate["sampled"] and not rate["capped"] and rate["untraced"] == 90
@@ -145,7 +145,7 @@ def test_window_end_is_listed(tracer: Tracer, tmp_path: Path) -> None:
         [Lexgion(Python:cold)]
             tracing_rate = 2
         """, COLD_HOT_COLD)
-    report = report_json(trace_dir(tracer))
+    report = report_json(trace_dir(tracer), "--top", "0")
     proc = main_process(report)
     # STANDBY counts nothing: cold's later calls went unseen, but it was not capped.
     cold = function_row(proc, "cold")["rate"]
@@ -189,7 +189,7 @@ def test_reload_lists_the_new_configuration(tracer: Tracer, tmp_path: Path) -> N
         [Lexgion(Python:hot)]
             max_num_traces = 5
         """, code)
-    proc = main_process(report_json(trace_dir(tracer)))
+    proc = main_process(report_json(trace_dir(tracer), "--top", "0"))
     assert [(c["path"], c["generation"]) for c in proc["configs"]] == [(str(cfg), 1),
                                                                        (str(cfg), 2)]
     assert proc["config"]["generation"] == 2
@@ -215,7 +215,7 @@ def test_forked_child_counts_its_own_calls(tracer: Tracer, tmp_path: Path) -> No
         [Lexgion(Python:hot)]
             tracing_rate = 10
         """, code)
-    report = report_json(trace_dir(tracer))
+    report = report_json(trace_dir(tracer), "--top", "0")
     rates = {p["vpid"]: row["rate"] for p in report["processes"]
              for row in p["rate_controlled"] if row["qualname"] == "hot"}
     assert len(rates) == 2
