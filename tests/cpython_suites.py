@@ -1,25 +1,7 @@
 """Support for the tests that run CPython's own test suites traced
-(tests/core/test_cpython_suites_in_one_process.py, tests/integration/test_cpython_suites.py).
-
-CPython's own tests of the tools users run beside us, with every call traced.
-
-Debuggers, profilers, threads, signals, the garbage collector, weak references,
-introspection, asyncio tasks: CPython's test suites for them (``python -m test``,
-shipped with the interpreter) run with every call traced through the .pth shim
-(PINSIGHT_TRACE_PYTHON=TRACING) inside a real LTTng session, and untraced: the one-
-process runs side by side, the suites' files that failed traced again alone. The session
-is a flight recorder (snapshot mode: a few MiB of ring buffer, nothing written until the
-snapshot taken at the end), so millions of events cost neither disk nor a consumer's
-CPU. The same tests must fail both ways, and none may hang: regrtest's --timeout fails a
-test file that does.
-
-Left out (TWO_TOOL_FAILURES), as docs/activation.md ("Debuggers and
-profilers") tells users: on 3.13 to 3.15, tracemalloc's test_get_traced_memory, which
-fails with *any* second sys.monitoring tool watching calls, a do-nothing one of a few
-lines (tests/two_tools_probe/sitecustomize.py reproduces it without us), and on 3.15
-the tests that crash CPython with any such tool; on 3.11, the profile tests that
-a profile function already in place makes fail. Each version runs its own Lib/test
-(3.14 and 3.15: Debian's libpython3.1x-testsuite, scripts/sid-cpython.sh).
+(tests/core/test_cpython_suites_in_one_process.py, tests/integration/test_cpython_suites.py):
+the suites, what is left out (TWO_TOOL_FAILURES, each set with its reason) and how a run
+is made and read. What the tests check is said in tests/integration/test_cpython_suites.py.
 """
 
 from __future__ import annotations

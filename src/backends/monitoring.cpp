@@ -135,6 +135,7 @@ class MonitoringBackend final : public Backend {
       }
       call("register_callback", "iIO", tool_id_, static_cast<unsigned>(event_bits_[i]),
            callbacks_[i]);
+      if (std::strcmp(event_table[i].event, "CALL") == 0) call_bit_ = event_bits_[i];
     }
     Py_DECREF(events);
   }
@@ -159,7 +160,7 @@ class MonitoringBackend final : public Backend {
   }
 
   void watch_calls(PyObject *code, bool on) override {
-    call("set_local_events", "iOk", tool_id_, code, on ? call_bit() : 0UL);
+    call("set_local_events", "iOk", tool_id_, code, on ? call_bit_ : 0UL);
   }
 
   void rearm(const std::vector<RearmedCode> &codes) override {
@@ -173,7 +174,7 @@ class MonitoringBackend final : public Backend {
     for (const RearmedCode &rearmed : codes) {
       call("set_local_events", "iOk", tool_id_, rearmed.code, toggle);
       call("set_local_events", "iOk", tool_id_, rearmed.code,
-           rearmed.calls_watched ? call_bit() : 0UL);
+           rearmed.calls_watched ? call_bit_ : 0UL);
     }
     call("set_events", "ik", tool_id_, events_);
   }
@@ -228,16 +229,10 @@ class MonitoringBackend final : public Backend {
     throw ActivationError("no free sys.monitoring tool id: all six are taken (" + taken + ")");
   }
 
-  unsigned long call_bit() const {
-    for (size_t i = 0; i < std::size(event_table); ++i) {
-      if (std::strcmp(event_table[i].event, "CALL") == 0) return event_bits_[i];
-    }
-    return 0;
-  }
-
   PyObject *monitoring_ = nullptr;
   int tool_id_ = -1;
-  unsigned long events_ = 0;  // our global events (set_events)
+  unsigned long events_ = 0;    // our global events (set_events)
+  unsigned long call_bit_ = 0;  // sys.monitoring.events.CALL, set per code object
   unsigned long event_bits_[std::size(event_table)] = {};
   PyObject *callbacks_[std::size(event_table)] = {};
 };

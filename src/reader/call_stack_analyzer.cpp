@@ -77,18 +77,11 @@ void CallStackAnalyzer::on_native(const RawEvent &e, const EventBatch &batch) {
   ThreadState *t = nullptr;
   if (auto found = threads_.find(thread_key(e)); found != threads_.end()) t = found->second.get();
   BlockedCalls blocked;
-  if (e.kind == EventKind::NativeBegin && (e.aux & 2) && !has_visible_frame(t)) {
+  if (e.kind == EventKind::NativeBegin && (e.aux & 2) &&
+      (t == nullptr || innermost_visible(t->stack) == kNoFrame)) {
     blocked = blocked_calls(e.host, e.vpid);
   }
   native_.on_event(process_key, chrome_pid(e.host, e.vpid), e, batch, t, blocked);
-}
-
-bool CallStackAnalyzer::has_visible_frame(const ThreadState *t) {
-  if (t == nullptr) return false;
-  for (const Frame &f : t->stack) {
-    if (!f.hidden) return true;
-  }
-  return false;
 }
 
 BlockedCalls CallStackAnalyzer::blocked_calls(uint16_t host, int32_t vpid) const {
@@ -98,12 +91,9 @@ BlockedCalls CallStackAnalyzer::blocked_calls(uint16_t host, int32_t vpid) const
   BlockedCalls blocked;
   for (const auto &[key, t] : threads_) {
     if (t->host != host || t->vpid != vpid) continue;
-    for (size_t i = t->stack.size(); i-- > 0;) {
-      if (t->stack[i].hidden) continue;
-      if (symbols_[t->stack[i].symbol].native) {
-        blocked.only = ++blocked.count == 1 ? t.get() : nullptr;
-      }
-      break;
+    size_t top = innermost_visible(t->stack);
+    if (top != kNoFrame && symbols_[t->stack[top].symbol].native) {
+      blocked.only = ++blocked.count == 1 ? t.get() : nullptr;
     }
   }
   return blocked;

@@ -95,7 +95,6 @@ class CallStackAnalyzer {
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
   void on_native(const RawEvent &e, const EventBatch &batch);
-  static bool has_visible_frame(const ThreadState *t);
   // The process's threads blocked in a native call now (for a CUDA launch on a
   // thread without Python frames).
   BlockedCalls blocked_calls(uint16_t host, int32_t vpid) const;

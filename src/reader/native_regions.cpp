@@ -41,10 +41,10 @@ const char *attributed_name(Attributed how) {
 }
 
 bool NativeRegions::attribute(const std::vector<Frame> &stack, Attribution *by) const {
-  bool any = false;
-  for (size_t i = stack.size(); i-- > 0;) {
+  size_t top = innermost_visible(stack);
+  if (top == kNoFrame) return false;
+  for (size_t i = top + 1; i-- > 0;) {
     if (stack[i].hidden) continue;
-    any = true;
     SymbolId symbol = stack[i].symbol;
     if (!symbols_[symbol].native) {
       by->caller = symbol;
@@ -52,7 +52,7 @@ bool NativeRegions::attribute(const std::vector<Frame> &stack, Attribution *by) 
     }
     if (by->via == kNoCaller) by->via = symbol;
   }
-  return any;
+  return true;
 }
 
 void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const RawEvent &e,
@@ -91,19 +91,12 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
     // The innermost frame of this thread that the filters keep (the call tree
     // draws the region there); the row names the Python function below it when
     // that frame is a native callee, which the row names apart.
-    for (size_t i = t ? t->stack.size() : 0; i-- > 0;) {
-      if (t->stack[i].hidden) continue;
-      SymbolId symbol = t->stack[i].symbol;
-      if (opened.depth == UINT32_MAX) {
-        opened.depth = static_cast<uint32_t>(i);
-        opened.frame_start_ns = t->stack[i].start_ns;
-        opened.child_ns = t->stack[i].child_ns;
-      }
-      if (!symbols_[symbol].native) {
-        opened.by.caller = symbol;
-        break;
-      }
-      if (opened.by.via == kNoCaller) opened.by.via = symbol;
+    size_t top = t ? innermost_visible(t->stack) : kNoFrame;
+    if (top != kNoFrame) {
+      opened.depth = static_cast<uint32_t>(top);
+      opened.frame_start_ns = t->stack[top].start_ns;
+      opened.child_ns = t->stack[top].child_ns;
+      attribute(t->stack, &opened.by);
     }
     if (e.aux & 2) {  // a CUDA launch: its kernel or copy runs later, on the device
       int32_t launcher = e.vtid;

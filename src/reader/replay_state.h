@@ -4,6 +4,7 @@
 // in their headers (gil_events.h, resource_events.h, native_regions.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -59,6 +60,15 @@ struct Frame {
   bool outermost_pair;  // the outermost call of its caller -> callee pair
   bool hidden;          // left out by the filter: its time is its parent's
 };
+
+inline constexpr size_t kNoFrame = SIZE_MAX;
+// The index of the innermost frame of `stack` that the filters keep, or kNoFrame.
+inline size_t innermost_visible(const std::vector<Frame> &stack) {
+  for (size_t i = stack.size(); i-- > 0;) {
+    if (!stack[i].hidden) return i;
+  }
+  return kNoFrame;
+}
 
 struct ProcessState;
 

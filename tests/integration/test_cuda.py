@@ -23,7 +23,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import pytest
 
@@ -85,11 +85,11 @@ def cuda_standin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_kernels_go_to_the_python_call_that_launched_them(
-    cuda_standin: Path, tmp_path: Path
-) -> None:
+def run_with_standin(cuda_standin: Path, tmp_path: Path, program: str) -> Tuple[str, Path]:
+    """`program` traced from its first line with the stand-in loaded (CUDA_STANDIN), in
+    a session recording our provider and PInsight's CUDA one: (its pid, the trace)."""
     script = tmp_path / "app.py"
-    script.write_text("import pinsight_python\npinsight_python.activate()\n" + PROGRAM)
+    script.write_text("import pinsight_python\npinsight_python.activate()\n" + program)
     out = tmp_path / "trace"
     env = clean_env()
     env["CUDA_STANDIN"] = str(cuda_standin)
@@ -97,7 +97,13 @@ def test_kernels_go_to_the_python_call_that_launched_them(
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=120, preexec_fn=run_as, check=False)
     assert proc.returncode == 0, proc.stderr
-    pid = proc.stdout.split()[0]
+    return proc.stdout.split()[0], out
+
+
+def test_kernels_go_to_the_python_call_that_launched_them(
+    cuda_standin: Path, tmp_path: Path
+) -> None:
+    pid, out = run_with_standin(cuda_standin, tmp_path, PROGRAM)
     report = json.loads(cli("report", "--json", "--top", "0", "--pid", pid, str(out)))
     rows = {(r["domain"], r["name"], (r["caller"] or {}).get("qualname")): r
             for r in report["native"]}
@@ -163,16 +169,7 @@ def test_kernels_still_buffered_at_exit_reach_the_trace(
 ) -> None:
     """Issue 35, point 1: a program that never flushes CUPTI loses no kernel; the
     tracer hands CUPTI's buffers over at Python's exit, while the probes exist."""
-    script = tmp_path / "app.py"
-    script.write_text("import pinsight_python\npinsight_python.activate()\n" + EXIT_PROGRAM)
-    out = tmp_path / "trace"
-    env = clean_env()
-    env["CUDA_STANDIN"] = str(cuda_standin)
-    with isolated_session(out, events=(f"{lttng.PROVIDER}:*", f"{CUPTI}:*")) as run_as:
-        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=120, preexec_fn=run_as, check=False)
-    assert proc.returncode == 0, proc.stderr
-    pid = proc.stdout.split()[0]
+    pid, out = run_with_standin(cuda_standin, tmp_path, EXIT_PROGRAM)
     report = json.loads(cli("report", "--json", "--top", "0", "--pid", pid, str(out)))
     # Issue 35, point 3: the kernel's C++ name, as Nsight Systems shows it; the mangled
     # one kept in the JSON.
@@ -250,16 +247,7 @@ def test_launches_without_python_go_to_the_blocked_python_call(
     backward pass on its autograd engine threads) goes to the process's one Python
     call blocked in a native call at the launch's time, marked as attributed across
     threads; with several such calls it stays unattributed, and says why."""
-    script = tmp_path / "app.py"
-    script.write_text("import pinsight_python\npinsight_python.activate()\n" + BACKWARD_PROGRAM)
-    out = tmp_path / "trace"
-    env = clean_env()
-    env["CUDA_STANDIN"] = str(cuda_standin)
-    with isolated_session(out, events=(f"{lttng.PROVIDER}:*", f"{CUPTI}:*")) as run_as:
-        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=120, preexec_fn=run_as, check=False)
-    assert proc.returncode == 0, proc.stderr
-    pid = proc.stdout.split()[0]
+    pid, out = run_with_standin(cuda_standin, tmp_path, BACKWARD_PROGRAM)
     report = json.loads(cli("report", "--json", "--top", "0", "--pid", pid, str(out)))
     rows = {(r["domain"], r["name"]): r for r in report["native"]}
     grad, ambiguous = rows[("cuda", "grad")], rows[("cuda", "ambiguous")]
