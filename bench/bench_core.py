@@ -11,9 +11,12 @@ pip install -e ".[bench]"); an empty C sys.monitoring callback (the floor of any
 per-call tool); the integers-only LTTng floor (bench/reftracer writing the
 compact payload's events with no naming); the reference tracer (bench/reftracer:
 a C callback writing the design's full payload to the same provider, nothing
-else); pinsight-python in TRACING with the full and the compact payload. The
-traced ones run inside one LTTng session with `pinsight-python trace`'s defaults
-(contexts, channel). ns per event = time added over untraced / events emitted.
+else); pinsight-python in TRACING with the full and the compact payload; on
+CPython 3.15+, CPython's own sampling profiler (`python -m profiling.sampling run`
+at its default rate, 1 kHz, main thread), the cost of a sampler beside a full
+timeline. The traced ones run inside one LTTng session with `pinsight-python
+trace`'s defaults (contexts, channel). ns per event = time added over untraced /
+events emitted by pinsight-python (for every column, so that columns compare).
 
 Bytes per event: each workload traced once per payload in a session of its own
 (trace's defaults); the bytes LTTng wrote (packet contents, from the trace's
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import os
 import random
 import re
@@ -37,7 +41,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,6 +167,9 @@ stop = pinsight_python.deactivate
 """,
 }
 OURS = ("full", "compact", "batched")
+# Not a setup inside the workload's process: CPython's sampler runs the workload as
+# its child (run mode) and reads its stacks from outside.
+SAMPLER = "sampler"
 
 RUNNER = """
 import time, sys
@@ -182,7 +189,7 @@ events = 0
 if {is_pinsight}:
     events = pinsight_python.status()["events_emitted"] - events0
 stop()
-print(t1 - t0, events)
+print("bench-result", t1 - t0, events)
 """
 
 
@@ -219,9 +226,16 @@ def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
     code = RUNNER.format(
         provider=provider_path(),
         workload=WORKLOADS[workload],
-        setup=SETUP[config],
+        setup=SETUP.get(config, ""),
         is_pinsight=config in OURS,
     )
+    if config == SAMPLER:
+        script = tmp / f"sampled_{workload}.py"
+        script.write_text(code)
+        return run_code(code, tmp, launcher=[
+            "-m", "profiling.sampling", "run", "--collapsed",
+            "-o", str(tmp / "sampled.stacks"), str(script),
+        ])
     return run_code(code, tmp)
 
 
@@ -235,10 +249,12 @@ def in_group() -> None:
         os.setgid(GID)
 
 
-def run_code(code: str, tmp: Path) -> Tuple[float, int]:
+def run_code(code: str, tmp: Path, launcher: Optional[List[str]] = None) -> Tuple[float, int]:
+    """(the workload's seconds, the events it emitted), as the child measured them;
+    `launcher`: the interpreter's arguments that run it instead of `-c code`."""
     env = dict(os.environ, PYTHONPATH=f"{tmp}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     proc = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, *(launcher or ["-c", code])],
         capture_output=True,
         text=True,
         env=env,
@@ -247,7 +263,10 @@ def run_code(code: str, tmp: Path) -> Tuple[float, int]:
     )
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child failed:\n{proc.stderr}")
-    seconds, events = proc.stdout.split()
+    result = [line for line in proc.stdout.splitlines() if line.startswith("bench-result ")]
+    if not result:
+        raise RuntimeError(f"benchmark child printed no result:\n{proc.stdout}{proc.stderr}")
+    _, seconds, events = result[-1].split()
     return float(seconds), int(events)
 
 
@@ -336,13 +355,18 @@ def load_average() -> str:
 
 
 def installed(configs: Iterable[str]) -> List[str]:
-    """The configurations whose tools are installed (VizTracer is an extra)."""
+    """The configurations whose tools are installed (VizTracer is an extra; CPython's
+    sampler came with 3.15)."""
     out = list(configs)
     try:
         import viztracer  # noqa: F401
     except ImportError:
         out.remove("viztracer")
         print("viztracer is not installed (pip install -e '.[bench]'): column skipped")
+    if importlib.util.find_spec("profiling") and importlib.util.find_spec("profiling.sampling"):
+        out.append(SAMPLER)
+    else:
+        print(f"CPython {sys.version.split()[0]} has no profiling.sampling (3.15+): column skipped")
     return out
 
 
