@@ -148,21 +148,29 @@ def isolated_session(out: Path, **session_args: Any) -> Iterator[Optional[Callab
         yield run_as
 
 
+def fresh_group() -> Tuple[Optional[int], Optional[Callable[[], None]]]:
+    """(a group id of its own, the preexec_fn that runs a child in it), both None when
+    not root: a session made with track_vgid=gid records only the processes run with
+    that preexec_fn (and their children), whatever else of the user runs beside it."""
+    if os.geteuid() != 0:
+        return None, None
+    gid = random.randrange(200_000, 2**31 - 1)
+
+    def run_as() -> None:
+        os.setgid(gid)
+
+    return gid, run_as
+
+
 @contextlib.contextmanager
 def isolated(
     out: Path, **session_args: Any
 ) -> Iterator[Tuple[lttng.Session, Optional[Callable[[], None]]]]:
     """isolated_session, with the session itself (for record_snapshot)."""
-    gid = random.randrange(200_000, 2**31 - 1) if os.geteuid() == 0 else None
+    gid, run_as = fresh_group()
     session = lttng.Session(out, track_vgid=gid, **session_args)
     session.create()
-    run_as: Optional[Callable[[], None]] = None
     try:
-        if gid is not None:
-
-            def run_as() -> None:
-                os.setgid(gid)
-
         session.start()
         yield session, run_as
     finally:

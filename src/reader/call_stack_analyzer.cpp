@@ -371,13 +371,35 @@ void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
 
 void CallStackAnalyzer::on_discarded(const RawEvent &e) {
   bool packets = e.kind == EventKind::DiscardedPackets;
+  // Modulo 2^64, as LTTng's per-buffer counters are: a stream's counts add up to its
+  // last packet's counter even where one packet's counter was below the one before
+  // (seen under load), which babeltrace2 hands on as a count near 2^64.
   (packets ? discarded_packets_ : discarded_events_) += e.code_id;
+  if (e.code_id > static_cast<uint64_t>(INT64_MAX)) {
+    take_back_discards(0 - e.code_id, e.vtid, packets);
+    return;
+  }
   ++discard_records_;
   if (discards_.size() < kMaxDiscardRecords) {
     discards_.push_back(DiscardRecord{e.code_id, e.ts_ns, e.extra, e.vtid, packets});
   }
   set_origin(e.ts_ns);
   if (output_) output_->discarded(e.ts_ns, e.code_id, packets, e.vtid);
+}
+
+// A counter that stepped back by `count`: the stream's latest ranges said too much.
+void CallStackAnalyzer::take_back_discards(uint64_t count, int32_t stream_id, bool packets) {
+  for (auto r = discards_.rbegin(); r != discards_.rend() && count != 0; ++r) {
+    if (r->stream_id != stream_id || r->packets != packets) continue;
+    uint64_t taken = std::min(r->count, count);
+    r->count -= taken;
+    count -= taken;
+  }
+  // A range taken back whole was no loss.
+  auto none = std::remove_if(discards_.begin(), discards_.end(),
+                             [](const DiscardRecord &r) { return r.count == 0; });
+  discard_records_ -= static_cast<uint64_t>(discards_.end() - none);
+  discards_.erase(none, discards_.end());
 }
 
 void CallStackAnalyzer::set_origin(uint64_t ts) {

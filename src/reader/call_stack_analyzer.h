@@ -94,6 +94,7 @@ class CallStackAnalyzer {
   SymbolId python_symbol(const RawEvent &e, const EventBatch &batch);
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
+  void take_back_discards(uint64_t count, int32_t stream_id, bool packets);
   void on_native(const RawEvent &e, const EventBatch &batch);
   // The process's threads blocked in a native call now (for a CUDA launch on a
   // thread without Python frames).

@@ -28,8 +28,8 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 import pinsight_python
-from pinsight_python import cli, lttng
-from tests.tracing import PINSIGHT_LIB, Trace, Tracer, check_balanced, read_trace
+from pinsight_python import cli
+from tests.tracing import PINSIGHT_LIB, Trace, Tracer, check_balanced, isolated_session, read_trace
 
 RANKS = 4
 STEPS = 40  # calls of exchange(), hence of comm.allreduce, on every rank
@@ -157,9 +157,9 @@ def _run_job(form: str, tmp: Path) -> Job:
                               timeout=120, check=False)
     else:
         command = [*MPIRUN, sys.executable, "-m", "pinsight_python", *app]
-        with lttng.Session(out):
+        with isolated_session(out) as run_as:  # the job's ranks only
             proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp,
-                                  timeout=120, check=False)
+                                  timeout=120, check=False, preexec_fn=run_as)
     assert proc.returncode == 0, (
         f"{' '.join(command)} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
         f"stderr:\n{proc.stderr}"

@@ -27,7 +27,7 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple
 import pytest
 
 from pinsight_python import lttng
-from tests.tracing import Event, Run, Trace, Tracer, check_balanced, read_trace
+from tests.tracing import Event, Run, Trace, Tracer, check_balanced, fresh_group, read_trace
 
 NATIVE = Path(__file__).resolve().parents[1] / "native"
 OMP = "pinsight_test_omp"
@@ -235,7 +235,8 @@ def run_with_filters(
     script = tmp_path / "prog.py"
     script.write_text(code)
     out = tmp_path / "trace"
-    session = lttng.Session(out, events=events)
+    gid, run_as = fresh_group()  # this program's events only, whatever runs beside it
+    session = lttng.Session(out, events=events, track_vgid=gid)
     session.create()
     try:
         for event, expression in filtered:
@@ -255,6 +256,7 @@ def run_with_filters(
             cwd=tmp_path,
             timeout=120,
             check=False,
+            preexec_fn=run_as,
         )
     finally:
         session.destroy()

@@ -29,6 +29,7 @@ from tests.tracing import (
     Trace,
     check_balanced,
     clean_env,
+    fresh_group,
     read_trace,
     report_json,
     session_exists,
@@ -147,13 +148,15 @@ def relayd(tmp_path: Path) -> Iterator[lttng.RelayDaemon]:
 def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
     recursive = write(tmp_path, "recursive.py", RECURSIVE)
     threaded = write(tmp_path, "threaded.py", THREADED)
-    session = lttng.Session(set_url=relayd.url, relayd_output=relayd.output)
+    gid, run_as = fresh_group()  # these two processes only, whatever runs beside them
+    session = lttng.Session(set_url=relayd.url, relayd_output=relayd.output, track_vgid=gid)
     assert session.network and session.output is None
     with session:
         # Both at once: their streams interleave in the session's per-user buffers.
         procs = [
             subprocess.Popen([PY, str(script)], cwd=tmp_path, env=clean_env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=run_as)  # noqa: PLW1509 (a setgid only, before exec)
             for script in (recursive, threaded)
         ]
         outputs = [p.communicate(timeout=120) for p in procs]
@@ -199,14 +202,17 @@ def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: lttng.RelayD
 
 def test_ctrl_and_data_urls(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
     script = write(tmp_path, "recursive.py", RECURSIVE.replace("fib(17)", "fib(10)"))
+    gid, run_as = fresh_group()
     session = lttng.Session(
         ctrl_url=f"tcp://127.0.0.1:{relayd.ctrl_port}",
         data_url=f"tcp://127.0.0.1:{relayd.data_port}",
         relayd_output=relayd.output,
+        track_vgid=gid,
     )
     with session:
         proc = subprocess.run([PY, str(script)], cwd=tmp_path, env=clean_env(),
-                              capture_output=True, text=True, check=True, timeout=120)
+                              capture_output=True, text=True, check=True, timeout=120,
+                              preexec_fn=run_as)
     trace = read_trace(session.trace_dir())
     mine = own(trace, pids(proc.stdout)[0])
     assert begins(mine, "fib") == 177

@@ -30,7 +30,16 @@ import pytest
 
 from pinsight_python import cli, lttng
 from pinsight_python.analysis import read_trace
-from tests.tracing import CLI, Event, Run, Trace, Tracer, check_balanced, report_json
+from tests.tracing import (
+    CLI,
+    Event,
+    Run,
+    Trace,
+    Tracer,
+    check_balanced,
+    isolated_session,
+    report_json,
+)
 from tests.tracing import read_trace as bt2_read_trace
 
 Key = Tuple[str, ...]  # ("python", qualname, filename, lineno) or ("native", callee)
@@ -543,8 +552,9 @@ def test_discarded_events_are_reported(tmp_path: Path, capsys: pytest.CaptureFix
     ))
     out = tmp_path / "trace"
     # Two 4 KiB sub-buffers per CPU cannot keep up with ~200k events.
-    with lttng.Session(out, subbuf_size="4k", num_subbuf=2):
-        subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path)
+    with isolated_session(out, subbuf_size="4k", num_subbuf=2) as run_as:
+        subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path,
+                       preexec_fn=run_as)
     truth = bt2_read_trace(out)
     assert truth.discarded > 0, "the tiny channel discarded nothing: the test proves nothing"
 
