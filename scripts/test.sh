@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite, on the environments scripts/setup.sh made:
 #   bash scripts/test.sh [pytest args...]
-# Lint, format and type checks (mypy, strict), the layers' check, then the suite on .venv (CPython >= 3.12,
-# sys.monitoring), on .venv-fallback (CPython 3.11, PyEval_SetProfile), on .venv-3.14 and
-# .venv-3.15 (Debian sid's CPython 3.14 and 3.15, sys.monitoring; 3.11 and 3.15 leave out
-# the tests of reading traces back, reading_tests below, and 3.14 runs the tests that
-# can differ by interpreter, version_tests), the unit and core
-# tests on an AddressSanitizer + UndefinedBehaviorSanitizer build (.venv-sanitize), then
-# the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status
-# is non-zero if any failed. The extension is built with -Werror in every venv but
+# Lint, format and type checks (mypy, strict) and the layers' check; then the whole suite
+# on .venv (CPython >= 3.12, sys.monitoring), .venv-3.14 and .venv-3.15 (Debian sid's
+# CPython 3.14 and 3.15, sys.monitoring), the suite less the tests of reading traces
+# back (reading_tests below) on .venv-fallback (CPython 3.11, PyEval_SetProfile), and
+# the unit and core tests on an AddressSanitizer + UndefinedBehaviorSanitizer build
+# (.venv-sanitize), in two lanes side by side (the machine has two cores; a stage uses
+# about one); then, alone on the machine, the tests whose ground truth is the CPU time
+# a thread got (the GIL's), the any-user tests (they stop that user's LTTng daemons) and
+# the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status is
+# non-zero if any failed. The extension is built with -Werror in every venv but
 # .venv-py38 (an install as users make it).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,14 +18,25 @@ cd "$root"
 for venv in .venv .venv-fallback .venv-3.14 .venv-3.15 .venv-py38 .venv-sanitize; do
   [[ -x $venv/bin/python ]] || { echo "test: $venv is missing: run bash scripts/setup.sh" >&2; exit 1; }
 done
+work=$(mktemp -d /tmp/pinsight-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
 
-failed=()
+# A stage's failure is written to a file: the lanes are subshells.
+failures=$work/failures
+touch "$failures"
 stage() {
   local name=$1 start=$SECONDS
   shift
   echo "== $name"
-  "$@" || failed+=("$name")
+  "$@" || echo "$name" >>"$failures"
   echo "== $name: $((SECONDS - start)) s"
+}
+# pytest for a stage: a temporary directory and no cache of its own, so that two
+# stages side by side share nothing.
+run_pytest() {
+  local python=$1
+  shift
+  "$python" -m pytest -p no:cacheprovider --basetemp="$(mktemp -d "$work/pytest.XXXXXX")" "$@"
 }
 
 stage "ruff" .venv/bin/python -m ruff check python tests bench scripts
@@ -36,8 +49,8 @@ stage "layers" .venv/bin/python scripts/check_layers.py
 # (report, the CLI's signals and isolation, relay daemons, MPI ranks' labels, the site
 # install another user runs): what they check does not change with the traced
 # interpreter, whose tracing tests/core and the rest of tests/integration check on each
-# one. They run on .venv; the 3.11 and 3.15 stages leave them out, which keeps CI
-# within its time.
+# one. They run on .venv, .venv-3.14 and .venv-3.15; the 3.11 stage leaves them out,
+# which keeps CI within its time.
 reading_tests=(test_report.py test_report_trust.py test_report_rate.py test_trace_cli.py
   test_trace_isolation.py test_relayd.py test_mpi.py test_discards.py test_process_labels.py
   test_any_user.py test_native_correlation.py)
@@ -47,23 +60,19 @@ for t in "${reading_tests[@]}"; do
   not_reading+=("--ignore=tests/integration/$t")
 done
 
-# CPython 3.14 lies between 3.13 and 3.15, which run the suite, with 3.15's attach
-# (sys.remote_exec) and per-code state (beside the code objects): its stage runs what
-# can differ from one interpreter to the next, its own CPython suites first among them.
-version_tests=(tests/unit tests/core/test_core.py tests/core/test_backends.py
-  tests/core/test_cpython_versions.py tests/core/test_never_hang.py
-  tests/core/test_neighbours.py tests/core/test_cpython_suites_in_one_process.py
-  tests/integration/test_cpython_suites.py tests/integration/test_attach.py)
-# Pytest arguments given to this script choose the tests of every stage.
-if (($#)); then version_tests=("$@"); fi
+# Alone on the machine: the GIL's ground truth is a thread's own CPU time, which a
+# second stage beside it would take away without any GIL; the any-user tests stop and
+# start that user's LTTng daemons.
+alone_tests=(tests/integration/test_gil.py tests/integration/test_any_user.py)
+not_alone=()
+for t in "${alone_tests[@]}"; do
+  [[ -f $t ]] || { echo "test: $t is gone: update alone_tests" >&2; exit 1; }
+  not_alone+=("--ignore=$t")
+done
+# Pytest arguments given to this script choose the tests of every stage but the
+# sanitizers' (the unit and core tiers), and nothing runs alone.
+if (($#)); then not_alone=(); fi
 
-stage "suite on $(.venv/bin/python -V)" .venv/bin/python -m pytest "$@"
-stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend; reading tests left out)" \
-  .venv-fallback/bin/python -m pytest "${not_reading[@]}" "$@"
-stage "suite on $(.venv-3.15/bin/python -V) (Debian sid's; reading tests left out)" \
-  .venv-3.15/bin/python -m pytest "${not_reading[@]}" "$@"
-stage "interpreter's own tests on $(.venv-3.14/bin/python -V) (Debian sid's)" \
-  .venv-3.14/bin/python -m pytest "${version_tests[@]}"
 # AddressSanitizer + UndefinedBehaviorSanitizer, as memray does: rebuild the extension
 # into .venv-sanitize (incremental, in build/sanitize; -Werror like every development
 # build) and run the core tests with the runtimes preloaded, since CPython itself is
@@ -79,16 +88,49 @@ sanitized() {
   runtimes="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"
   PINSIGHT_PYTHON_SANITIZER_STAGE=1 LD_PRELOAD="$runtimes" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    .venv-sanitize/bin/python -m pytest -p no:cacheprovider tests/unit tests/core
+    run_pytest .venv-sanitize/bin/python tests/unit tests/core
 }
-stage "ASan+UBSan build (-Werror) and core tests on $(.venv-sanitize/bin/python -V)" sanitized
-# The oldest CPython: the backends, attach, and the GIL's ground truth (the fallback's
-# mechanism, checked on 3.11 in full, holds on 3.8 as well).
-stage "smoke test on $(.venv-py38/bin/python -V)" .venv-py38/bin/python -m pytest tests/core/test_backends.py \
-  "tests/integration/test_attach.py::test_attach_record_detach[threads-spin]" \
-  tests/integration/test_gil.py::test_two_python_threads_wait_is_wall_minus_cpu \
-  tests/integration/test_gil.py::test_zlib_compress_releases_the_gil_for_its_whole_duration
 
+# The lanes: about the same length (the sanitizer's build first, while the other lane's
+# first stage runs).
+lane_a() {
+  stage "ASan+UBSan build (-Werror) and core tests on $(.venv-sanitize/bin/python -V)" sanitized
+  stage "suite on $(.venv/bin/python -V)" run_pytest .venv/bin/python "${not_alone[@]}" "$@"
+  stage "suite on $(.venv-fallback/bin/python -V) (setprofile backend; reading tests left out)" \
+    run_pytest .venv-fallback/bin/python "${not_alone[@]}" "${not_reading[@]}" "$@"
+}
+lane_b() {
+  stage "suite on $(.venv-3.15/bin/python -V) (Debian sid's)" \
+    run_pytest .venv-3.15/bin/python "${not_alone[@]}" "$@"
+  stage "suite on $(.venv-3.14/bin/python -V) (Debian sid's)" \
+    run_pytest .venv-3.14/bin/python "${not_alone[@]}" "$@"
+}
+# One session daemon for both lanes, started before them (two first tests would race
+# to start one each).
+lttng list >/dev/null 2>&1 || lttng-sessiond --daemonize || echo "sessiond" >>"$failures"
+lanes_start=$SECONDS
+lane_a "$@" >"$work/lane-a.log" 2>&1 &
+lane_a_pid=$!
+lane_b "$@" >"$work/lane-b.log" 2>&1 &
+lane_b_pid=$!
+wait "$lane_a_pid" "$lane_b_pid"
+cat "$work/lane-a.log" "$work/lane-b.log"
+echo "== both lanes: $((SECONDS - lanes_start)) s"
+
+if ((! $#)); then
+  for venv in .venv .venv-fallback .venv-3.15 .venv-3.14; do
+    stage "alone: GIL ground truth on $($venv/bin/python -V)" run_pytest $venv/bin/python tests/integration/test_gil.py
+  done
+  stage "alone: any-user install" run_pytest .venv/bin/python tests/integration/test_any_user.py
+  # The oldest CPython: the backends, attach, and the GIL's ground truth (the fallback's
+  # mechanism, checked on 3.11 in full, holds on 3.8 as well).
+  stage "smoke test on $(.venv-py38/bin/python -V)" run_pytest .venv-py38/bin/python tests/core/test_backends.py \
+    "tests/integration/test_attach.py::test_attach_record_detach[threads-spin]" \
+    tests/integration/test_gil.py::test_two_python_threads_wait_is_wall_minus_cpu \
+    tests/integration/test_gil.py::test_zlib_compress_releases_the_gil_for_its_whole_duration
+fi
+
+mapfile -t failed <"$failures"
 if ((${#failed[@]})); then
   printf 'test: FAILED: %s\n' "${failed[@]}" >&2
   exit 1
