@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from tests.integration.test_batched import LOSSY, run_dying
-from tests.tracing import CLI, HERE, SYSTEM_PYTHON, Trace, cli, isolated_session, read_trace
+from tests.tracing import HERE, SYSTEM_PYTHON, Trace, cli, isolated_session, read_trace
 
 # Threads, a forked child and a second interpreter (processes), generators,
 # exceptions and native calls; blocks flushed at exits, at fork and by the
@@ -115,14 +115,3 @@ def test_lost_blocks(tmp_path: Path) -> None:
     assert read_trace(out).discarded > 0, "LTTng kept up: nothing was lost"
     new, old = unbatch_both(out, tmp_path)
     assert_same(new, old)
-
-
-def test_not_a_batched_payload_trace(tmp_path: Path) -> None:
-    metadata_dir = tmp_path / "trace"
-    metadata_dir.mkdir()
-    (metadata_dir / "metadata").write_text("/* CTF 1.8 */\nnot metadata\n")
-    proc = subprocess.run([*CLI, "unbatch", "-o", str(tmp_path / "out"), str(metadata_dir)],
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode != 0
-    assert "could not rewrite" in proc.stderr
-    assert not (tmp_path / "out").exists()  # nothing partial left behind
