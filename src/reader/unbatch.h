@@ -16,8 +16,6 @@
 // one.
 #pragma once
 
-#include <babeltrace2/babeltrace.h>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>

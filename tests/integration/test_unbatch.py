@@ -115,3 +115,28 @@ def test_lost_blocks(tmp_path: Path) -> None:
     assert read_trace(out).discarded > 0, "LTTng kept up: nothing was lost"
     new, old = unbatch_both(out, tmp_path)
     assert_same(new, old)
+
+
+def test_other_contexts_are_copied(tmp_path: Path) -> None:
+    # A context beyond vpid and vtid: each event keeps its own; a record gets its
+    # block's (the old conversion left it unset), the rest is as the old one wrote it.
+    script = tmp_path / "processes.py"
+    script.write_text(textwrap.dedent(PROCESSES))
+    out = tmp_path / "trace"
+    with isolated_session(out, contexts=("vpid", "vtid", "procname")) as run_as:
+        subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, check=True, preexec_fn=run_as)
+    batched = read_trace(out)
+    new, old = unbatch_both(out, tmp_path)
+    records = {"compact_function_begin", "compact_function_end", "compact_c_call_begin",
+               "compact_c_call_end"}
+    procnames = {e.ctx["procname"] for e in batched.named("event_block")}
+    assert procnames and all(procnames)
+    assert {e.ctx["procname"] for e in new.events if e.short in records} <= procnames
+    copied = [e for e in new.events if e.short not in records]
+    assert sorted(copied, key=repr) == sorted(
+        (e for e in batched.events if e.short != "event_block"), key=repr)
+    for trace in (new, old):
+        for e in trace.events:
+            del e.ctx["procname"]
+    assert_same(new, old)
