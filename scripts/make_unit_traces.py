@@ -60,7 +60,7 @@ PROGRAM = textwrap.dedent(
     main()
     """
 )
-PAYLOADS = ("full", "compact")
+PAYLOADS = ("full", "compact", "batched")
 
 
 def record(payload: str, tmp: Path) -> Path:

@@ -14,10 +14,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Sequence, TextIO, Tuple
 
 if TYPE_CHECKING:  # the compiled module is imported late: `--help` never needs it
-    from ._pinsight_reader import ProcessRecord, TraceResult
+    from ._pinsight_reader import ProcessRecord, Progress, TraceResult
 
 __all__ = [
     "ORIGINS",
@@ -351,36 +351,52 @@ def read_trace(
         excludes=list(selected.excludes),
         ignore_frozen=selected.ignore_frozen,
     )
+    display = ProgressDisplay(progress, progress_stream, label=progress_label)
+    started = time.monotonic()
+    try:
+        run_with_progress(reader, display)
+    except _pinsight_reader.ReaderError as error:
+        raise TraceReadError(f"{root}: cannot read the trace: {error}") from error
+    wall = time.monotonic() - started
+    return TraceData(root, trace_dirs, reader.result(), wall, selected, paths=given)
+
+
+class _Job(Protocol):
+    """What the reader's long calls offer (Analysis, Unbatcher)."""
+
+    def run(self) -> bool: ...
+    def cancel(self) -> None: ...
+    def progress(self) -> Progress: ...
+
+
+def run_with_progress(job: _Job, display: ProgressDisplay) -> None:
+    """``job.run()`` on a thread of its own (it releases the GIL), its progress on
+    ``display`` meanwhile. Re-raises what run() raised; KeyboardInterrupt (Ctrl-C,
+    or run() stopped early) cancels the job and waits for it first."""
     outcome: Dict[str, Any] = {}
 
     def work() -> None:
         try:
-            outcome["completed"] = reader.run()  # releases the GIL
+            outcome["completed"] = job.run()  # releases the GIL
         except BaseException as error:
             outcome["error"] = error
 
-    display = ProgressDisplay(progress, progress_stream, label=progress_label)
-    started = time.monotonic()
     worker = threading.Thread(target=work, name="pinsight-reader", daemon=True)
     worker.start()
     try:
         while worker.is_alive():
             worker.join(0.2)
-            reached = reader.progress()
+            reached = job.progress()
             display.update(reached.events, reached.ts_ns, reached.begin_ns, reached.end_ns)
     except KeyboardInterrupt:
-        reader.cancel()
+        job.cancel()
         worker.join()
         raise
     finally:
         display.close()
-    wall = time.monotonic() - started
     error = outcome.get("error")
-    if isinstance(error, _pinsight_reader.ReaderError):
-        raise TraceReadError(f"{root}: cannot read the trace: {error}") from error
     if error is not None:
         raise error
     if not outcome.get("completed"):
         raise KeyboardInterrupt
-    return TraceData(root, trace_dirs, reader.result(), wall, selected, paths=given)
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "block_records.h"
+
 namespace pinsight_reader {
 namespace {
 
@@ -16,22 +18,6 @@ uint64_t merger_key(const RawEvent &e) {
          (static_cast<uint64_t>(static_cast<uint32_t>(e.vpid) & 0xffffff) << 24) |
          (static_cast<uint32_t>(tid) & 0xffffff);
 }
-
-// LEB128; false when the block ends inside it (a damaged block).
-bool read_varint(const uint8_t *&p, const uint8_t *end, uint64_t *value) {
-  uint64_t out = 0;
-  for (unsigned shift = 0; p < end && shift < 64; shift += 7) {
-    uint8_t byte = *p++;
-    out |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if (!(byte & 0x80)) {
-      *value = out;
-      return true;
-    }
-  }
-  return false;
-}
-
-uint64_t unzigzag(uint64_t v) { return (v >> 1) ^ (~(v & 1) + 1); }
 
 constexpr size_t kMaxHeldStrings = size_t{16} << 20;
 
@@ -73,29 +59,20 @@ void BlockMerger::on_block(Thread &t, const RawEvent &e, const EventBatch &batch
   records_.clear();
   const auto *p = reinterpret_cast<const uint8_t *>(batch.arena.data() + e.str[0]);
   const uint8_t *end = e.lineno > 0 ? p + e.lineno : p;
-  uint64_t code = 0, callable = 0, clock = e.extra, value = 0;
-  for (uint64_t n = 0; n < count && p < end; ++n) {
-    uint8_t head = *p++;
-    int kind = head >> 3;
-    uint64_t line = 0;
-    if (!read_varint(p, end, &value)) break;
-    code += unzigzag(value);
-    if (kind >= PINSIGHT_RECORD_C_CALL_BEGIN) {
-      if (!read_varint(p, end, &value)) break;
-      callable += unzigzag(value);
-      if (!read_varint(p, end, &line)) break;
-    }
-    if (!read_varint(p, end, &value)) break;
-    clock += value;
+  BlockRecordReader reader(p, static_cast<size_t>(end - p), count, e.extra);
+  BlockRecord record;
+  while (reader.next(record)) {
+    int kind = record.kind;
+    uint64_t clock = record.clock;
     RawEvent &r = records_.emplace_back();
     r.kind = kind == PINSIGHT_RECORD_FUNCTION_BEGIN ? EventKind::FunctionBegin
              : kind == PINSIGHT_RECORD_FUNCTION_END ? EventKind::FunctionEnd
              : kind == PINSIGHT_RECORD_C_CALL_BEGIN ? EventKind::CCallBegin
                                                     : EventKind::CCallEnd;
-    r.transition = head & 7;
-    r.code_id = code;
-    r.extra = kind >= PINSIGHT_RECORD_C_CALL_BEGIN ? callable : 0;
-    r.lineno = static_cast<int32_t>(line);
+    r.transition = record.transition;
+    r.code_id = record.code_id;
+    r.extra = record.callable_id;
+    r.lineno = static_cast<int32_t>(record.line);
     r.aux = 0;
     r.host = e.host;
     r.vpid = e.vpid;

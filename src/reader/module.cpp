@@ -1,7 +1,7 @@
 // pinsight_python._pinsight_reader: reads pinsight-python LTTng traces with
 // babeltrace2 and returns per-thread aggregates to Python as typed records
 // (records.h), which Python only formats (report, flamegraph); the Chrome
-// trace export is written here.
+// trace export is written here. `Unbatcher` is `pinsight-python unbatch`.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -9,6 +9,7 @@
 
 #include "analysis.h"
 #include "records.h"
+#include "unbatch.h"
 
 namespace py = pybind11;
 using namespace pinsight_reader;
@@ -42,4 +43,15 @@ PYBIND11_MODULE(_pinsight_reader, m) {
           "progress", [](const Analysis &a) { return progress_record(a.progress()); },
           "A Progress record: end_ns == 0 when the span is unknown.")
       .def("result", &result_record, "A TraceResult record, once run() returned True.");
+
+  py::class_<Unbatcher>(m, "Unbatcher",
+                        "pinsight-python unbatch: a batched trace rewritten "
+                        "as a per-event (compact) one")
+      .def(py::init<std::string, std::string>(), py::arg("trace_dir"), py::arg("out_dir"))
+      .def("run", &Unbatcher::run, py::call_guard<py::gil_scoped_release>(),
+           "Write the whole trace (releases the GIL). False if cancel() stopped it.")
+      .def("cancel", &Unbatcher::cancel, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "progress", [](const Unbatcher &u) { return progress_record(u.progress()); },
+          "A Progress record: events written, the input's time reached.");
 }

@@ -1,7 +1,8 @@
 """The reader and the report formats, at unit level, on small committed traces.
 
 tests/unit/traces/{full,compact} were recorded once with the real tracer
-(scripts/make_unit_traces.py, which holds the program) in the two payloads; reading
+(scripts/make_unit_traces.py, which holds the program) in the two per-event payloads
+(traces/batched, the third, is unbatch's: tests/unit/test_unbatch.py); reading
 them needs the package alone (its compiled reader), no LTTng. The program's
 counts are known: fib(6) makes 25 calls, two threads run work() once each, fails()
 raises once and is caught. The end-to-end tests (tests/integration/test_report*.py)

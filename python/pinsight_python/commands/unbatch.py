@@ -1,17 +1,17 @@
 """``pinsight-python unbatch``: a batched trace rewritten as an ordinary per-event
-(compact) one, for Trace Compass and other CTF tools (the conversion itself:
-``pinsight_python/_unbatch_bt2.py``, a babeltrace2 graph run by the interpreter of
-babeltrace2's Python bindings)."""
+(compact) one, for Trace Compass and other CTF tools. The conversion is the
+reader's (``_pinsight_reader.Unbatcher``, src/reader/unbatch.cpp): babeltrace2
+reads the blocks, the compact events are written as CTF directly."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
+import shutil
 import sys
+import time
 from pathlib import Path
 
-from ..analysis import find_trace_dirs
+from ..analysis import PROGRESS_MODES, ProgressDisplay, find_trace_dirs, run_with_progress
 from . import recording
 from .exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -20,9 +20,6 @@ PROG = "pinsight-python unbatch"
 EXAMPLES = (
     "pinsight-python unbatch -o sim-unbatched sim-trace   # then open sim-unbatched",
 )
-# The interpreter babeltrace2's Python bindings (python3-bt2) belong to.
-BT2_PYTHON = os.environ.get("PINSIGHT_BT2_PYTHON", "/usr/bin/python3")
-SCRIPT = Path(__file__).resolve().parent.parent / "_unbatch_bt2.py"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,9 +28,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="the directory to write the per-event trace to (must not exist "
                         "or be empty)")
+    parser.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                        help="progress bar on stderr for long conversions: auto (when stderr "
+                        "is a terminal), always, never (default: %(default)s)")
+
+
+def _remove_partial(out: Path, existed: bool) -> None:
+    """What an interrupted or failed conversion wrote: a partial trace would read
+    as a shorter run."""
+    if not out.is_dir():
+        return
+    if not existed:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for entry in out.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    from .. import _pinsight_reader  # compiled; imported late so `--help` never needs it
+
     dirs = find_trace_dirs(args.trace_dir)  # raises TraceNotFoundError: exit status 2
     if len(dirs) != 1:
         recording.error(PROG, f"{args.trace_dir} holds {len(dirs)} CTF traces; give one of "
@@ -43,15 +60,21 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         recording.error(PROG, f"{out} exists and is not an empty directory")
         return EXIT_USAGE
-    proc = subprocess.run([BT2_PYTHON, str(SCRIPT), str(dirs[0]), str(out)],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        # The traceback's last line says what went wrong (bt2 missing, an unreadable trace).
-        cause = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        recording.error(PROG, f"could not rewrite {dirs[0]}: {cause} (run by {BT2_PYTHON}, "
-                        "which needs babeltrace2's Python bindings, python3-bt2; "
-                        "PINSIGHT_BT2_PYTHON names another interpreter)")
+    existed = out.exists()
+    display = ProgressDisplay(args.progress, label="unbatching")
+    started = time.monotonic()
+    try:
+        unbatcher = _pinsight_reader.Unbatcher(str(dirs[0]), str(out))
+        run_with_progress(unbatcher, display)
+    except _pinsight_reader.ReaderError as error:
+        _remove_partial(out, existed)
+        recording.error(PROG, f"could not rewrite {dirs[0]}: {error}")
         return EXIT_FAILED
-    print(f"wrote {out}: {dirs[0]} with its blocks as per-event compact events",
-          file=sys.stderr)
+    except BaseException:  # Ctrl-C included
+        _remove_partial(out, existed)
+        raise
+    events = unbatcher.progress().events
+    wall = time.monotonic() - started
+    print(f"wrote {out}: {dirs[0]} with its blocks as per-event compact events "
+          f"({events:,} events in {wall:.1f} s)", file=sys.stderr)
     return EXIT_OK

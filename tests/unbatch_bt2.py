@@ -1,7 +1,9 @@
-"""Rewrite a batched trace as an ordinary per-event one (``pinsight-python unbatch``).
+"""The Python conversion `pinsight-python unbatch` ran before its C++ one
+(src/reader/unbatch.cpp), kept as the reference the tests compare the new one with
+(tests/integration/test_unbatch.py) and as bench/bench_unbatch.py's baseline.
 
 Run by the interpreter babeltrace2's Python bindings (bt2) belong to, usually
-/usr/bin/python3, as a script: ``_unbatch_bt2.py TRACE OUT``. A babeltrace2 graph: a
+/usr/bin/python3, as a script: ``unbatch_bt2.py TRACE OUT``. A babeltrace2 graph: a
 source of ours, reading TRACE through babeltrace2's own reader, feeds sink.ctf.fs.
 
 Every event is copied, but event_block: each of its records becomes the compact
@@ -10,7 +12,7 @@ record's own time), and the thread's other events held since its previous block 
 merged with them by time. Each thread gets a stream of its own in the output (a CTF
 stream must be in time order; a thread's records are late by up to a block). Names
 stay in code_info / callable_info, as in a compact trace: Trace Compass's analyses
-read it as one.
+read it as one. About 23,000 events a second: Python per event.
 """
 
 import collections
