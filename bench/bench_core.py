@@ -22,8 +22,11 @@ Bytes per event: each workload traced once per payload in a session of its own
 (trace's defaults); the bytes LTTng wrote (packet contents, from the trace's
 index, plus metadata) over the events of the program (code_info and
 callable_info count as bytes, not as events; a batched trace's events are its
-blocks' records). Discards: fib on 4 threads with
-each payload, on trace's default channel.
+blocks' records). The bytes runs' scripts live in a short temporary folder;
+nbody also runs from a script whose path is about 150 characters long (row "nbody, long path"),
+as a package's module in a virtual environment's site-packages would be.
+Discards: fib on 4 threads with each payload, on trace's default channel.
+`--bytes-only` measures the bytes and discards alone (no timed rounds).
 """
 
 from __future__ import annotations
@@ -329,13 +332,23 @@ def count_events(trace: Path) -> Tuple[int, int, int]:
     return events, names, discarded
 
 
-def traced_once(code: str, payload: str, tmp: Path, name: str) -> Tuple[int, int, int, int]:
-    """Run `code` (argv[1] = payload) alone in a session with trace's defaults:
-    (bytes, program events, naming events, discarded events)."""
+# A deep folder (the script's path: about 150 characters) for the long-path row.
+LONG_PATH = "home/someone/projects/2026/simulation-campaign/.venv/lib/python3.13/" \
+    "site-packages/physics_package/integrators/nbody/symplectic"
+LONG_ROW = "nbody, long path"
+
+
+def traced_once(
+    code: str, payload: str, tmp: Path, name: str, folder: str = ""
+) -> Tuple[int, int, int, int]:
+    """Run `code` (argv[1] = payload) alone in a session with trace's defaults,
+    from a script in tmp/folder: (bytes, program events, naming events,
+    discarded events)."""
     from pinsight_python import lttng
 
     out = tmp / name
-    script = tmp / f"{name}.py"
+    script = tmp / folder / f"{name}.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(code)
     with lttng.Session(out, track_vgid=GID):
         subprocess.run(
@@ -374,6 +387,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds; the minimum is kept")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--bytes-only", action="store_true",
+                        help="bytes per event and discards only, no timed rounds")
     args = parser.parse_args()
 
     configs = installed(SETUP)
@@ -381,18 +396,23 @@ def main() -> int:
     print(f"load average before: {load_average()}")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        build_reftracer(tmp)
-        best, events = time_rounds(workloads, configs, args.repeat, tmp)
+        if not args.bytes_only:
+            build_reftracer(tmp)
+            best, events = time_rounds(workloads, configs, args.repeat, tmp)
         sizes: Dict[Tuple[str, str], Tuple[int, int, int, int]] = {}
-        for workload in workloads:
+        rows = [(w, w, "") for w in workloads]
+        if "nbody" in workloads:
+            rows.append((LONG_ROW, "nbody", LONG_PATH))
+        for row, workload, folder in rows:
             code = BYTES_RUNNER.format(workload=WORKLOADS[workload])
             for payload in OURS:
-                sizes[(workload, payload)] = traced_once(code, payload, tmp, f"b-{workload}")
+                sizes[(row, payload)] = traced_once(code, payload, tmp, f"b-{workload}", folder)
         discards = {p: traced_once(THREADED, p, tmp, "fib4")[3] for p in OURS}
     print(f"load average after: {load_average()}")
 
-    print_costs(workloads, configs[1:], best, events, args.repeat)
-    print_sizes(workloads, sizes, discards)
+    if not args.bytes_only:
+        print_costs(workloads, configs[1:], best, events, args.repeat)
+    print_sizes([row for row, _, _ in rows], sizes, discards)
     return 0
 
 

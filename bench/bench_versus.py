@@ -6,6 +6,8 @@ same interleaved rounds: did a change move the full or compact payload's cost?
 OTHER_PYTHON: the interpreter of a virtual environment with the other build of
 pinsight-python (git archive BASE | tar -x -C DIR; build it there as the README says).
 Time added over untraced by each build, per workload and payload; min of N rounds.
+--cpu: the traced process's CPU time (time.process_time) instead of wall time, steadier
+on a machine other work loads (the LTTng consumer's share is then left out, as in both).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from bench_core import GID, RUNNER, SETUP, WORKLOADS, in_group, load_average
 PAYLOADS = ("full", "compact")
 
 
-def run(python: str, workload: str, config: str) -> float:
-    code = RUNNER.format(provider="", workload=WORKLOADS[workload], setup=SETUP[config],
+def run(python: str, workload: str, config: str, cpu: bool = False) -> float:
+    runner = RUNNER.replace("time.perf_counter()", "time.process_time()") if cpu else RUNNER
+    code = runner.format(provider="", workload=WORKLOADS[workload], setup=SETUP[config],
                          is_pinsight=config != "untraced")
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
                           preexec_fn=in_group)
@@ -38,6 +41,8 @@ def main() -> int:
     parser.add_argument("other", help="the other build's interpreter")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--workloads", default="fib,native")
+    parser.add_argument("--cpu", action="store_true",
+                        help="the traced process's CPU time, not wall time")
     args = parser.parse_args()
     from pinsight_python import lttng
 
@@ -52,10 +57,12 @@ def main() -> int:
                 for workload in workloads:
                     for config in ("untraced", *PAYLOADS):
                         for name, python in builds.items():
-                            runs[(workload, config, name)].append(run(python, workload, config))
+                            runs[(workload, config, name)].append(
+                                run(python, workload, config, args.cpu))
             shutil.rmtree(trace, ignore_errors=True)
     print(f"load average after: {load_average()}\n")
-    print("| workload | payload | this (ms added) | other (ms added) | this / other |")
+    what = "CPU ms added" if args.cpu else "ms added"
+    print(f"| workload | payload | this ({what}) | other ({what}) | this / other |")
     print("|---|---|---:|---:|---:|")
     for workload in workloads:
         for config in PAYLOADS:

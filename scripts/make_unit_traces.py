@@ -6,7 +6,9 @@ Needs what tests/core needs (LTTng, its session daemon); the unit tests that rea
 the traces need neither. Run it again when the trace format changes (the
 tracepoints, the payloads, the reader's contract), check that tests/unit passes,
 and commit the new traces: each is a few tens of KB. The program is fixed, so the
-expected counts in test_reader.py stay what they are.
+expected counts in test_reader.py stay what they are. tests/unit/traces/
+full_file_per_event is not recorded again: it is the full payload as earlier versions
+wrote it (the file in every event), which the reader must keep reading.
 """
 
 from __future__ import annotations

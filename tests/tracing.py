@@ -88,6 +88,10 @@ class Event:
     ts: int
     fields: Dict[str, Any]
     ctx: Dict[str, Any]
+    # The file of a frame, native-call or generator_end event as a CTF reader
+    # finds it (read_trace): its own filename / caller_filename field in traces
+    # of earlier versions, else the code_info its code_id had when it was written.
+    file: Optional[str] = None
 
     @property
     def short(self) -> str:
@@ -102,6 +106,11 @@ class Trace:
 
     def named(self, short: str) -> List[Event]:
         return [e for e in self.events if e.short == short]
+
+    @property
+    def counted(self) -> List[Event]:
+        """The events the reader counts: all but the names (code_info, callable_info)."""
+        return [e for e in self.events if e.short not in ("code_info", "callable_info")]
 
     def functions(self, kind: str = "function_begin") -> collections.Counter[str]:
         return collections.Counter(e.fields["qualname"] for e in self.named(kind))
@@ -126,13 +135,29 @@ def read_trace(path: Path) -> Trace:
         raise AssertionError(f"babeltrace2 could not read {path}:\n{proc.stderr}")
     events = []
     discarded = 0
+    files: Dict[Tuple[Any, int], str] = {}  # (vpid, code_id): the file code_info named
     for line in proc.stdout.splitlines():
         rec = json.loads(line)
         if "discarded" in rec:
             discarded = rec["discarded"]
             continue
-        events.append(Event(rec["name"], rec["ts"], rec["fields"], rec["ctx"]))
+        event = Event(rec["name"], rec["ts"], rec["fields"], rec["ctx"])
+        fields = event.fields
+        if event.short == "code_info":
+            files[(event.ctx.get("vpid"), fields["code_id"])] = fields["filename"]
+        elif event.short in FILE_NAMED_BY_CODE:
+            # The full payload names the file in code_info, once per code object
+            # and naming epoch; earlier versions wrote it in every event.
+            own = fields.get("filename") or fields.get("caller_filename")
+            event.file = own or files.get((event.ctx.get("vpid"), fields["code_id"]))
+        events.append(event)
     return Trace(path, events, discarded)
+
+
+# The full payload's events whose file is code_info's (Event.file).
+FILE_NAMED_BY_CODE = frozenset(
+    {"function_begin", "function_end", "c_call_begin", "c_call_end", "generator_end"}
+)
 
 
 @contextlib.contextmanager

@@ -42,10 +42,17 @@ LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, c_call_transition,
     )
 )
 
+/*
+ * The full payload (the default): every frame event names its function by
+ * qualname and definition line, so that babeltrace2 or a user's script reads it
+ * alone; the file is named once per code object (code_id) by code_info, written
+ * with the code object's first event after each tick of the naming epoch, as
+ * for the compact payload below. Traces of earlier versions carry filename
+ * here (caller_filename in c_call_*) and an int transition; the reader reads both.
+ */
 LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, frame_class,
     LTTNG_UST_TP_ARGS(
         const char *, qualname,
-        const char *, filename,
         int, lineno,
         unsigned long, code_id,
         int, python_thread_id,
@@ -53,11 +60,10 @@ LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, frame_class,
     ),
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_string(qualname, qualname)
-        lttng_ust_field_string(filename, filename)
         lttng_ust_field_integer(int, lineno, lineno)
         lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
         lttng_ust_field_integer(int, python_thread_id, python_thread_id)
-        lttng_ust_field_enum(python_pinsight_lttng_ust, frame_transition, int,
+        lttng_ust_field_enum(python_pinsight_lttng_ust, frame_transition, uint8_t,
                              transition, transition)
     )
 )
@@ -66,7 +72,6 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, frame_class,
     python_pinsight_lttng_ust, function_begin,
     LTTNG_UST_TP_ARGS(
         const char *, qualname,
-        const char *, filename,
         int, lineno,
         unsigned long, code_id,
         int, python_thread_id,
@@ -78,7 +83,6 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, frame_class,
     python_pinsight_lttng_ust, function_end,
     LTTNG_UST_TP_ARGS(
         const char *, qualname,
-        const char *, filename,
         int, lineno,
         unsigned long, code_id,
         int, python_thread_id,
@@ -89,13 +93,12 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, frame_class,
 /*
  * A call from Python into native code: the bridge between a Python name and
  * the OMPT/PMPI/CUPTI events it causes. caller_lineno is the line of the call
- * site; code_id identifies the calling code object.
+ * site; code_id identifies the calling code object, whose file code_info names.
  */
 LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, c_call_class,
     LTTNG_UST_TP_ARGS(
         const char *, caller_qualname,
         const char *, callee_name,
-        const char *, caller_filename,
         int, caller_lineno,
         unsigned long, code_id,
         int, python_thread_id,
@@ -104,11 +107,10 @@ LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, c_call_class,
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_string(caller_qualname, caller_qualname)
         lttng_ust_field_string(callee_name, callee_name)
-        lttng_ust_field_string(caller_filename, caller_filename)
         lttng_ust_field_integer(int, caller_lineno, caller_lineno)
         lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
         lttng_ust_field_integer(int, python_thread_id, python_thread_id)
-        lttng_ust_field_enum(python_pinsight_lttng_ust, c_call_transition, int,
+        lttng_ust_field_enum(python_pinsight_lttng_ust, c_call_transition, uint8_t,
                              transition, transition)
     )
 )
@@ -118,7 +120,6 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, c_call_class,
     LTTNG_UST_TP_ARGS(
         const char *, caller_qualname,
         const char *, callee_name,
-        const char *, caller_filename,
         int, caller_lineno,
         unsigned long, code_id,
         int, python_thread_id,
@@ -131,7 +132,6 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, c_call_class,
     LTTNG_UST_TP_ARGS(
         const char *, caller_qualname,
         const char *, callee_name,
-        const char *, caller_filename,
         int, caller_lineno,
         unsigned long, code_id,
         int, python_thread_id,
@@ -256,7 +256,11 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, event_block,
     )
 )
 
-/* The names of a code object (compact payload): qualname, file, first line. */
+/*
+ * The names of a code object: qualname, file, first line. Written by both the
+ * full and the compact payload, with the first event of a code object after
+ * each tick of the naming epoch.
+ */
 LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, code_info,
     LTTNG_UST_TP_ARGS(
         unsigned long, code_id,
@@ -298,8 +302,8 @@ LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, generator_end_kind,
  * lifetime from its first start (function_begin, transition start) to its
  * final end, and how many segments (resumptions + 1) ran in between, on any
  * thread. The frame events give the time it ran; this gives its wall time.
- * qualname and filename are empty in the compact payload (code_info names
- * code_id). Emitted on the thread where it ended (for "collected", where it
+ * qualname and filename are empty in the compact payload, filename in the full
+ * one (code_info names code_id). Emitted on the thread where it ended (for "collected", where it
  * was destroyed).
  */
 LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, generator_end,

@@ -2,8 +2,8 @@
  * The reference tracer of bench/bench_core.py: a sys.monitoring callback in C
  * that writes the same payload to the same provider and does nothing else
  * (no rate control, no shadow stack, no mode checks, no native-call naming
- * beyond the type name). Its cost per event is the floor pinsight-python is
- * measured against.
+ * beyond the type name, no code_info: the full payload's file, once per code
+ * object). Its cost per event is the floor pinsight-python is measured against.
  *
  * The *_int callbacks write the compact payload's integer events with no
  * naming at all: the cost of an LTTng event of integers, the floor of any
@@ -21,12 +21,11 @@
 static inline void emit_function(int begin, PyObject *code_obj, int transition) {
   PyCodeObject *code = (PyCodeObject *)code_obj;
   const char *qualname = PyUnicode_AsUTF8(code->co_qualname);
-  const char *filename = PyUnicode_AsUTF8(code->co_filename);
   if (begin) {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_begin, qualname, filename,
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_begin, qualname,
                          code->co_firstlineno, (unsigned long)code, 0, transition);
   } else {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_end, qualname, filename,
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_end, qualname,
                          code->co_firstlineno, (unsigned long)code, 0, transition);
   }
 }
@@ -46,15 +45,14 @@ static inline void emit_call(int begin, PyObject *const *args, int transition) {
   if (PyFunction_Check(callable)) return;
   PyCodeObject *code = (PyCodeObject *)args[0];
   const char *qualname = PyUnicode_AsUTF8(code->co_qualname);
-  const char *filename = PyUnicode_AsUTF8(code->co_filename);
   const char *callee = PyCFunction_Check(callable)
                            ? ((PyCFunctionObject *)callable)->m_ml->ml_name
                            : Py_TYPE(callable)->tp_name;
   if (begin) {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, qualname, callee, filename,
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, qualname, callee,
                          code->co_firstlineno, (unsigned long)code, 0, transition);
   } else {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, qualname, callee, filename,
+    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, qualname, callee,
                          code->co_firstlineno, (unsigned long)code, 0, transition);
   }
 }

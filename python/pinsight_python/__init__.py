@@ -236,7 +236,8 @@ def activate(
         configuration's module_filter, on reloads too).
     exclude: never trace these modules and their submodules (added to the
         configuration's module_exclude).
-    payload: "full" (names on every event) or "compact" (integers; names once per
+    payload: "full" (every event names its function; files once per code object
+        and second, in code_info events) or "compact" (integers; names once per
         code object and callable per second, in code_info/callable_info events) or
         "batched" (compact's records packed per thread into event_block events);
         default PINSIGHT_PYTHON_PAYLOAD, else the configuration's [Python] payload,

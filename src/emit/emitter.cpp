@@ -195,15 +195,11 @@ void thread_start(int python_thread_id, unsigned long thread_ident) {
 void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, uint32_t segments,
                    int how) {
   auto code_id = reinterpret_cast<unsigned long>(code.code);
-  if (compact_payload) {
-    ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, generator_end, "", "", code.lineno, code_id,
-                         python_thread_id, lifetime_ns, segments, how);
-    return;
-  }
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, generator_end, code.qualname.c_str(),
-                       code.filename.c_str(), code.lineno, code_id, python_thread_id, lifetime_ns,
-                       segments, how);
+  ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
+  // code_info names the file; the full payload keeps the qualname, as its frames do.
+  lttng_ust_tracepoint(python_pinsight_lttng_ust, generator_end,
+                       compact_payload ? "" : code.qualname.c_str(), "", code.lineno, code_id,
+                       python_thread_id, lifetime_ns, segments, how);
 }
 
 void mode_change(const char *mode, const char *reason, unsigned long generation) {

@@ -29,9 +29,10 @@ bool recording();
 // hold when they move: records of one payload go out before events of the
 // next, and names are written again after a change. Set with the GIL held.
 //
-// The payload: full (names on every event, the design's), compact (integers;
-// names once per code object and callable and naming epoch) or batched
-// (compact's records and names, the records packed per thread: block_buffer.h).
+// The payload: full (every event names its function and callee; the file once
+// per code object and naming epoch, in code_info), compact (integers; names once
+// per code object and callable and naming epoch) or batched (compact's records
+// and names, the records packed per thread: block_buffer.h).
 enum class PayloadKind : uint8_t { Full, Compact, Batched };
 void set_payload(PayloadKind payload);
 PayloadKind payload();
@@ -43,9 +44,9 @@ void set_idle_flush(bool wanted);
 // for now (blocks::flush_all's final).
 void flush_blocks(bool last);
 // Advanced about once a second by the control thread (advance_naming_epoch):
-// a code object's or callable's names go out again with its first compact
-// event after each tick, so a trace that starts late lacks names only for
-// its first tick.
+// a code object's or callable's names go out again with its first event after
+// each tick, so a trace that starts late lacks names (the full payload: files)
+// only for its first tick.
 extern std::atomic<uint32_t> naming_epoch;
 void advance_naming_epoch();
 
@@ -79,8 +80,9 @@ inline void ensure_named(const char *callee, uint32_t epoch) {
 
 inline void function(bool begin, NamedCode &code, int python_thread_id, int transition) {
   auto code_id = reinterpret_cast<unsigned long>(code.code);
+  // Every payload names the code object's file in code_info only.
+  ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
   if (compact_payload) {
-    ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
     if (batched_payload) {
       blocks::append(begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
                      transition, code_id, 0, 0, python_thread_id);
@@ -97,10 +99,10 @@ inline void function(bool begin, NamedCode &code, int python_thread_id, int tran
   }
   if (begin) {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, function_begin, code.qualname.c_str(),
-                         code.filename.c_str(), code.lineno, code_id, python_thread_id, transition);
+                         code.lineno, code_id, python_thread_id, transition);
   } else {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, function_end, code.qualname.c_str(),
-                         code.filename.c_str(), code.lineno, code_id, python_thread_id, transition);
+                         code.lineno, code_id, python_thread_id, transition);
   }
 }
 
@@ -108,9 +110,9 @@ inline void function(bool begin, NamedCode &code, int python_thread_id, int tran
 inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
                    int python_thread_id, int transition) {
   auto code_id = reinterpret_cast<unsigned long>(caller.code);
+  uint32_t epoch = naming_epoch.load(std::memory_order_relaxed);
+  ensure_named(caller, epoch);
   if (compact_payload) {
-    uint32_t epoch = naming_epoch.load(std::memory_order_relaxed);
-    ensure_named(caller, epoch);
     ensure_named(callee, epoch);
     auto callable_id = reinterpret_cast<unsigned long>(callee);
     if (batched_payload) {
@@ -129,10 +131,10 @@ inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
   }
   if (begin) {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, caller.qualname.c_str(), callee,
-                         caller.filename.c_str(), line, code_id, python_thread_id, transition);
+                         line, code_id, python_thread_id, transition);
   } else {
     lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, caller.qualname.c_str(), callee,
-                         caller.filename.c_str(), line, code_id, python_thread_id, transition);
+                         line, code_id, python_thread_id, transition);
   }
 }
 

@@ -1,5 +1,5 @@
 // What the emitter writes of a code object: its identity and names, and the
-// naming epoch in which its code_info last went out (compact payload). The
+// naming epoch in which its code_info last went out (every payload). The
 // tracer's per-code state (tracer/code_info.h) is one.
 #pragma once
 

@@ -124,7 +124,8 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     on_discarded(e);
     return;
   }
-  // Names of the compact payload: not events of a thread's timeline.
+  // Names (code_info: every payload; callable_info: compact): not events of a
+  // thread's timeline.
   if (e.kind == EventKind::CodeInfo || e.kind == EventKind::CallableInfo) {
     if (e.kind == EventKind::CodeInfo) {
       symbols_.name_code(e.host, e.vpid, e.code_id, batch.string(e.str[0]), batch.string(e.str[1]),
@@ -220,6 +221,11 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
 
 SymbolId CallStackAnalyzer::python_symbol(const RawEvent &e, const EventBatch &batch) {
   if (e.compact) return symbols_.python_function_by_id(e.host, e.vpid, e.code_id);
+  // The full payload: code_info names the file (earlier versions: the event).
+  if (e.str[1] == kNoString) {
+    return symbols_.python_function_by_id(e.host, e.vpid, e.code_id, batch.string(e.str[0]),
+                                          e.lineno);
+  }
   return symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]), batch.string(e.str[1]),
                                   e.lineno);
 }
@@ -235,11 +241,12 @@ void CallStackAnalyzer::on_c_call_begin(ThreadState &t, const RawEvent &e,
   // The caller is the Python frame on top of the stack; when its begin is not
   // in the trace, the event's own caller fields (or code_id) name it.
   SymbolId caller = kNoSymbol;
-  if (e.compact) {
+  // Compact, and full without the file (code_info names it): by code_id.
+  if (e.compact || e.str[1] == kNoString) {
     if (!t.stack.empty() && symbols_.is_code(t.stack.back().symbol, e.host, e.vpid, e.code_id)) {
       caller = t.stack.back().symbol;
     } else {
-      caller = symbols_.caller_by_id(e.host, e.vpid, e.code_id);
+      caller = symbols_.caller_by_id(e.host, e.vpid, e.code_id, batch.string(e.str[0]));
     }
   } else {
     std::string_view caller_qualname = batch.string(e.str[0]);

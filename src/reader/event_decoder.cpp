@@ -399,8 +399,10 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
     case EventKind::GeneratorEnd:
       out.str[0] = read_string(payload, slot[kQualname], batch);
       out.str[1] = read_string(payload, slot[kFilename], batch);
-      // The compact payload leaves the names out: code_info gives them.
+      // The compact payload leaves the names out, the full one the file:
+      // code_info gives them (kNoString: as a full frame event without one).
       out.compact = batch.string(out.str[0]).empty();
+      if (batch.string(out.str[1]).empty()) out.str[1] = kNoString;
       out.lineno = static_cast<int32_t>(read_integer(payload, slot[kLineno], 0));
       out.code_id = static_cast<uint64_t>(read_integer(payload, slot[kCodeId], 0));
       out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[kThreadId], -1));

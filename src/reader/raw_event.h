@@ -88,7 +88,9 @@ struct RawEvent {
   int32_t aux;     // process_info: mpi_size, pid in `code_id`
   // function_*, code_info: qualname, filename; c_call_*: caller_qualname,
   // caller_filename, callee_name; callable_info: -, -, name; process_info:
-  // hostname, argv, python_version, backend. Compact events carry no strings.
+  // hostname, argv, python_version, backend. Compact events carry no strings;
+  // full frame and native-call events no filename (kNoString: code_info names
+  // it) unless an earlier version wrote them.
   StringRef str[4];
   StringRef procname;  // first event of a vpid with the procname context; process_info
   uint16_t host;       // HostRegistry id of the trace's hostname

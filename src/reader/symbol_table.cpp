@@ -86,7 +86,7 @@ size_t SymbolTable::IdKeyHash::operator()(const IdKey &k) const {
   return static_cast<size_t>(h * 0x9e3779b97f4a7c15ULL);
 }
 
-SymbolId SymbolTable::unnamed(bool native, uint64_t id) {
+SymbolId SymbolTable::unnamed(bool native, uint64_t id, std::string_view qualname, int32_t lineno) {
   // Outside the name maps: another process's id of the same value is
   // another function.
   char text[40];
@@ -94,8 +94,9 @@ SymbolId SymbolTable::unnamed(bool native, uint64_t id) {
                 id);
   auto symbol = static_cast<SymbolId>(symbols_.size());
   CodeLocation where = location(native, {});
-  symbols_.push_back(
-      Symbol{native, text, std::string(), native ? 0 : -1, std::move(where.module), where.origin});
+  symbols_.push_back(Symbol{native, qualname.empty() ? std::string(text) : std::string(qualname),
+                            std::string(), native ? 0 : lineno, std::move(where.module),
+                            where.origin});
   return symbol;
 }
 
@@ -140,20 +141,22 @@ void SymbolTable::name_callable(uint16_t host, int32_t vpid, uint64_t callable_i
   if (names.early != kNoSymbol) rename(names.early, name, {}, 0);
 }
 
-SymbolId SymbolTable::python_function_by_id(uint16_t host, int32_t vpid, uint64_t code_id) {
+SymbolId SymbolTable::python_function_by_id(uint16_t host, int32_t vpid, uint64_t code_id,
+                                            std::string_view qualname, int32_t lineno) {
   IdNames &names = ids_[IdKey{code_id, vpid, host, false}];
   if (names.early != kNoSymbol) return names.early;
   if (names.named) {
     return python_function(vpid, code_id, names.qualname, names.filename, names.lineno);
   }
-  return names.early = unnamed(false, code_id);
+  return names.early = unnamed(false, code_id, qualname, lineno);
 }
 
-SymbolId SymbolTable::caller_by_id(uint16_t host, int32_t vpid, uint64_t code_id) {
+SymbolId SymbolTable::caller_by_id(uint16_t host, int32_t vpid, uint64_t code_id,
+                                   std::string_view qualname) {
   IdNames &names = ids_[IdKey{code_id, vpid, host, false}];
   if (names.early != kNoSymbol) return names.early;
   if (names.named) return caller(vpid, code_id, names.qualname, names.filename);
-  return names.early = unnamed(false, code_id);
+  return names.early = unnamed(false, code_id, qualname, -1);
 }
 
 SymbolId SymbolTable::native_function_by_id(uint16_t host, int32_t vpid, uint64_t callable_id) {

@@ -4,11 +4,14 @@
 // is resolved once (its module and origin too), then known by its id.
 //
 // The one place where names are resolved. Full-payload events carry their
-// names; compact ones carry ids (code_id, callable_id) named by code_info /
+// function's qualname and line, their file comes from code_info (earlier
+// versions wrote the file in every event: those are read by their strings);
+// compact ones carry ids (code_id, callable_id) named by code_info /
 // callable_info events of the same process. An id used before its names came
 // (the first naming epoch of a trace that started late) gets a symbol named
-// after the id, renamed in place when the names arrive, so every frame of
-// the code object stays one symbol and begins still match their ends.
+// after the id, or after the full event's qualname without a file, renamed in
+// place when the names arrive, so every frame of the code object stays one
+// symbol and begins still match their ends.
 #pragma once
 
 #include <cstdint>
@@ -52,9 +55,13 @@ class SymbolTable {
                  std::string_view filename, int32_t lineno);
   void name_callable(uint16_t host, int32_t vpid, uint64_t callable_id, std::string_view name);
   // As python_function(), caller() and native_function() with the names the
-  // ids were given; before any, the id's own symbol ("<code 0x...>").
-  SymbolId python_function_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
-  SymbolId caller_by_id(uint16_t host, int32_t vpid, uint64_t code_id);
+  // ids were given; before any, the id's own symbol: named `qualname` (line
+  // `lineno`, no file) where the event named its function (full payload),
+  // else "<code 0x...>".
+  SymbolId python_function_by_id(uint16_t host, int32_t vpid, uint64_t code_id,
+                                 std::string_view qualname = {}, int32_t lineno = -1);
+  SymbolId caller_by_id(uint16_t host, int32_t vpid, uint64_t code_id,
+                        std::string_view qualname = {});
   SymbolId native_function_by_id(uint16_t host, int32_t vpid, uint64_t callable_id);
   // Symbols renamed since the last call (their names came after their ids).
   std::vector<SymbolId> take_renamed() { return std::exchange(renamed_, {}); }
@@ -86,7 +93,7 @@ class SymbolTable {
   SymbolId intern(bool native, std::string_view qualname, std::string_view filename,
                   int32_t lineno);
   CodeLocation location(bool native, std::string_view filename);
-  SymbolId unnamed(bool native, uint64_t id);
+  SymbolId unnamed(bool native, uint64_t id, std::string_view qualname = {}, int32_t lineno = -1);
   void rename(SymbolId id, std::string_view qualname, std::string_view filename, int32_t lineno);
 
   struct IdKey {

@@ -118,11 +118,11 @@ def program_steps(run: Run, script_name: str) -> dict[int, List[Step]]:
     for e in run.trace.events:
         f = e.fields
         if e.short.startswith("function_"):
-            if not f["filename"].endswith(script_name):
+            if not (e.file or "").endswith(script_name):
                 continue
             name = f["qualname"]
         elif e.short.startswith("c_call_"):
-            if not f["caller_filename"].endswith(script_name):
+            if not (e.file or "").endswith(script_name):
                 continue
             name = f["callee_name"]
         else:

@@ -344,7 +344,7 @@ for _ in range(3):
     assert counts["a"] == 3
     assert counts["b"] == 0
     modules = collections.Counter(
-        Path(e.fields["filename"]).name
+        Path(e.file or "").name
         for e in run.trace.named("function_begin")
         if e.fields["qualname"] == "<module>"
     )

@@ -23,7 +23,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -188,14 +188,16 @@ def job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 # ---------------------------------------------------------------------------- helpers
 
 
-def count(trace: Trace, short: str, **fields: Any) -> int:
+def count(trace: Trace, short: str, file: Optional[str] = None, **fields: Any) -> int:
+    """Events `short` with these field values, of `file` if given (Event.file)."""
     return sum(1 for e in trace.named(short)
-               if all(e.fields.get(k) == v for k, v in fields.items()))
+               if (file is None or e.file == file)
+               and all(e.fields.get(k) == v for k, v in fields.items()))
 
 
 def own_calls(trace: Trace, short: str, script: Path, qualname: str) -> int:
     """Begins (or ends) of the app's function `qualname`: its file, not a namesake."""
-    return count(trace, short, qualname=qualname, filename=str(script))
+    return count(trace, short, qualname=qualname, file=str(script))
 
 
 def cli_output(args: List[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -242,7 +244,7 @@ def test_function_counts_per_rank(job: Job) -> None:
             assert own_calls(trace, short, job.script, "extra_work") == rank * STEPS, (
                 rank, short)
         # Calls (transition=start) equal begins: none of these functions yields.
-        starts = count(trace, "function_begin", qualname="exchange", filename=str(job.script),
+        starts = count(trace, "function_begin", qualname="exchange", file=str(job.script),
                        transition="start")
         assert starts == STEPS
 
@@ -258,7 +260,7 @@ def test_collective_native_calls_per_rank(job: Job) -> None:
             # Exactly the mpi4py calls the app's Python code makes, named as the class
             # defines them (comm is an Intracomm; allreduce is Comm's).
             assert calls == MPI4PY_CALLS, (rank, short)
-        sites = {(e.fields["caller_filename"], e.fields["caller_lineno"])
+        sites = {(e.file, e.fields["caller_lineno"])
                  for e in trace.named("c_call_begin") if e.fields["callee_name"] == ALLREDUCE}
         line = textwrap.dedent(APP).splitlines().index("    return comm.allreduce(step)") + 1
         assert sites == ({(str(job.script), line)} if MPI4PY_VISIBLE else set())
@@ -300,9 +302,9 @@ def expected_rank_row(job: Job, rank: int) -> Dict[str, Any]:
         "vpid": job.pid_of_rank[rank],
         "host": socket.gethostname(),
         "threads": 1,
-        "events": len(trace.events),
-        "begin_ns": trace.events[0].ts,
-        "end_ns": trace.events[-1].ts,
+        "events": len(trace.counted),
+        "begin_ns": trace.counted[0].ts,
+        "end_ns": trace.counted[-1].ts,
         "python_calls": count(trace, "function_begin", transition="start"),
         "native_calls": len(trace.named("c_call_begin")),
         "mpi4py_calls": sum(MPI4PY_CALLS.values()),
@@ -331,7 +333,7 @@ def test_report_json_per_rank(job: Job, report: Dict[str, Any]) -> None:
         assert (proc["mpi_rank"], proc["mpi_size"], proc["pid"]) == (rank, RANKS, pid)
         assert proc["hostname"] == socket.gethostname()
         assert proc["argv"] == f"{job.script} {STEPS}"
-        assert proc["events"] == len(job.of_rank(rank).events)
+        assert proc["events"] == len(job.of_rank(rank).counted)
         functions = {(r["qualname"], r["filename"]): r for r in proc["functions"]}
         assert functions[("exchange", str(job.script))]["calls"] == STEPS
         assert functions[("main", str(job.script))]["calls"] == 1

@@ -183,7 +183,7 @@ def test_openmp_regions_inside_the_python_call(tracer: Tracer, omp_kernel_dir: P
         ("analyse", "omp_kernel.dot", analyse_line, 0, "return"),
         ("background", "omp_kernel.saxpy", background_line, 1, "return"),
     ]  # fmt: skip
-    assert all(b.fields["caller_filename"] == str(script) for b, _ in calls)
+    assert all(b.file == str(script) for b, _ in calls)
     main_vtid = calls[0][0].ctx["vtid"]
     assert main_vtid == pid
     thread_vtid = calls[4][0].ctx["vtid"]

@@ -125,7 +125,7 @@ def reference(trace: Trace) -> Dict[Tuple[int, int], RefThread]:
 def _frame_key(e: Event) -> Key:
     f = e.fields
     if e.short.startswith("function_"):
-        return ("python", f["qualname"], f["filename"], str(f["lineno"]))
+        return ("python", f["qualname"], e.file, str(f["lineno"]))
     return ("native", f["callee_name"])
 
 
@@ -150,7 +150,7 @@ def _replay_begin(ref: RefThread, stack: List[List[Any]], e: Event) -> None:
         stack.append([key, e.ts, 0, None])
     else:
         stats.calls += 1
-        stack.append([key, e.ts, 0, (f["caller_qualname"], f["caller_filename"])])
+        stack.append([key, e.ts, 0, (f["caller_qualname"], e.file)])
 
 
 def _replay_end(ref: RefThread, stack: List[List[Any]], e: Event) -> None:
@@ -214,7 +214,7 @@ def workload(tracer: Tracer) -> Run:
 def test_report_matches_reference_replay(workload: Run, capsys: pytest.CaptureFixture[str]) -> None:
     report = report_json(str(workload.trace.path), "--top", "0")
     expected = reference(workload.trace)
-    assert report["events"] == len(workload.trace.events)
+    assert report["events"] == len(workload.trace.counted)
     assert report["discarded"]["events"] == workload.trace.discarded == 0
     for (vpid, vtid), ref in expected.items():
         thread = thread_of(report, vpid, vtid)
@@ -492,7 +492,7 @@ def test_parallel_decoding_matches_single_thread(tracer: Tracer) -> None:
     fields = [name for name in reader_fields(one) if name not in own]
     assert len(fields) == len(one) - len(own)
     assert [getattr(one, f) for f in fields] == [getattr(two, f) for f in fields]
-    assert one.events == len(run.trace.events)
+    assert one.events == len(run.trace.counted)
 
 
 def reader_fields(record: Any) -> List[str]:
@@ -517,7 +517,7 @@ def test_processes_of_several_hosts_stay_apart(
         metadata.write_bytes(data.replace(f'hostname = "{host}";'.encode(),
                                           f'hostname = "{other}";'.encode()))
     report = report_json(str(combined), "--top", "0")
-    assert report["events"] == 2 * len(workload.trace.events)
+    assert report["events"] == 2 * len(workload.trace.counted)
     hosts = {p["host"]: p for p in report["processes"]}
     assert set(hosts) == {host, other}
     assert hosts[host]["vpid"] == hosts[other]["vpid"]
@@ -563,7 +563,7 @@ def test_discarded_events_are_reported(tmp_path: Path, capsys: pytest.CaptureFix
     assert report["discarded"]["ranges"] and report["discarded"]["records"] >= 1
     assert all(r["count"] > 0 for r in report["discarded"]["ranges"])
     assert any("discarded" in w and "unreliable" in w for w in report["warnings"])
-    assert report["events"] == len(truth.events)
+    assert report["events"] == len(truth.counted)
 
     code, text, _err = run_cli(["report", str(out)], capsys)
     assert code == 0
@@ -739,7 +739,7 @@ def test_console_script_is_installed(workload: Run) -> None:
 def test_progress_forced_during_read(workload: Run) -> None:
     stream = io.StringIO()
     data = read_trace(workload.trace.path, progress="always", progress_stream=stream)
-    assert data.events == len(workload.trace.events)
+    assert data.events == len(workload.trace.counted)
     # A short read shows no bar (the delay) and leaves the line clean.
     assert stream.getvalue() == ""
     assert os.fspath(data.path) == os.fspath(workload.trace.path)

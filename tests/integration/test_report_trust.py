@@ -170,7 +170,7 @@ def test_calls_mean_starts_everywhere(program: Run, capsys: pytest.CaptureFixtur
     lines = summarize(program.trace.path, progress="never")
     summary = "\n".join(lines)
     counts = collections.Counter(e.short for e in program.trace.events)
-    assert f"events: {len(program.trace.events):,} (" in summary
+    assert f"events: {len(program.trace.counted):,} (" in summary
     assert f"function_begin {counts['function_begin']:,}" in summary
     # Two processes' threads: self times add up over them, as the summary says.
     assert re.search(r"threads: [2-9]\d*, time span: .* \(self times below are summed over "

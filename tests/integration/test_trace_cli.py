@@ -368,7 +368,7 @@ def test_trace_module_filters(tmp_path: Path) -> None:
         )
         assert proc.returncode == 0, proc.stderr
         own = events_of(read_trace(out), int(proc.stdout))
-        files = {e.fields["filename"] for e in own.named("function_begin")}
+        files = {e.file for e in own.named("function_begin")}
         assert begins(own, "fib") == 177
         assert all(check(f) for f in files), (options, sorted(files))
         check_balanced(own)

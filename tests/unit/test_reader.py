@@ -2,7 +2,9 @@
 
 tests/unit/traces/{full,compact} were recorded once with the real tracer
 (scripts/make_unit_traces.py, which holds the program) in the two per-event payloads
-(traces/batched, the third, is unbatch's: tests/unit/test_unbatch.py); reading
+(traces/batched, the third, is unbatch's: tests/unit/test_unbatch.py);
+traces/full_file_per_event is the full payload as versions before issue 36 wrote it
+(the file in every event, no code_info), kept to prove the reader still reads it. Reading
 them needs the package alone (its compiled reader), no LTTng. The program's
 counts are known: fib(6) makes 25 calls, two threads run work() once each, fails()
 raises once and is caught. The end-to-end tests (tests/integration/test_report*.py)
@@ -25,7 +27,7 @@ from pinsight_python import analysis, cli
 from tests.tracing import report_json
 
 TRACES = Path(__file__).resolve().parent / "traces"
-PAYLOADS = ("full", "compact")
+PAYLOADS = ("full", "compact", "full_file_per_event")
 PROGRAM_CALLS = {"main": 1, "fib": 25, "work": 2, "fails": 1}
 
 
@@ -77,11 +79,39 @@ def test_report_counts_the_programs_calls(trace_dir: Path) -> None:
 
 
 def test_both_payloads_read_alike() -> None:
-    full, compact = (report_json(TRACES / p, "--top", "0") for p in PAYLOADS)
+    full, compact = (report_json(TRACES / p, "--top", "0") for p in ("full", "compact"))
     assert {k: f["calls"] for k, f in program_functions(full).items()} == {
         k: f["calls"] for k, f in program_functions(compact).items()}
     assert native_calls(full) == native_calls(compact)
     assert full["event_counts"] == compact["event_counts"]
+
+
+def test_full_trace_of_an_earlier_version_reads_alike() -> None:
+    """The same program's functions, files, lines and calls, whether the file
+    came in every event or in code_info (threading's own lock calls differ
+    between the two recordings, the program's do not)."""
+    full, before = (report_json(TRACES / p, "--top", "0")
+                    for p in ("full", "full_file_per_event"))
+
+    def program(report: Dict[str, Any]) -> Dict[Tuple[str, str, int], Tuple[int, int]]:
+        # Each recording ran the program from a temporary folder of its own.
+        return {(f["qualname"], Path(f["filename"]).name, f["lineno"]):
+                (f["calls"], f["exceptions"]) for f in program_functions(report).values()}
+
+    assert program(full) == program(before)
+    assert len(program(full)) == len(PROGRAM_CALLS)
+    for name in ("sorted", "sum"):
+        assert native_calls(full)[name] == native_calls(before)[name] == 2
+
+
+def test_full_payload_names_files_once() -> None:
+    """The committed full traces are of both formats: the file in code_info
+    (one per code object) or, written before, in every frame and native-call event."""
+    def metadata(payload: str) -> bytes:
+        return b"".join(p.read_bytes() for p in (TRACES / payload).rglob("metadata"))
+
+    assert b"caller_filename" not in metadata("full")
+    assert b"caller_filename" in metadata("full_file_per_event")
 
 
 def test_read_trace_api(trace_dir: Path) -> None:

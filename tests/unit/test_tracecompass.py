@@ -618,9 +618,9 @@ class SyntheticTrace:
 
     def py(self, kind: str, name: str, vtid: int = 4242) -> None:
         if kind.startswith("function"):
-            self.emit(f"{OUR_PROVIDER}:{kind}", vtid, qualname=name, filename="app.py")
+            self.emit(f"{OUR_PROVIDER}:{kind}", vtid, qualname=name, lineno=3)
         else:
-            self.emit(f"{OUR_PROVIDER}:{kind}", vtid, callee_name=name, caller_filename="app.py")
+            self.emit(f"{OUR_PROVIDER}:{kind}", vtid, callee_name=name, caller_lineno=4)
 
     def pinsight(self, provider: str, name: str, vtid: int = 4242, **fields: Any) -> None:
         self.emit(f"{provider}_pinsight_lttng_ust:{name}", vtid, **fields)
