@@ -313,7 +313,7 @@ def count_events(trace: Path) -> Tuple[int, int, int]:
 def traced_once(code: str, payload: str, tmp: Path, name: str) -> Tuple[int, int, int, int]:
     """Run `code` (argv[1] = payload) alone in a session with trace's defaults:
     (bytes, program events, naming events, discarded events)."""
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     out = tmp / name
     script = tmp / f"{name}.py"
@@ -377,7 +377,7 @@ def time_rounds(
 ) -> Tuple[Dict[Tuple[str, str], float], Dict[str, int]]:
     """(the best time of each (workload, config), the events each workload emits),
     over interleaved rounds."""
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     runs: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
     events: Dict[str, int] = {}

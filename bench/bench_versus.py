@@ -39,7 +39,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--workloads", default="fib,native")
     args = parser.parse_args()
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     builds = {"this": sys.executable, "other": args.other}
     workloads = args.workloads.split(",")

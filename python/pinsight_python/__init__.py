@@ -16,8 +16,9 @@ import os
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _run, _subinterpreter
-from . import settings as _settings
+from .activation import settings as _settings
+from .activation import subinterpreter as _subinterpreter
+from .recording.run import keeper as _run
 
 _core: Any
 _IN_SUBINTERPRETER = _subinterpreter.in_subinterpreter()
@@ -129,7 +130,7 @@ def _command_line() -> str:
     (sys.argv, while the .pth shim runs, has '-m' in place of the module's name);
     multiprocessing's helpers as their parent's: `spawn worker of sim.py --steps 10`;
     under `python -m pinsight_python`, the program it runs."""
-    launched = getattr(sys.modules.get(f"{__name__}._startup"), "launched_program", None)
+    launched = getattr(sys.modules.get(f"{__name__}.activation.startup"), "launched_program", None)
     if launched:
         return " ".join(launched)
     words = list(getattr(sys, "orig_argv", [])[1:]) or _arguments_of(os.getpid())

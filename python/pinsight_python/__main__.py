@@ -7,6 +7,6 @@ so everything lives in ``_startup``.
 
 import sys
 
-from pinsight_python._startup import python_m_main
+from pinsight_python.activation.startup import python_m_main
 
 python_m_main(sys.argv[1:])

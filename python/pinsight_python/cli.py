@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-from ._startup import add_version_argument
-from .analysis import TraceNotFoundError, TraceReadError
+from .activation.startup import add_version_argument
 from .commands import attach, detach, export, flamegraph, report, startup_file, trace, unbatch
 from .commands.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from .reading.analysis import TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 

@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import pinsight_python
-from pinsight_python import lttng, settings
+from pinsight_python.activation import settings
+from pinsight_python.recording import lttng
 from tests.tracing import OWN_VARIABLES
 
 

@@ -16,8 +16,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import lttng, settings
-from ..injection import AttachError, Channel, Target, alive, for_each, inspect, request_action
+from ..activation import settings
+from ..recording import lttng
+from ..recording.injection import (
+    AttachError,
+    Channel,
+    Target,
+    alive,
+    for_each,
+    inspect,
+    request_action,
+)
 from . import recording
 from .exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..injection import AttachError, Channel, for_each, request_action
+from ..recording.injection import AttachError, Channel, for_each, request_action
 from . import recording
 from .attach import add_target_arguments, checked_targets
 from .exit_status import EXIT_FAILED, EXIT_OK

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from .. import lttng
-from ..settings import SettingsError
+from ..activation.settings import SettingsError
+from ..recording import lttng
 from .exit_status import EXIT_FAILED
 
 # What setting up a session may raise: lttng's failures, and OSError from a helper
@@ -128,7 +128,7 @@ class Recording:
     def print_summary(self, output: Path) -> None:
         """The summary on stderr, after a note of its cost when it takes seconds; Ctrl-C
         skips it (the trace is complete)."""
-        from ..summary import summarize
+        from ..reading.summary import summarize
 
         size = trace_bytes(output)
         if size >= SUMMARY_NOTE_BYTES:

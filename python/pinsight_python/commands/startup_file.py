@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import _startup
+from ..activation import startup as _startup
 from . import recording
 from .exit_status import EXIT_FAILED, EXIT_OK
 

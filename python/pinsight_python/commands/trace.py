@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from .. import _run, lttng
-from .. import settings as _settings
-from .._native_files import beside_extension
-from ..analysis import UNRECORDED_FILE
+from ..activation import settings as _settings
+from ..reading.analysis import UNRECORDED_FILE
+from ..recording import lttng
+from ..recording.native_files import beside_extension
+from ..recording.run import keeper as _run
 from . import recording
 from .exit_status import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, killed_by
 
@@ -753,7 +754,7 @@ def _run_trace(
     for line in plan.warnings:
         _note(f"warning: {line}")
 
-    # The session records no process but those of this run (_run.py: they ask the
+    # The session records no process but those of this run (recording/run/keeper.py: they ask the
     # run's keeper to track them as they start).
     events = [f"{lttng.PROVIDER}:*", *(f"{lttng.NATIVE_DOMAINS[d]}:*" for d in plan.domains)]
     session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True,
@@ -834,11 +835,12 @@ def _tell_streamed(plan: _Plan, session: str, ended: str) -> None:
     )
 
 
-_KEEPER_MAIN = "import sys; from pinsight_python._run import main; sys.exit(main(sys.argv[1:]))"
+_KEEPER_MAIN = ("import sys; from pinsight_python.recording.run.keeper import main; "
+                "sys.exit(main(sys.argv[1:]))")
 
 
 class _RunKeeper:
-    """The run's keeper process (_run.py): tracks the run's processes into the
+    """The run's keeper process (recording/run/keeper.py): tracks the run's processes into the
     session, and ends the run and its session if trace dies without doing so."""
 
     def __init__(self, session: str, marker: str, timeout: float = 10.0) -> None:

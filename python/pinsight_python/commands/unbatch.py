@@ -1,6 +1,6 @@
 """``pinsight-python unbatch``: a batched trace rewritten as an ordinary per-event
 (compact) one, for Trace Compass and other CTF tools (the conversion itself:
-``pinsight_python/_unbatch_bt2.py``, a babeltrace2 graph run by the interpreter of
+``pinsight_python/reading/unbatch_bt2.py``, a babeltrace2 graph run by the interpreter of
 babeltrace2's Python bindings)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..analysis import find_trace_dirs
+from ..reading.analysis import find_trace_dirs
 from . import recording
 from .exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -22,7 +22,7 @@ EXAMPLES = (
 )
 # The interpreter babeltrace2's Python bindings (python3-bt2) belong to.
 BT2_PYTHON = os.environ.get("PINSIGHT_BT2_PYTHON", "/usr/bin/python3")
-SCRIPT = Path(__file__).resolve().parent.parent / "_unbatch_bt2.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "reading" / "unbatch_bt2.py"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ Three ways in, one set of rules (docs/activation.md):
 
 The environment they read, and that ``python -m pinsight_python`` and
 ``pinsight-python trace`` write so that child interpreters trace too, is named and
-checked in :mod:`pinsight_python.settings`: PINSIGHT_PYTHON=1 (0: never activate
+checked in :mod:`pinsight_python.activation.settings`: PINSIGHT_PYTHON=1 (0: never activate
 automatically), PINSIGHT_TRACE_PYTHON=MODE (activate in that mode; OFF: no
 activation), PYTHONSTARTUP naming activate.py, and the settings' variables.
 """
@@ -43,7 +43,9 @@ _ran = False  # the .pth may run twice: CPython 3.13.0's site processes a venv's
 
 def startup_file() -> str:
     """Absolute path of activate.py, the file to name in PYTHONSTARTUP."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "activate.py")
+    # The package's root holds it: the path users put in PYTHONSTARTUP stays.
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(package, "activate.py")
 
 
 # ---------------------------------------------------------------------------
@@ -179,7 +181,7 @@ def run() -> None:
     try:
         if not requested(os.environ) or _is_own_tool(_command_line()):
             return
-        from ._subinterpreter import in_subinterpreter
+        from .subinterpreter import in_subinterpreter
 
         if in_subinterpreter():
             return  # not traced, silently: status() says so there
@@ -229,7 +231,7 @@ examples:
 
 def version_text() -> str:
     """``pinsight-python VERSION (CPython X.Y.Z)``: what ``--version`` prints."""
-    from . import __version__
+    from .. import __version__
 
     return f"pinsight-python {__version__} (CPython {sys.version.split()[0]})"
 

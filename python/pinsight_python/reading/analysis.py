@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 if TYPE_CHECKING:  # the compiled module is imported late: `--help` never needs it
-    from ._pinsight_reader import ProcessRecord, TraceResult
+    from .._pinsight_reader import ProcessRecord, TraceResult
 
 __all__ = [
     "ORIGINS",
@@ -331,7 +331,7 @@ def read_trace(
     Raises TraceNotFoundError, TraceReadError; KeyboardInterrupt stops the
     reader threads before propagating.
     """
-    from . import _pinsight_reader  # compiled; imported late so `--help` never needs it
+    from .. import _pinsight_reader  # compiled; imported late so `--help` never needs it
 
     given = [Path(path)] if isinstance(path, (str, os.PathLike)) else [Path(p) for p in path]
     if not given:

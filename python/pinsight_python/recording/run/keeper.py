@@ -182,7 +182,7 @@ def _read_pid(conn: socket.socket) -> int:
 
 class _Keeper:
     def __init__(self, session: str, run_dir: Path, parent: int, marker: bytes) -> None:
-        from . import lttng
+        from .. import lttng
 
         self.lttng = lttng
         self.session = session

@@ -42,7 +42,7 @@ def _release_previous_page(page: int) -> None:
     global _previous_page
     previous, _previous_page = _previous_page, page
     if previous:
-        from . import _pinsight_python as core
+        from .. import _pinsight_python as core
 
         core._release_attach_page(previous)
 
@@ -67,7 +67,7 @@ def _ust_register_timeout(milliseconds: Optional[int]) -> Iterator[None]:
 def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
     import pinsight_python
 
-    from . import _pinsight_python as core
+    from .. import _pinsight_python as core
 
     before = pinsight_python.status()
     if request["action"] == "activate":

@@ -2,7 +2,7 @@
 
 Modes, events, backends, module filters and the configuration file are accepted or
 refused here, the same way for ``pinsight_python.activate()``, the start-up shim
-(``_startup``), ``python -m pinsight_python`` and ``pinsight-python trace``. The
+(``activation.startup``), ``python -m pinsight_python`` and ``pinsight-python trace``. The
 environment variables that carry them to child interpreters are named here too.
 
 Importing this module costs nothing beyond the standard library: the start-up

@@ -10,5 +10,5 @@ from pathlib import Path
 
 def beside_extension(name: str) -> Path:
     spec = importlib.util.find_spec("pinsight_python._pinsight_python")
-    folder = Path(spec.origin).resolve().parent if spec and spec.origin else Path(__file__).parent
+    folder = Path(spec.origin).resolve().parent if spec and spec.origin else Path(__file__).parent.parent
     return folder / name

@@ -1,7 +1,7 @@
 """Rewrite a batched trace as an ordinary per-event one (``pinsight-python unbatch``).
 
 Run by the interpreter babeltrace2's Python bindings (bt2) belong to, usually
-/usr/bin/python3, as a script: ``_unbatch_bt2.py TRACE OUT``. A babeltrace2 graph: a
+/usr/bin/python3, as a script: ``unbatch_bt2.py TRACE OUT``. A babeltrace2 graph: a
 source of ours, reading TRACE through babeltrace2's own reader, feeds sink.ctf.fs.
 
 Every event is copied, but event_block: each of its records becomes the compact
