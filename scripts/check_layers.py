@@ -54,9 +54,9 @@ EXACT: Dict[str, Set[str]] = {
 
 # The Python package's layers (docs/architecture.md, "The Python package"): each
 # subpackage of python/pinsight_python may import its own modules, the package's
-# root (the API, __version__, the compiled modules beside it) and the subpackages
-# these reach. The root's modules (__init__, __main__, cli, activate) are the
-# entry points above them all and are not held to a layer.
+# root (the API, __version__), the modules every layer shares (ROOT_SHARED) and
+# the subpackages its arrows reach. The root's other modules (__main__, cli,
+# activate) are the entry points above them all: no subpackage imports them.
 PY_PACKAGE = ROOT / "python" / "pinsight_python"
 PY_DIRECT: Dict[str, Set[str]] = {
     "activation": set(),  # the traced process's side: the standard library and the core
@@ -64,6 +64,7 @@ PY_DIRECT: Dict[str, Set[str]] = {
     "recording": {"activation", "reading"},  # the settings; the closing summary
     "commands": {"activation", "recording", "reading"},
 }
+ROOT_SHARED = {"exit_status", "_pinsight_python", "_pinsight_reader", "_pinsight_python_testing"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 SOURCES = ("*.c", "*.cpp", "*.h")
 
@@ -202,8 +203,11 @@ def check_python(errors: List[str]) -> Counter[Tuple[str, str]]:
             rel = path.relative_to(ROOT)
             for inside in py_targets(path):
                 target = inside.split(".", 1)[0]
+                if (PY_PACKAGE / f"{target}.py").is_file() and target not in ROOT_SHARED:
+                    errors.append(f"{rel}: imports pinsight_python.{target}, an entry point "
+                                  "(docs/architecture.md)")
                 if target not in PY_DIRECT or target == sub.name:
-                    continue  # the root, a compiled module, its own subpackage
+                    continue  # the root's API, a shared module, its own subpackage
                 arrows[(sub.name, target)] += 1
                 if target not in allowed:
                     errors.append(f"{rel}: imports pinsight_python.{inside}: {sub.name} may "

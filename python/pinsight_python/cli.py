@@ -20,7 +20,7 @@ from typing import Callable, List, Optional, Sequence
 
 from .activation.startup import add_version_argument
 from .commands import attach, detach, export, flamegraph, report, startup_file, trace, unbatch
-from .commands.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .reading.analysis import TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]

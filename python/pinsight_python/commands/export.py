@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..exit_status import EXIT_OK
 from . import reading_options as options
-from .exit_status import EXIT_OK
 
 HELP = "convert a trace (Chrome trace-event JSON for Perfetto UI)"
 EXAMPLES = (

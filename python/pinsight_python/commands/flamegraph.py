@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..exit_status import EXIT_OK
 from . import reading_options as options
-from .exit_status import EXIT_OK
 
 HELP = "flame graph (SVG) or folded stacks of a trace"
 EXAMPLES = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..exit_status import EXIT_OK
 from . import reading_options as options
-from .exit_status import EXIT_OK
 
 HELP = "per process and thread: top functions, native calls, exceptions"
 EXAMPLES = (

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from ..reading.analysis import find_trace_dirs
-from . import recording
-from .exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ..recording.run import session as run_session
 
 HELP = "rewrite a batched trace (payload = batched) as a per-event one for Trace Compass"
 PROG = "pinsight-python unbatch"
@@ -36,19 +36,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     dirs = find_trace_dirs(args.trace_dir)  # raises TraceNotFoundError: exit status 2
     if len(dirs) != 1:
-        recording.error(PROG, f"{args.trace_dir} holds {len(dirs)} CTF traces; give one of "
+        run_session.error(PROG, f"{args.trace_dir} holds {len(dirs)} CTF traces; give one of "
                         + ", ".join(str(d) for d in dirs))
         return EXIT_USAGE
     out = Path(args.output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        recording.error(PROG, f"{out} exists and is not an empty directory")
+        run_session.error(PROG, f"{out} exists and is not an empty directory")
         return EXIT_USAGE
     proc = subprocess.run([BT2_PYTHON, str(SCRIPT), str(dirs[0]), str(out)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         # The traceback's last line says what went wrong (bt2 missing, an unreadable trace).
         cause = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        recording.error(PROG, f"could not rewrite {dirs[0]}: {cause} (run by {BT2_PYTHON}, "
+        run_session.error(PROG, f"could not rewrite {dirs[0]}: {cause} (run by {BT2_PYTHON}, "
                         "which needs babeltrace2's Python bindings, python3-bt2; "
                         "PINSIGHT_BT2_PYTHON names another interpreter)")
         return EXIT_FAILED
