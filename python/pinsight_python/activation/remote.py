@@ -20,6 +20,8 @@ import os
 import sys
 from typing import Any, Dict, Iterator, Optional
 
+from .settings import EVENT_NAMES
+
 CLAIMED_SUFFIX = ".claimed"
 RESULT_SUFFIX = ".result"
 
@@ -75,7 +77,7 @@ def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
             return {"ok": True, "was_active": True, "status": before}
         with _ust_register_timeout(request.get("register_timeout_ms")):
             pinsight_python.activate(
-                request.get("events") or ("function", "c_call"),
+                request.get("events") or EVENT_NAMES,
                 config=request.get("config"),
                 mode=request.get("mode"),
                 backend=request.get("backend") or "auto",

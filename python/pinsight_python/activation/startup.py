@@ -82,8 +82,7 @@ def requested(environ: Mapping[str, str]) -> bool:
     switch = _switch(environ)
     if switch is not None:
         return switch
-    mode = environ.get(_settings.ENV_MODE, "").strip()
-    if mode and mode.upper() != "OFF":
+    if _settings.mode_requests_tracing(environ):
         return True
     # -E (and -I) make CPython ignore PYTHONSTARTUP: so do we.
     if sys.flags.ignore_environment:
