@@ -256,3 +256,15 @@ def test_core_takes_only_a_place_in_its_lists() -> None:
     with pytest.raises(core.ConfigError, match="set_mode: no trace mode given"):
         core.set_mode(-1)
     assert not pinsight_python.status()["active"]
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", None), (" 1 ", True), ("0", False)])
+def test_the_switch_is_read_by_settings(value: str, expected: Any) -> None:
+    assert settings.switch({settings.ENV_SWITCH: value}) is expected
+
+
+def test_a_bad_switch_says_what_it_expects() -> None:
+    with pytest.raises(settings.SettingsError, match="PINSIGHT_PYTHON: expected 1 or 0, got 'yes'"):
+        settings.switch({settings.ENV_SWITCH: "yes"})
+    assert settings.mode_requests_tracing({settings.ENV_MODE: "tracng"})  # reported on activation
+    assert not settings.mode_requests_tracing({settings.ENV_MODE: " off "})

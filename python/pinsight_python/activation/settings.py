@@ -83,6 +83,7 @@ __all__ = [
     "parse_mode",
     "parse_modules",
     "parse_payload",
+    "switch",
 ]
 
 ENV_SWITCH = "PINSIGHT_PYTHON"
@@ -336,6 +337,16 @@ def activation_payload(
         return Payload(parse_payload(given, "activate(payload=...)"))
     text = _variable(environ, ENV_PAYLOAD)
     return Payload(text) if text else None
+
+
+def switch(environ: Mapping[str, str]) -> Optional[bool]:
+    """PINSIGHT_PYTHON: True (1), False (0) or None (unset or empty)."""
+    value = environ.get(ENV_SWITCH, "").strip()
+    if not value:
+        return None
+    if value in ("1", "0"):
+        return value == "1"
+    raise SettingsError(f"{ENV_SWITCH}: expected 1 or 0, got {value!r}")
 
 
 def mode_requests_tracing(environ: Mapping[str, str]) -> bool:

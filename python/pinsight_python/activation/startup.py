@@ -27,17 +27,13 @@ if TYPE_CHECKING:  # argparse is imported only by python -m pinsight_python
 
 from . import settings as _settings
 from .settings import (
-    ENV_SWITCH,
     EVENT_NAMES,
     Settings,
-    SettingsError,
 )
 
 # activate.py says this of itself, so that a copy under another name still counts.
 STARTUP_MARKER = "pinsight-python startup file"
 
-_SWITCH_ON = ("1",)
-_SWITCH_OFF = ("0",)
 _ran = False  # the .pth may run twice: CPython 3.13.0's site processes a venv's twice
 
 
@@ -50,18 +46,6 @@ def startup_file() -> str:
 
 # ---------------------------------------------------------------------------
 # The shim and the startup file.
-
-
-def _switch(environ: Mapping[str, str]) -> Optional[bool]:
-    """PINSIGHT_PYTHON: True (1), False (0) or None (unset or empty)."""
-    value = environ.get(ENV_SWITCH, "").strip()
-    if not value:
-        return None
-    if value in _SWITCH_ON:
-        return True
-    if value in _SWITCH_OFF:
-        return False
-    raise SettingsError(f"{ENV_SWITCH}: expected 1 or 0, got {value!r}")
 
 
 def _names_startup_file(value: str) -> bool:
@@ -79,7 +63,7 @@ def _names_startup_file(value: str) -> bool:
 
 def requested(environ: Mapping[str, str]) -> bool:
     """Whether the environment asks this interpreter to trace (raises SettingsError)."""
-    switch = _switch(environ)
+    switch = _settings.switch(environ)
     if switch is not None:
         return switch
     if _settings.mode_requests_tracing(environ):
@@ -195,7 +179,7 @@ def run() -> None:
 def run_startup_file() -> None:
     """Called by activate.py (PYTHONSTARTUP, interactive sessions)."""
     try:
-        if _switch(os.environ) is False:
+        if _settings.switch(os.environ) is False:
             return
         import pinsight_python
 
