@@ -2,7 +2,7 @@
 
 Runs the program traced, as ``python script.py args...`` would run it. This module
 runs in the real ``__main__`` namespace, which the runner hands over to the program,
-so everything lives in ``_startup``.
+so everything lives in ``activation.startup``.
 """
 
 import sys

@@ -4,7 +4,7 @@ Each subcommand is one module of ``commands/`` and one entry of :data:`SUBCOMMAN
 the one place where they are registered: its name, a one-line help, examples, a
 function that adds its arguments and a function that runs it and returns the exit
 status. Every subcommand's help has the same layout: usage, description, options,
-examples. Exit status (``commands/exit_status.py``): 0 success, 1 the trace could not
+examples. Exit status (``exit_status.py``): 0 success, 1 the trace could not
 be read or an output not written, 2 bad arguments (including a path that holds no
 trace), 130 interrupted; ``trace`` exits with its command's status.
 """

@@ -33,7 +33,7 @@ from ..recording.run import session as run_session
 HELP = "trace a running Python process (no restart): activate tracing inside it"
 PROG = "pinsight-python attach"
 DEFAULT_TIMEOUT = 30.0
-# How long the target's LTTng-UST may wait for a busy session daemon (see _remote).
+# How long the target's LTTng-UST may wait for a busy session daemon (see activation/remote.py).
 REGISTER_TIMEOUT_MS = 10000
 # Blocking signals a user sends to stop a recording (Ctrl-C, kill, a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -54,7 +54,7 @@ class TraceReadError(Exception):
 
 
 # Beside a trace made by ``pinsight-python trace``: processes that recorded no
-# events (commands/trace.py writes it, report reads it).
+# events (recording/run/keeper.py writes it, report reads it).
 UNRECORDED_FILE = "pinsight-python-unrecorded.txt"
 
 
