@@ -81,8 +81,8 @@ def main() -> int:
     parser.add_argument("--interval", default=None,
                         help="alloc_sample_interval for the alloc runs (default: 512KiB)")
     args = parser.parse_args()
-    from pinsight_python import lttng
-    from pinsight_python.commands.trace import alloc_preload_library
+    from pinsight_python.recording import lttng
+    from pinsight_python.recording.run.plan import alloc_preload_library
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

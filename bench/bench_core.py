@@ -352,7 +352,7 @@ def traced_once(
     """Run `code` (argv[1] = payload) alone in a session with trace's defaults,
     from a script in tmp/folder: (bytes, program events, naming events,
     discarded events)."""
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     out = tmp / name
     script = tmp / folder / f"{name}.py"
@@ -436,7 +436,7 @@ def time_rounds(
 ) -> Tuple[Dict[Tuple[str, str], float], Dict[str, int]]:
     """(the best time of each (workload, config), the events each workload emits),
     over interleaved rounds."""
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     runs: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
     events: Dict[str, int] = {}

@@ -83,7 +83,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="rounds (min kept)")
     args = parser.parse_args()
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     times: Dict[str, Dict[str, List[float]]] = {
         w: {c: [] for c in CONFIGS} for w in WORKLOADS}

@@ -49,7 +49,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

@@ -2,7 +2,7 @@
 
 Records traces of at least ``--events`` events (default 10 million) by
 running a recursive workload under the tracer in a real LTTng session
-(pinsight_python.lttng.Session), then runs ``babeltrace2 -o dummy`` (the
+(pinsight_python.recording.lttng.Session), then runs ``babeltrace2 -o dummy`` (the
 baseline: babeltrace2 decoding the trace and nothing else), the end-of-run
 summary of ``trace``, ``report``, ``flamegraph`` and ``export --format
 chrome`` on each, in fresh processes, and prints wall time, events/s, CPU
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 
 # fib(LEAF_DEPTH) with one native call per leaf: 6 * F(LEAF_DEPTH + 1) - 2 events.
 LEAF_DEPTH = 25
@@ -66,7 +66,7 @@ main(int(sys.argv[1]), int(sys.argv[2]))
 # The CPU time of each reader thread, from the reader itself.
 CPU_SPLIT = """
 import json, sys
-from pinsight_python.analysis import read_trace
+from pinsight_python.reading.analysis import read_trace
 raw = read_trace(sys.argv[1], call_trees=False, progress="never").raw
 print(json.dumps({"decode_thread_cpu_s": raw.decode_thread_cpu_s,
                   "analysis_cpu_s": raw.analysis_cpu_s}))
@@ -75,7 +75,7 @@ print(json.dumps({"decode_thread_cpu_s": raw.decode_thread_cpu_s,
 # The summary `pinsight-python trace` prints when the command ends.
 SUMMARY = """
 import sys
-from pinsight_python.summary import summarize
+from pinsight_python.reading.summary import summarize
 print("\\n".join(summarize(sys.argv[1], progress="never")))
 """
 

@@ -49,7 +49,7 @@ LINE_BUDGET_US = 20.0  # the .pth line alone, in process
 
 def activation_variables() -> List[str]:
     """Every variable that steers tracing: settings.py's ENV_* names, and PYTHONSTARTUP."""
-    from pinsight_python import settings
+    from pinsight_python.activation import settings
 
     names = [v for k, v in vars(settings).items() if k.startswith("ENV_") and isinstance(v, str)]
     return [*names, "PYTHONSTARTUP"]

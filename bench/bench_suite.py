@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--tests", default=TESTS)
     args = parser.parse_args()
     configs = installed(CONFIGS)
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     tests = args.tests.split(",")
     print(f"load average before: {load_average()}")

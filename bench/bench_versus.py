@@ -44,7 +44,7 @@ def main() -> int:
     parser.add_argument("--cpu", action="store_true",
                         help="the traced process's CPU time, not wall time")
     args = parser.parse_args()
-    from pinsight_python import lttng
+    from pinsight_python.recording import lttng
 
     builds = {"this": sys.executable, "other": args.other}
     workloads = args.workloads.split(",")

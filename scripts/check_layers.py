@@ -1,5 +1,7 @@
 """The folder check of docs/architecture.md: every #include of src/ (and of the
-provider's header in tracepoints/) points down the layers, and no folder cycle.
+provider's header in tracepoints/) points down the layers, and no folder cycle;
+the same for the Python package's subpackages (python/pinsight_python): every
+import of one of ours points down PY_DIRECT.
 
     python scripts/check_layers.py [-v]
 
@@ -13,6 +15,7 @@ that a new link would let through, an include that escapes the include roots
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from collections import Counter
@@ -49,6 +52,19 @@ EXACT: Dict[str, Set[str]] = {
     "bindings/module.cpp": {"session"},
 }
 
+# The Python package's layers (docs/architecture.md, "The Python package"): each
+# subpackage of python/pinsight_python may import its own modules, the package's
+# root (the API, __version__), the modules every layer shares (ROOT_SHARED) and
+# the subpackages its arrows reach. The root's other modules (__main__, cli,
+# activate) are the entry points above them all: no subpackage imports them.
+PY_PACKAGE = ROOT / "python" / "pinsight_python"
+PY_DIRECT: Dict[str, Set[str]] = {
+    "activation": set(),  # the traced process's side: the standard library and the core
+    "reading": set(),  # a trace read back: never how it was recorded
+    "recording": {"activation", "reading"},  # the settings; the closing summary
+    "commands": {"activation", "recording", "reading"},
+}
+ROOT_SHARED = {"exit_status", "_pinsight_python", "_pinsight_reader", "_pinsight_python_testing"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 SOURCES = ("*.c", "*.cpp", "*.h")
 
@@ -149,10 +165,67 @@ def read_arrows(folders: Set[str], errors: List[str]) -> Counter[Tuple[str, str]
     return arrows
 
 
+def py_targets(path: Path) -> List[str]:
+    """The package's modules `path` imports, as paths from the package root
+    ("reading.analysis"; "" for the root itself), read with ast: every import,
+    at any depth (late imports inside functions count)."""
+    package = ["pinsight_python", *path.parent.relative_to(PY_PACKAGE).parts]
+    found: List[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *filter(None, [node.module])])
+            # from x import y: y may be a module of x (from .. import reading).
+            found.extend(f"{module}.{alias.name}" for alias in node.names)
+    inside = []
+    for name in found:
+        if name == "pinsight_python" or name.startswith("pinsight_python."):
+            inside.append(name[len("pinsight_python."):])
+    return inside
+
+
+def check_python(errors: List[str]) -> Counter[Tuple[str, str]]:
+    """Every import between the package's subpackages, counted; those the
+    table refuses in `errors` (the same rule, closure and cycle check as src/)."""
+    table_cycle = cycle(PY_DIRECT)
+    if table_cycle:
+        errors.append("the Python table of layers has a cycle: " + " -> ".join(table_cycle))
+    arrows: Counter[Tuple[str, str]] = Counter()
+    for sub in sorted(p for p in PY_PACKAGE.iterdir() if (p / "__init__.py").is_file()):
+        if sub.name not in PY_DIRECT:
+            errors.append(f"python/pinsight_python/{sub.name}: not in the table of layers "
+                          "(scripts/check_layers.py, PY_DIRECT)")
+            continue
+        allowed = closure(sub.name, PY_DIRECT)
+        for path in sorted(sub.rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            for inside in py_targets(path):
+                target = inside.split(".", 1)[0]
+                if (PY_PACKAGE / f"{target}.py").is_file() and target not in ROOT_SHARED:
+                    errors.append(f"{rel}: imports pinsight_python.{target}, an entry point "
+                                  "(docs/architecture.md)")
+                if target not in PY_DIRECT or target == sub.name:
+                    continue  # the root's API, a shared module, its own subpackage
+                arrows[(sub.name, target)] += 1
+                if target not in allowed:
+                    errors.append(f"{rel}: imports pinsight_python.{inside}: {sub.name} may "
+                                  f"not import {target} (docs/architecture.md)")
+    return arrows
+
+
 def main(argv: List[str]) -> int:
     folders = {p.name for p in SRC.iterdir() if p.is_dir()}
     errors = check_folders(folders)
     arrows = read_arrows(folders, errors)
+    py_arrows = check_python(errors)
+    py_graph: Dict[str, Set[str]] = {}
+    for a, b in py_arrows:
+        py_graph.setdefault(a, set()).add(b)
+    py_found = cycle(py_graph)
+    if py_found:
+        errors.append("Python subpackage cycle: " + " -> ".join(py_found))
     graph: Dict[str, Set[str]] = {}
     for a, b in arrows:
         graph.setdefault(a, set()).add(b)
@@ -162,10 +235,13 @@ def main(argv: List[str]) -> int:
     if "-v" in argv:
         for (a, b), n in sorted(arrows.items()):
             print(f"{n:4} {a} -> {b}")
+        for (a, b), n in sorted(py_arrows.items()):
+            print(f"{n:4} pinsight_python.{a} -> pinsight_python.{b}")
     for e in errors:
         print(f"check_layers: {e}", file=sys.stderr)
     if not errors:
-        print(f"check_layers: {len(arrows)} folder arrows, all down the layers, no cycle")
+        print(f"check_layers: {len(arrows)} folder arrows and {len(py_arrows)} Python "
+              "subpackage arrows, all down the layers, no cycle")
     return 1 if errors else 0
 
 

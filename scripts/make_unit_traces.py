@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.tracing import clean_env, isolated_session, read_trace  # noqa: E402
 
-from pinsight_python import lttng  # noqa: E402
+from pinsight_python.recording import lttng  # noqa: E402
 
 OUT = ROOT / "tests" / "unit" / "traces"
 # Known counts: fib(6) makes 25 calls; two threads each sort and sum; one

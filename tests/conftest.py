@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence, Set
 
 import pytest
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 
 from .tracing import PINSIGHT_LIB, SYSTEM_PYTHON, Tracer
 

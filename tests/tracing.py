@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from pinsight_python import lttng, settings
+from pinsight_python.activation import settings
+from pinsight_python.recording import lttng
 
 HERE = Path(__file__).resolve().parent
 NATIVE = HERE / "native"  # the C and C++ sources tests build

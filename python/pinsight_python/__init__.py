@@ -16,8 +16,9 @@ import os
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _run, _subinterpreter
-from . import settings as _settings
+from .activation import settings as _settings
+from .activation import subinterpreter as _subinterpreter
+from .recording.run import keeper as _run
 
 _core: Any
 _IN_SUBINTERPRETER = _subinterpreter.in_subinterpreter()
@@ -129,7 +130,7 @@ def _command_line() -> str:
     (sys.argv, while the .pth shim runs, has '-m' in place of the module's name);
     multiprocessing's helpers as their parent's: `spawn worker of sim.py --steps 10`;
     under `python -m pinsight_python`, the program it runs."""
-    launched = getattr(sys.modules.get(f"{__name__}._startup"), "launched_program", None)
+    launched = getattr(sys.modules.get(f"{__name__}.activation.startup"), "launched_program", None)
     if launched:
         return " ".join(launched)
     words = list(getattr(sys, "orig_argv", [])[1:]) or _arguments_of(os.getpid())
@@ -210,14 +211,14 @@ def _filter_fork_warning() -> None:
 
 
 def activate(
-    events: Iterable[str] = _settings.EVENT_NAMES,
+    events: Iterable[Union[str, _settings.Event]] = _settings.EVENT_NAMES,
     *,
     config: Optional[Union[str, os.PathLike[str]]] = None,
-    mode: Optional[str] = None,
-    backend: str = "auto",
+    mode: Optional[Union[str, _settings.Mode]] = None,
+    backend: Union[str, _settings.Backend] = "auto",
     modules: Optional[Iterable[str]] = None,
     exclude: Iterable[str] = (),
-    payload: Optional[str] = None,
+    payload: Optional[Union[str, _settings.Payload]] = None,
 ) -> None:
     """Start tracing this process.
 
@@ -249,38 +250,19 @@ def activate(
     """
     if isinstance(events, str):
         events = [e.strip() for e in events.split(",") if e.strip()]
-    chosen = list(events)
+    # Arguments, defaults and variables are resolved here, once, into typed options:
+    # the core reads no environment and parses no name.
     try:
-        for event in chosen:
-            _settings.parse_events(event, "activate(events=...)")
-        _settings.parse_backend(backend, "activate(backend=...)")
-        module_filter = (
-            None
-            if modules is None
-            else _settings.parse_modules(",".join(modules), "activate(modules=...)")
-        )
-        module_exclude = (
-            _settings.parse_modules(",".join(exclude), "activate(exclude=...)")
-            if exclude
-            else []
-        )
-    except _settings.SettingsError as e:
+        options = _settings.activate_options(
+            events, os.fspath(config) if config is not None else "", mode, backend, modules,
+            exclude, payload, os.environ)
+    except _settings.ArgumentError as e:
         raise ValueError(str(e)) from None
-    # Defaults and variables are resolved here, once: the core reads no environment.
-    try:
-        config_path = _settings.activation_config(
-            os.fspath(config) if config is not None else "", os.environ)
-        mode = _settings.activation_mode(mode or "", os.environ)
-        payload = _settings.activation_payload(payload or "", os.environ)
     except _settings.SettingsError as e:
         raise ConfigError(str(e)) from None
-    # Under a supervisor that reports the configuration's warnings and reload errors
-    # once for the whole run (pinsight-python trace), each process keeps them quiet.
-    config_reported = bool(os.environ.get(_settings.ENV_CONFIG_REPORTED))
-    clock_plugin = _settings.lttng_clock_plugin(os.environ)
     if _IN_SUBINTERPRETER:
         raise ActivationError(_subinterpreter.REASON)
-    refusal = _settings.gil_refusal(chosen)
+    refusal = _settings.gil_refusal(e.value for e in options.events)
     if refusal:
         raise ActivationError(refusal)
     mpi_rank, mpi_size = _mpi_rank_and_size()
@@ -290,24 +272,12 @@ def activate(
             _join_run()
         _install_process_hooks()
         _core.activate(
-            function_events="function" in chosen,
-            c_call_events="c_call" in chosen,
-            config_path=config_path,
-            mode=mode,
-            backend=backend,
             main_thread_ident=_main_thread_ident(),
             mpi_rank=mpi_rank,
             mpi_size=mpi_size,
             hostname=os.uname().nodename,  # gethostname()
             argv=_command_line(),
-            module_filter=module_filter,
-            module_exclude=module_exclude,
-            report_config=not config_reported,
-            import_events="import" in chosen,
-            alloc_events="alloc" in chosen,
-            gil_events="gil" in chosen,
-            payload=payload,
-            clock_plugin=clock_plugin,
+            **options.core_arguments(),
         )
 
     _serialized(start)
@@ -364,9 +334,15 @@ def lexgions() -> List[Dict[str, Any]]:
     return list(_core.lexgions())
 
 
-def set_mode(mode: str) -> None:
+def set_mode(mode: Union[str, _settings.Mode]) -> None:
     """Switch the Python domain to OFF, STANDBY, MONITORING or TRACING."""
-    _serialized(lambda: _core.set_mode(mode))
+    if _IN_SUBINTERPRETER:
+        _core.set_mode(mode)  # refused, as everything there
+    try:
+        index = _settings.core_index(_settings.mode_of(mode, "set_mode"))
+    except _settings.SettingsError as e:
+        raise ConfigError(str(e)) from None
+    _serialized(lambda: _core.set_mode(index))
 
 
 def reload() -> None:

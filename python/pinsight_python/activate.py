@@ -10,4 +10,4 @@
 # nothing; without the .pth (python -S, package on PYTHONPATH), this activates.
 #
 # It runs in the interactive session's namespace: it leaves no names there.
-__import__("pinsight_python._startup").__dict__["_startup"].run_startup_file()
+__import__("pinsight_python.activation.startup", fromlist=["run_startup_file"]).run_startup_file()

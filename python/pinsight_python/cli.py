@@ -4,7 +4,7 @@ Each subcommand is one module of ``commands/`` and one entry of :data:`SUBCOMMAN
 the one place where they are registered: its name, a one-line help, examples, a
 function that adds its arguments and a function that runs it and returns the exit
 status. Every subcommand's help has the same layout: usage, description, options,
-examples. Exit status (``commands/exit_status.py``): 0 success, 1 the trace could not
+examples. Exit status (``exit_status.py``): 0 success, 1 the trace could not
 be read or an output not written, 2 bad arguments (including a path that holds no
 trace), 130 interrupted; ``trace`` exits with its command's status.
 """
@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-from ._startup import add_version_argument
-from .analysis import TraceNotFoundError, TraceReadError
+from .activation.startup import add_version_argument
 from .commands import attach, detach, export, flamegraph, report, startup_file, trace, unbatch
-from .commands.exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from .reading.analysis import TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 

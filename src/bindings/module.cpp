@@ -75,13 +75,12 @@ PYBIND11_MODULE(_pinsight_python, m) {
 
   m.def(
       "activate",
-      [](bool function_events, bool c_call_events, const std::string &config_path,
-         const std::string &mode, const std::string &backend, unsigned long main_thread_ident,
-         int mpi_rank, int mpi_size, const std::string &hostname, const std::string &argv,
-         bool import_events, bool alloc_events, bool gil_events,
-         std::optional<std::vector<std::string>> module_filter,
-         const std::vector<std::string> &module_exclude, bool report_config,
-         const std::string &payload, bool clock_plugin) {
+      [](bool function_events, bool c_call_events, const std::string &config_path, int mode,
+         const std::string &backend, unsigned long main_thread_ident, int mpi_rank, int mpi_size,
+         const std::string &hostname, const std::string &argv, bool import_events,
+         bool alloc_events, bool gil_events, std::optional<std::vector<std::string>> module_filter,
+         const std::vector<std::string> &module_exclude, bool report_config, int payload,
+         bool clock_plugin) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -109,7 +108,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
       py::arg("alloc_events") = false, py::arg("gil_events") = false,
       py::arg("module_filter") = py::none(), py::arg("module_exclude") = std::vector<std::string>(),
-      py::arg("report_config") = true, py::arg("payload") = "", py::arg("clock_plugin") = false);
+      py::arg("report_config") = true, py::arg("payload") = -1, py::arg("clock_plugin") = false);
   m.def(
       "check_config",
       [](const std::string &path) {
@@ -127,7 +126,11 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "_flush_device_activity", [] { session::flush_device_activity(); },
       "atexit: CUPTI's buffered kernel activity to PInsight's CUDA domain, probes alive.");
   m.def("status", &status_dict);
-  m.def("set_mode", [](const std::string &mode) { session::set_mode(mode, "set_mode"); });
+  m.def("set_mode", [](int mode) { session::set_mode(mode, "set_mode"); });
+  // The one list of modes and payloads, in their enums' order: activate() and
+  // set_mode() take an index of it (Python's settings.Mode and settings.Payload).
+  m.attr("MODES") = py::tuple(py::cast(session::mode_names()));
+  m.attr("PAYLOADS") = py::tuple(py::cast(session::payload_names()));
   m.def("reload", [] {
     std::string error;
     bool ok;

@@ -17,26 +17,16 @@ namespace pinsight {
 // Small public pieces
 
 const char *trace_mode_name(TraceMode mode) {
-  switch (mode) {
-    case TraceMode::Off:
-      return "OFF";
-    case TraceMode::Standby:
-      return "STANDBY";
-    case TraceMode::Monitoring:
-      return "MONITORING";
-    case TraceMode::Tracing:
-      return "TRACING";
-  }
-  return "TRACING";
+  const auto index = static_cast<size_t>(mode);
+  // Literals: null-terminated.
+  return index < std::size(kTraceModeNames) ? kTraceModeNames[index].data() : "TRACING";
 }
 
 bool parse_trace_mode(std::string_view text, TraceMode *out) {
   text = config_detail::trim(text);
-  static constexpr TraceMode kModes[] = {TraceMode::Off, TraceMode::Standby, TraceMode::Monitoring,
-                                         TraceMode::Tracing};
-  for (TraceMode mode : kModes) {
-    if (config_detail::iequals(text, trace_mode_name(mode))) {
-      *out = mode;
+  for (size_t i = 0; i < std::size(kTraceModeNames); ++i) {
+    if (config_detail::iequals(text, kTraceModeNames[i])) {
+      *out = static_cast<TraceMode>(i);
       return true;
     }
   }
@@ -44,21 +34,15 @@ bool parse_trace_mode(std::string_view text, TraceMode *out) {
 }
 
 const char *payload_name(Payload payload) {
-  switch (payload) {
-    case Payload::Compact:
-      return "compact";
-    case Payload::Batched:
-      return "batched";
-    default:
-      return "full";
-  }
+  const auto index = static_cast<size_t>(payload);
+  return index < std::size(kPayloadNames) ? kPayloadNames[index].data() : "full";
 }
 
 bool parse_payload(std::string_view text, Payload *out) {
   text = config_detail::trim(text);
-  for (Payload payload : {Payload::Full, Payload::Compact, Payload::Batched}) {
-    if (config_detail::iequals(text, payload_name(payload))) {
-      *out = payload;
+  for (size_t i = 0; i < std::size(kPayloadNames); ++i) {
+    if (config_detail::iequals(text, kPayloadNames[i])) {
+      *out = static_cast<Payload>(i);
       return true;
     }
   }

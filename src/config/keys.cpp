@@ -73,15 +73,15 @@ void Parser::module_list(std::string_view key, std::string_view value) {
   }
 }
 
-// The enumerated values, for "did you mean" (the same on start-up and reload).
-constexpr std::string_view kModeNames[] = {"OFF", "STANDBY", "MONITORING", "TRACING"};
-constexpr std::string_view kPayloadNames[] = {"full", "compact", "batched"};
+// The enumerated values (config.h's lists), for "did you mean" (the same on
+// start-up and reload).
+constexpr const auto &kModeNames = kTraceModeNames;
 
 void Parser::python_domain_key(std::string_view key, std::string_view value) {
   if (key == "trace_mode") {
     if (!parse_trace_mode(value, &mode_)) {
-      error("unknown trace_mode " + quote(value) +
-            " (expected OFF, STANDBY, MONITORING or TRACING)" + did_you_mean(value, kModeNames));
+      error("unknown trace_mode " + quote(value) + " (expected " + expected_names(kModeNames) +
+            ")" + did_you_mean(value, kModeNames));
     }
   } else if (key == "Python.thread") {
     bool wildcard;
@@ -93,8 +93,8 @@ void Parser::python_domain_key(std::string_view key, std::string_view value) {
     events_list(value, &domain_events_);
   } else if (key == "payload") {
     if (!parse_payload(value, &payload_)) {
-      error("unknown payload " + quote(value) + " (expected full, compact or batched)" +
-            did_you_mean(value, kPayloadNames));
+      error("unknown payload " + quote(value) + " (expected " + expected_names(kPayloadNames) +
+            ")" + did_you_mean(value, kPayloadNames));
     }
   } else if (key == "alloc_sample_interval") {
     if (!parse_byte_size(value, &alloc_sample_interval_)) {
@@ -225,8 +225,8 @@ bool Parser::window_end_action(std::string_view key, std::string_view value, Win
   const std::string what(key);
   value = trim(value);
   const auto bad_mode = [&](std::string_view mode) {
-    error(what + ": unknown mode " + quote(mode) +
-          " (expected OFF, STANDBY, MONITORING or TRACING)" + did_you_mean(mode, kModeNames));
+    error(what + ": unknown mode " + quote(mode) + " (expected " + expected_names(kModeNames) +
+          ")" + did_you_mean(mode, kModeNames));
     return false;
   };
   WindowEndAction action;
@@ -247,9 +247,8 @@ bool Parser::window_end_action(std::string_view key, std::string_view value, Win
         script_end == std::string_view::npos ? std::string_view() : script.substr(script_end + 1);
     action.introspect = true;
   } else if (value.empty()) {
-    error(what +
-          ": expected a mode (OFF, STANDBY, MONITORING or TRACING), a Domain:MODE list "
-          "or INTROSPECT:pause:script[:modes], got ''");
+    error(what + ": expected a mode (" + expected_names(kModeNames) +
+          "), a Domain:MODE list or INTROSPECT:pause:script[:modes], got ''");
     return false;
   }
 

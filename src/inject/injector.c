@@ -27,7 +27,7 @@
 //
 // The code page is never unmapped (it is reused by later injections: the
 // same bytes, no per-call data); the data page is released by the injected
-// code once the trampoline has marked it done (_remote.py).
+// code once the trampoline has marked it done (python/pinsight_python/activation/remote.py).
 //
 // Usage: pinsight-python-inject PID ADD_PENDING_CALL RUN_SIMPLE_STRING
 //                               SYSCALL_INSTRUCTION CODE

@@ -69,20 +69,21 @@ std::string config_path() {
   return state.config_path;
 }
 
-// `given` (an activate() argument, resolved by the Python layer), else `fallback`
-// (the configuration's); *overridden: it was given.
-template <typename T>
-T overridden_setting(const std::string &given, const char *option, T fallback,
-                     bool (*parse)(std::string_view, T *), const char *what, const char *expected,
-                     bool *overridden) {
-  *overridden = !given.empty();
-  if (given.empty()) return fallback;
-  T value = fallback;
-  if (!parse(given, &value)) {
-    throw ConfigError(std::string(option) + ": unknown " + what + " '" + given + "' (expected " +
-                      expected + ")");
+// An index of `names` as its enum (-1: none); ConfigError for any other number:
+// Python hands the enums' values, checked there by name.
+template <typename T, typename Names>
+std::optional<T> enum_at(int index, const Names &names, const char *what) {
+  if (index == -1) return std::nullopt;
+  if (index < 0 || static_cast<size_t>(index) >= std::size(names)) {
+    throw ConfigError(std::string(what) + ": no " + std::to_string(index) + " among " +
+                      std::to_string(std::size(names)) + " (" + expected_names(names) + ")");
   }
-  return value;
+  return static_cast<T>(index);
+}
+
+template <typename Names>
+std::vector<std::string> name_list(const Names &names) {
+  return std::vector<std::string>(std::begin(names), std::end(names));
 }
 
 // Non-empty: this CPython's internals were not verified (compat.h).
@@ -303,13 +304,15 @@ void activate(const ActivateOptions &options) {
   std::unique_ptr<Config> config = initial_config(options);
 
   // Mode and payload: the caller's, else the file's.
-  TraceMode initial = overridden_setting(
-      options.mode, "activate(mode=...)", config->mode, parse_trace_mode, "trace mode",
-      "OFF, STANDBY, MONITORING or TRACING", &state.mode_override_set);
+  std::optional<TraceMode> given_mode =
+      enum_at<TraceMode>(options.mode, kTraceModeNames, "activate: trace mode");
+  std::optional<Payload> given_payload =
+      enum_at<Payload>(options.payload, kPayloadNames, "activate: payload");
+  TraceMode initial = given_mode.value_or(config->mode);
+  state.mode_override_set = given_mode.has_value();
   state.mode_override = initial;
-  Payload payload =
-      overridden_setting(options.payload, "activate(payload=...)", config->payload, parse_payload,
-                         "payload", "full, compact or batched", &state.payload_override_set);
+  Payload payload = given_payload.value_or(config->payload);
+  state.payload_override_set = given_payload.has_value();
   state.payload_override = payload;
 
   state.module_filter_given = options.module_filter_given;
@@ -427,14 +430,16 @@ Status status() {
   return s;
 }
 
-void set_mode(const std::string &mode, const char *reason) {
-  TraceMode parsed;
-  if (!parse_trace_mode(mode, &parsed)) {
-    throw ConfigError("unknown trace mode '" + mode +
-                      "' (expected OFF, STANDBY, MONITORING or TRACING)");
-  }
-  tracer().set_mode(parsed, reason);
+void set_mode(int mode, const char *reason) {
+  std::optional<TraceMode> parsed =
+      enum_at<TraceMode>(mode, kTraceModeNames, "set_mode: trace mode");
+  if (!parsed) throw ConfigError("set_mode: no trace mode given");
+  tracer().set_mode(*parsed, reason);
 }
+
+std::vector<std::string> mode_names() { return name_list(kTraceModeNames); }
+
+std::vector<std::string> payload_names() { return name_list(kPayloadNames); }
 
 bool reload(std::string *error) {
   std::string path = config_path();

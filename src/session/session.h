@@ -23,8 +23,10 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Resolved by the Python layer (settings.py): defaults and environment
-// variables are looked up there, once; empty strings mean "the file's value".
+// Resolved by the Python layer (activation/settings.py, ActivateOptions):
+// defaults and environment variables are looked up and checked there, once.
+// The mode and payload come as indexes into mode_names() / payload_names()
+// (the enums' values), -1 for the configuration's: nothing here parses them.
 struct ActivateOptions {
   bool function_events = true;
   bool c_call_events = true;
@@ -32,9 +34,9 @@ struct ActivateOptions {
   bool alloc_events = false;     // also when the configuration names alloc
   bool gil_events = false;       // gil_switch / gil_released (refused on free-threaded builds)
   std::string config_path;       // empty: the built-in default configuration
-  std::string mode;              // empty: the configuration's trace_mode
+  int mode = -1;                 // an index of mode_names(); -1: the configuration's
   std::string backend = "auto";  // auto | sys.monitoring | setprofile
-  std::string payload;           // empty: the configuration's payload
+  int payload = -1;              // an index of payload_names(); -1: the configuration's
   unsigned long main_thread_ident = 0;
   int mpi_rank = -1;
   int mpi_size = -1;
@@ -91,8 +93,12 @@ namespace session {
 void activate(const ActivateOptions &options);
 void deactivate();
 Status status();
-// `mode`: OFF, STANDBY, MONITORING or TRACING; ConfigError otherwise.
-void set_mode(const std::string &mode, const char *reason);
+// `mode`: an index of mode_names(); ConfigError otherwise.
+void set_mode(int mode, const char *reason);
+// The trace modes' and payloads' names, in their enums' order (config.h's
+// lists): Python's settings.Mode and settings.Payload are checked against them.
+std::vector<std::string> mode_names();
+std::vector<std::string> payload_names();
 // Re-reads the configuration file (SIGUSR1, the API); false with *error set
 // when there is none or it is bad (the previous configuration stays in force).
 bool reload(std::string *error);

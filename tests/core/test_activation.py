@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import pytest
 
 import pinsight_python
-from pinsight_python import _startup
+from pinsight_python.activation import startup as _startup
 from tests.tracing import (
     OWN_VARIABLES,
     Trace,

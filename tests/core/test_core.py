@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 from tests.tracing import DEFAULT_BACKEND, SETPROFILE, Tracer, check_balanced, untraced
 
 

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import pytest
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 from tests import tc_replay
 from tests.tracing import Event, Trace, Tracer, clean_env, cli, read_trace
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from pinsight_python.commands.trace import alloc_preload_library, fd_guard_library
+from pinsight_python.recording.run.plan import alloc_preload_library, fd_guard_library
 from tests.tracing import CLI, Run, Tracer, report_json
 
 MIB = 1 << 20

@@ -22,7 +22,7 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import pytest
 
-from pinsight_python import injection
+from pinsight_python.recording import injection
 from tests.tracing import CLI, clean_env, read_trace
 from tests.unit.test_tracecompass import (
     CALLSTACK_ID,
@@ -429,7 +429,7 @@ def test_yama_ptrace_scope(tmp: Path) -> None:
     assert "ptrace is disabled" in injection.yama_refusal(1, str(scope))
     # Without CAP_SYS_PTRACE, scope 1 allows descendants only and scope 2 nobody.
     check = (
-        "import sys; from pinsight_python import injection as a; "
+        "import sys; from pinsight_python.recording import injection as a; "
         f"open({str(scope)!r}, 'w').write(sys.argv[1]); "
         "print(a.yama_refusal(1, " + repr(str(scope)) + ") or 'allowed')"
     )

@@ -21,7 +21,7 @@ from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
-from pinsight_python import elf_symbols, injection
+from pinsight_python.recording import elf_symbols, injection
 from tests.tracing import CLI, clean_env, read_trace
 
 # From 3.14 attach goes through sys.remote_exec (PEP 768), not our injector: the tests

@@ -24,7 +24,8 @@ from typing import Any, Dict, List
 
 import pytest
 
-from pinsight_python import analysis, lttng
+from pinsight_python.reading import analysis
+from pinsight_python.recording import lttng
 from tests.core.test_economy import (
     ANALYSES,
     WORKLOAD,
@@ -70,8 +71,9 @@ def report(trace: Trace) -> Dict[str, Any]:
 def summary(trace: Trace) -> str:
     """What `trace` prints after the run."""
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from pinsight_python.analysis import read_trace; "
-         "from pinsight_python.summary import summary_lines; "
+        [sys.executable, "-c",
+         "import sys; from pinsight_python.reading.analysis import read_trace; "
+         "from pinsight_python.reading.summary import summary_lines; "
          "print('\\n'.join(summary_lines(read_trace(sys.argv[1]))))", str(trace.path)],
         capture_output=True, text=True, check=True)
     return proc.stdout

@@ -36,8 +36,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
-from pinsight_python import lttng
-from pinsight_python.report import render_text
+from pinsight_python.reading.report import render_text
+from pinsight_python.recording import lttng
 from tests.tracing import (
     PINSIGHT_LIB,
     SETPROFILE,
@@ -455,9 +455,9 @@ def test_reload_applies_to_both_configurations(standin: Dict[str, Path], tmp_pat
 
 def _native_report(out: Path, pid: int) -> Dict[str, Any]:
     """Our own reader's report of the process `pid` in the trace `out`."""
-    from pinsight_python.analysis import ReadFilter
-    from pinsight_python.analysis import read_trace as read_with_reader
-    from pinsight_python.report import build_report
+    from pinsight_python.reading.analysis import ReadFilter
+    from pinsight_python.reading.analysis import read_trace as read_with_reader
+    from pinsight_python.reading.report import build_report
 
     return build_report(read_with_reader(out, filters=ReadFilter(pids=(pid,))), top=0)
 
@@ -665,7 +665,7 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
     assert under.get("[OpenMP] parallel;[OpenMP] implicit_task", 0) > 0, folded
 
     # trace's summary names the heaviest regions and their callers.
-    from pinsight_python.summary import summarize
+    from pinsight_python.reading.summary import summarize
 
     native = [ln for ln in summarize(out, progress="never") if ln.startswith("native time")]
     assert len(native) == 1 and "[OpenMP] parallel" in native[0] and caller in native[0], native

@@ -28,7 +28,7 @@ from typing import List
 
 import pytest
 
-from pinsight_python.settings import ENV_EXCLUDE
+from pinsight_python.activation.settings import ENV_EXCLUDE
 from tests.cpython_suites import (
     RUN_TIMEOUT,
     SHIM,

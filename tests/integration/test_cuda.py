@@ -27,7 +27,7 @@ from typing import Any, Dict, Tuple
 
 import pytest
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 from tests.tracing import SETPROFILE, clean_env, cli, isolated_session
 
 HERE = Path(__file__).resolve().parents[1]  # tests/

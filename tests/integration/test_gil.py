@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from pinsight_python import cli, lttng
+from pinsight_python import cli
+from pinsight_python.recording import lttng
 from tests.tracing import NATIVE, Tracer, clean_env, isolated_session
 
 GIL = 'pinsight_python.activate(events=["function", "c_call", "gil"])'

@@ -516,8 +516,8 @@ def test_mpi_wait_goes_to_its_python_caller_and_the_imbalance_shows(tmp_path: Pa
     MPI_Allreduce is under the Python call that made it, on each rank, and the early
     rank's wait for the late one shows as the slowest rank."""
     _check_prerequisites()
-    from pinsight_python.analysis import read_trace as read_with_reader
-    from pinsight_python.report import build_report, render_text
+    from pinsight_python.reading.analysis import read_trace as read_with_reader
+    from pinsight_python.reading.report import build_report, render_text
 
     script = tmp_path / "late.py"
     script.write_text(textwrap.dedent(LATE_RANK_APP))

@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 import pytest
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 from tests.tracing import Event, Run, Trace, Tracer, check_balanced, fresh_group, read_trace
 
 NATIVE = Path(__file__).resolve().parents[1] / "native"

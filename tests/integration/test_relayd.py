@@ -23,7 +23,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 from tests.tracing import (
     CLI,
     Trace,

@@ -28,8 +28,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from pinsight_python import cli, lttng
-from pinsight_python.analysis import read_trace
+from pinsight_python import cli
+from pinsight_python.reading.analysis import read_trace
+from pinsight_python.recording import lttng
 from tests.tracing import (
     CLI,
     Event,

@@ -164,7 +164,7 @@ def test_window_end_is_listed(tracer: Tracer, tmp_path: Path) -> None:
 
 
 def test_summary_marks_capped(tracer: Tracer, tmp_path: Path) -> None:
-    from pinsight_python.summary import summarize
+    from pinsight_python.reading.summary import summarize
 
     run_with_config(tracer, tmp_path, """
         [Lexgion(Python:hot)]

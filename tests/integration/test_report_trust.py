@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from pinsight_python import cli
-from pinsight_python.analysis import ReadFilter, read_trace
-from pinsight_python.flamegraph import _fit_label
-from pinsight_python.summary import summarize
+from pinsight_python.reading.analysis import ReadFilter, read_trace
+from pinsight_python.reading.flamegraph import _fit_label
+from pinsight_python.reading.summary import summarize
 from tests.tracing import Run, Tracer, check_balanced
 
 PROGRAM = """

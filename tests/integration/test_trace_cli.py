@@ -22,7 +22,8 @@ from typing import List
 import pytest
 
 import pinsight_python
-from pinsight_python import cli, lttng
+from pinsight_python import cli
+from pinsight_python.recording import lttng
 from tests.core.test_activation import (
     begins,
     events_of,

@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from pinsight_python import analysis, cli
+from pinsight_python import cli
+from pinsight_python.reading import analysis
 from tests.tracing import report_json
 
 TRACES = Path(__file__).resolve().parent / "traces"

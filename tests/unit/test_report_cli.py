@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import pytest
 
-from pinsight_python.analysis import ProgressDisplay
+from pinsight_python.reading.analysis import ProgressDisplay
 from tests.tracing import CLI
 
 

@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import pinsight_python
-from pinsight_python import lttng, settings
+from pinsight_python.activation import settings
+from pinsight_python.recording import lttng
 from tests.tracing import OWN_VARIABLES
 
 
@@ -182,3 +183,88 @@ def test_possible_cpus_are_those_lttng_makes_buffers_for() -> None:
     expected = sum(int(p.partition("-")[2] or p) - int(p.partition("-")[0]) + 1
                    for p in text.split(","))
     assert lttng.possible_cpus() == expected >= 1
+
+
+# ---------------------------------------------------------------------------- one list of each
+
+
+def test_the_modes_and_payloads_are_the_cores() -> None:
+    # One list: the core's (src/config/config.h, which its parser and its error
+    # messages read) and Python's enums, whose order numbers what activate() and
+    # set_mode() hand the core.
+    from pinsight_python import _pinsight_python as core
+
+    assert settings.MODES == core.MODES
+    assert settings.PAYLOADS == core.PAYLOADS
+    assert [settings.core_index(m) for m in settings.Mode] == list(range(len(core.MODES)))
+
+
+def test_activate_options_are_resolved_once_into_enums(tmp_path: Path) -> None:
+    environ = {settings.ENV_MODE: " standby ", settings.ENV_PAYLOAD: "Batched",
+               settings.ENV_CONFIG_REPORTED: "1", settings.ENV_CLOCK_PLUGIN: ""}
+    options = settings.activate_options(
+        ["function,gil"], "", None, "setprofile", None, ["numpy"], None, environ)
+    assert options.events == (settings.Event.FUNCTION, settings.Event.GIL)
+    assert (options.mode, options.payload) == (settings.Mode.STANDBY, settings.Payload.BATCHED)
+    assert options.backend is settings.Backend.SETPROFILE
+    assert (options.module_filter, options.module_exclude) == (None, ("numpy",))
+    assert (options.report_config, options.clock_plugin) == (False, True)
+    core = options.core_arguments()
+    assert (core["mode"], core["payload"], core["backend"]) == (1, 2, "setprofile")
+    assert (core["function_events"], core["c_call_events"], core["gil_events"]) == (
+        True, False, True)
+    # An explicit value wins over the variable; none and no variable: the configuration's.
+    explicit = settings.activate_options(
+        ["c_call"], "", "monitoring", "auto", ["a.b"], (), settings.Payload.FULL, environ)
+    assert (explicit.mode, explicit.payload) == (settings.Mode.MONITORING, settings.Payload.FULL)
+    assert explicit.module_filter == ("a.b",)
+    default = settings.activate_options(["function"], "", None, "auto", None, (), None, {})
+    assert (default.mode, default.payload, default.report_config) == (None, None, True)
+    assert default.core_arguments()["mode"] == default.core_arguments()["payload"] == -1
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: pinsight_python.activate(mode="FAST"), pinsight_python.ConfigError,
+         "activate(mode=...): unknown trace mode 'FAST' (expected OFF, STANDBY, MONITORING or "
+         "TRACING)"),
+        (lambda: pinsight_python.activate(payload="tiny"), pinsight_python.ConfigError,
+         "activate(payload=...): unknown payload 'tiny' (expected full, compact or batched)"),
+        (lambda: pinsight_python.activate(events=["functoin"]), ValueError,
+         "activate(events=...): unknown event 'functoin' (expected a list of function, c_call, "
+         "import, alloc, gil); did you mean 'function'?"),
+        (lambda: pinsight_python.set_mode("tracng"), pinsight_python.ConfigError,
+         "set_mode: unknown trace mode 'tracng' (expected OFF, STANDBY, MONITORING or TRACING); "
+         "did you mean 'TRACING'?"),
+    ],
+)
+def test_api_names_are_checked_in_python(call: Any, error: type, message: str) -> None:
+    # Checked before the core is called: nothing starts.
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value).startswith(message)
+    assert not pinsight_python.status()["active"]
+
+
+def test_core_takes_only_a_place_in_its_lists() -> None:
+    # What crosses into the core is a number, range-checked there; no name is parsed.
+    from pinsight_python import _pinsight_python as core
+
+    with pytest.raises(core.ConfigError, match=r"set_mode: trace mode: no 7 among 4 \(OFF, "):
+        core.set_mode(7)
+    with pytest.raises(core.ConfigError, match="set_mode: no trace mode given"):
+        core.set_mode(-1)
+    assert not pinsight_python.status()["active"]
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", None), (" 1 ", True), ("0", False)])
+def test_the_switch_is_read_by_settings(value: str, expected: Any) -> None:
+    assert settings.switch({settings.ENV_SWITCH: value}) is expected
+
+
+def test_a_bad_switch_says_what_it_expects() -> None:
+    with pytest.raises(settings.SettingsError, match="PINSIGHT_PYTHON: expected 1 or 0, got 'yes'"):
+        settings.switch({settings.ENV_SWITCH: "yes"})
+    assert settings.mode_requests_tracing({settings.ENV_MODE: "tracng"})  # reported on activation
+    assert not settings.mode_requests_tracing({settings.ENV_MODE: " off "})

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pytest
 
-from pinsight_python import lttng
+from pinsight_python.recording import lttng
 from tests import tc_replay
 from tests.tc_replay import Frame, JInt
 from tests.tracing import Event
@@ -204,7 +204,7 @@ def parse_provider_header(path: Path) -> Provider:
 OURS = parse_provider_header(HEADER)
 KNOWN_EVENTS: Dict[str, Set[str]] = {**OURS.events, **PINSIGHT_EVENTS}
 KNOWN_ENUMS: Dict[Tuple[str, str], Set[str]] = {**OURS.enums, **PINSIGHT_ENUMS}
-# What our sessions record (pinsight_python.lttng.CONTEXTS), as TC names it.
+# What our sessions record (pinsight_python.recording.lttng.CONTEXTS), as TC names it.
 CONTEXT_FIELDS = {f"context._{ctx}" for ctx in lttng.CONTEXTS}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Tuple
 
 from pinsight_python import cli
-from pinsight_python.commands.exit_status import EXIT_FAILED, EXIT_USAGE
+from pinsight_python.exit_status import EXIT_FAILED, EXIT_USAGE
 from tests.tracing import report_json
 from tests.unit.test_reader import PROGRAM_CALLS, TRACES, native_calls, program_functions
 

@@ -2,7 +2,7 @@
 
 Without -o or --duration, tracing is switched on inside the targets and attach
 returns (the user's own session records them). With either, attach records them in a
-session of its own (commands/recording.py) until the duration elapses, a stop signal
+session of its own (recording/run/session.py) until the duration elapses, a stop signal
 arrives or every target has exited, then switches tracing off again. How a request
 gets into a running interpreter: injection.py.
 """
@@ -16,15 +16,24 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import lttng, settings
-from ..injection import AttachError, Channel, Target, alive, for_each, inspect, request_action
-from . import recording
-from .exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ..activation import settings
+from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ..recording import lttng
+from ..recording.injection import (
+    AttachError,
+    Channel,
+    Target,
+    alive,
+    for_each,
+    inspect,
+    request_action,
+)
+from ..recording.run import session as run_session
 
 HELP = "trace a running Python process (no restart): activate tracing inside it"
 PROG = "pinsight-python attach"
 DEFAULT_TIMEOUT = 30.0
-# How long the target's LTTng-UST may wait for a busy session daemon (see _remote).
+# How long the target's LTTng-UST may wait for a busy session daemon (see activation/remote.py).
 REGISTER_TIMEOUT_MS = 10000
 # Blocking signals a user sends to stop a recording (Ctrl-C, kill, a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -116,7 +125,7 @@ def _inspect_all(pids: Sequence[int], prog: str) -> Optional[List[Target]]:
         try:
             targets.append(inspect(pid))
         except AttachError as e:
-            recording.error(prog, str(e))
+            run_session.error(prog, str(e))
             failed = True
     return None if failed else targets
 
@@ -149,8 +158,8 @@ def _output_dir(args: argparse.Namespace) -> Optional[Path]:
     if args.duration is not None and args.duration <= 0:
         raise settings.SettingsError(f"--duration {args.duration:g}: expected a positive number")
     if args.output is None:
-        return recording.default_output()
-    return recording.check_new_output(args.output)
+        return run_session.default_output()
+    return run_session.check_new_output(args.output)
 
 
 def checked_targets(
@@ -164,10 +173,10 @@ def checked_targets(
             raise settings.SettingsError(f"--timeout {args.timeout:g}: expected a positive number")
         extra = more()
     except settings.SettingsError as e:
-        recording.error(prog, str(e))
+        run_session.error(prog, str(e))
         return None, EXIT_USAGE, None
     except AttachError as e:
-        recording.error(prog, str(e))
+        run_session.error(prog, str(e))
         return None, EXIT_FAILED, None
     targets = _inspect_all(pids, prog)
     return targets, (EXIT_OK if targets is not None else EXIT_FAILED), extra
@@ -202,7 +211,7 @@ def _activate(
     for target in targets:
         outcome = results[target.pid]
         if isinstance(outcome, AttachError):
-            recording.error(prog, str(outcome))
+            run_session.error(prog, str(outcome))
             channels[target.pid].close()
             failed = True
             continue
@@ -226,7 +235,7 @@ def _deactivate(
     ok = True
     for target, _ in todo:
         if isinstance(results[target.pid], AttachError):
-            recording.error(prog, str(results[target.pid]))
+            run_session.error(prog, str(results[target.pid]))
             ok = False
     for _, channel, _ in attached:
         channel.close()
@@ -266,11 +275,12 @@ def _record(
 ) -> int:
     # Only the targets: other traced programs of the user stay out of this trace.
     session = lttng.Session(output, track_vpids=[t.pid for t in targets])
-    recorder = recording.Recording(prog, session)
+    recorder = run_session.Recording(prog, session)
     try:
         recorder.start()
-    except recording.SETUP_ERRORS as e:
-        return recorder.abandon(e)
+    except run_session.SETUP_ERRORS as e:
+        recorder.abandon(e)
+        return EXIT_FAILED
     attached: List[Tuple[Target, Channel, Dict[str, Any]]] = []
     # Ctrl-C (or kill) while targets are being switched on must not leave one traced:
     # the signal waits, blocked, until the recording, which then ends at once.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..injection import AttachError, Channel, for_each, request_action
-from . import recording
+from ..exit_status import EXIT_FAILED, EXIT_OK
+from ..recording.injection import AttachError, Channel, for_each, request_action
+from ..recording.run import session as run_session
 from .attach import add_target_arguments, checked_targets
-from .exit_status import EXIT_FAILED, EXIT_OK
 
 HELP = "stop tracing inside a running Python process that attach activated"
 PROG = "pinsight-python detach"
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         channels[target.pid].close()
         outcome = results[target.pid]
         if isinstance(outcome, AttachError):
-            recording.error(PROG, str(outcome))
+            run_session.error(PROG, str(outcome))
             failed = True
         else:
             what = "tracing off" if outcome["was_active"] else "tracing was not active"

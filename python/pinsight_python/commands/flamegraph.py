@@ -1,12 +1,12 @@
 """``pinsight-python flamegraph``: a flame graph (SVG) or folded stacks of a trace
-(the view itself: ``pinsight_python.flamegraph``)."""
+(the view itself: ``pinsight_python.reading.flamegraph``)."""
 
 from __future__ import annotations
 
 import argparse
 
-from . import reading
-from .exit_status import EXIT_OK
+from ..exit_status import EXIT_OK
+from . import reading_options as options
 
 HELP = "flame graph (SVG) or folded stacks of a trace"
 EXAMPLES = (
@@ -16,14 +16,14 @@ EXAMPLES = (
 
 
 def _width(text: str) -> int:
-    value = reading.positive_or_zero(text)
+    value = options.positive_or_zero(text)
     if value < 100:
         raise argparse.ArgumentTypeError(f"expected at least 100 pixels, got {value}")
     return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    reading.add_trace_arguments(parser)
+    options.add_trace_arguments(parser)
     parser.add_argument("-o", "--output", default="-", metavar="FILE",
                         help="where to write the SVG or folded stacks (default: stdout)")
     parser.add_argument("--folded", action="store_true",
@@ -37,18 +37,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="SVG width in pixels (default: %(default)s)")
     parser.add_argument("--min-width", type=float, default=0.1, metavar="PX",
                         help="leave out frames narrower than this (default: %(default)s px)")
-    reading.add_filter_arguments(parser)
+    options.add_filter_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..flamegraph import alloc_weighted, render_svg, write_folded
+    from ..reading.flamegraph import alloc_weighted, render_svg, write_folded
 
-    trace = reading.read(args, call_trees=True)
+    trace = options.read(args, call_trees=True)
     if args.alloc and args.folded:
         trace = alloc_weighted(trace)
     svg = None if args.folded else render_svg(trace, title=args.title, width=args.width,
                                               min_width=args.min_width, alloc=args.alloc)
-    with reading.output(args.output) as out:
+    with options.output(args.output) as out:
         if svg is None:
             write_folded(trace, out)
         else:

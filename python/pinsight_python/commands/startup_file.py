@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import _startup
-from . import recording
-from .exit_status import EXIT_FAILED, EXIT_OK
+from ..activation import startup as _startup
+from ..exit_status import EXIT_FAILED, EXIT_OK
+from ..recording.run import session as run_session
 
 HELP = "print the path of activate.py, the file to name in PYTHONSTARTUP"
 PROG = "pinsight-python startup-file"
@@ -26,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = _startup.startup_file()
     if not os.path.isfile(path):
-        recording.error(PROG, f"{path} is missing: reinstall pinsight-python")
+        run_session.error(PROG, f"{path} is missing: reinstall pinsight-python")
         return EXIT_FAILED
     print(path)
     return EXIT_OK

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..analysis import PROGRESS_MODES, ProgressDisplay, find_trace_dirs, run_with_progress
-from . import recording
-from .exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ..reading.analysis import PROGRESS_MODES, ProgressDisplay, find_trace_dirs, run_with_progress
+from ..recording.run import session as run_session
 
 HELP = "rewrite a batched trace (payload = batched) as a per-event one for Trace Compass"
 PROG = "pinsight-python unbatch"
@@ -53,12 +53,12 @@ def run(args: argparse.Namespace) -> int:
 
     dirs = find_trace_dirs(args.trace_dir)  # raises TraceNotFoundError: exit status 2
     if len(dirs) != 1:
-        recording.error(PROG, f"{args.trace_dir} holds {len(dirs)} CTF traces; give one of "
+        run_session.error(PROG, f"{args.trace_dir} holds {len(dirs)} CTF traces; give one of "
                         + ", ".join(str(d) for d in dirs))
         return EXIT_USAGE
     out = Path(args.output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        recording.error(PROG, f"{out} exists and is not an empty directory")
+        run_session.error(PROG, f"{out} exists and is not an empty directory")
         return EXIT_USAGE
     existed = out.exists()
     display = ProgressDisplay(args.progress, label="unbatching")
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         run_with_progress(unbatcher, display)
     except _pinsight_reader.ReaderError as error:
         _remove_partial(out, existed)
-        recording.error(PROG, f"could not rewrite {dirs[0]}: {error}")
+        run_session.error(PROG, f"could not rewrite {dirs[0]}: {error}")
         return EXIT_FAILED
     except BaseException:  # Ctrl-C included
         _remove_partial(out, existed)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 from .analysis import Symbol, format_ns
 
 if TYPE_CHECKING:
-    from ._pinsight_reader import ThreadRecord
+    from .._pinsight_reader import ThreadRecord
 
 __all__ = ["gil_lines", "gil_process_section", "gil_thread_section"]
 

@@ -20,6 +20,8 @@ import os
 import sys
 from typing import Any, Dict, Iterator, Optional
 
+from .settings import EVENT_NAMES
+
 CLAIMED_SUFFIX = ".claimed"
 RESULT_SUFFIX = ".result"
 
@@ -42,7 +44,7 @@ def _release_previous_page(page: int) -> None:
     global _previous_page
     previous, _previous_page = _previous_page, page
     if previous:
-        from . import _pinsight_python as core
+        from .. import _pinsight_python as core
 
         core._release_attach_page(previous)
 
@@ -67,7 +69,7 @@ def _ust_register_timeout(milliseconds: Optional[int]) -> Iterator[None]:
 def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
     import pinsight_python
 
-    from . import _pinsight_python as core
+    from .. import _pinsight_python as core
 
     before = pinsight_python.status()
     if request["action"] == "activate":
@@ -75,7 +77,7 @@ def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
             return {"ok": True, "was_active": True, "status": before}
         with _ust_register_timeout(request.get("register_timeout_ms")):
             pinsight_python.activate(
-                request.get("events") or ("function", "c_call"),
+                request.get("events") or EVENT_NAMES,
                 config=request.get("config"),
                 mode=request.get("mode"),
                 backend=request.get("backend") or "auto",

@@ -2,8 +2,16 @@
 
 Modes, events, backends, module filters and the configuration file are accepted or
 refused here, the same way for ``pinsight_python.activate()``, the start-up shim
-(``_startup``), ``python -m pinsight_python`` and ``pinsight-python trace``. The
-environment variables that carry them to child interpreters are named here too.
+(``activation.startup``), ``python -m pinsight_python`` and ``pinsight-python trace``. The
+environment variables that carry them to child interpreters are named and read here
+too, and nowhere else (the ``.pth`` line aside: it must decide without importing us).
+
+One list of each: the enums below (:class:`Mode`, :class:`Payload`, :class:`Event`,
+:class:`Backend`). The parsers, the options' help, the error messages and the CLI's
+choices come from them; what activate() hands the core is an :class:`ActivateOptions`
+of them, resolved once, the mode and payload as their place in the core's own lists
+(``_pinsight_python.MODES``, ``PAYLOADS``, which tests/unit/test_settings.py holds
+equal to these enums).
 
 Importing this module costs nothing beyond the standard library: the start-up
 shim reads it before it knows whether tracing is wanted.
@@ -12,6 +20,7 @@ shim reads it before it knows whether tracing is wanted.
 from __future__ import annotations
 
 import difflib
+import enum
 import os
 import stat
 import sys
@@ -19,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Callable,
+    Dict,
     Iterable,
     List,
     Mapping,
@@ -26,6 +36,7 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    Union,
     cast,
 )
 
@@ -49,12 +60,19 @@ __all__ = [
     "FROZEN_IMPORTLIB",
     "MODES",
     "PAYLOADS",
+    "ActivateOptions",
+    "Backend",
+    "Event",
+    "Mode",
+    "Payload",
     "Settings",
     "SettingsError",
+    "activate_options",
     "activation_config",
     "activation_mode",
     "activation_payload",
     "check_config_path",
+    "core_index",
     "did_you_mean",
     "free_threaded",
     "from_environment",
@@ -65,6 +83,7 @@ __all__ = [
     "parse_mode",
     "parse_modules",
     "parse_payload",
+    "switch",
 ]
 
 ENV_SWITCH = "PINSIGHT_PYTHON"
@@ -82,13 +101,53 @@ ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
 # LTTng-UST's own: a plugin's clock times the events (lttng-ust(3)).
 ENV_CLOCK_PLUGIN = "LTTNG_UST_CLOCK_PLUGIN"
 
-EVENT_NAMES = ("function", "c_call")  # the default
-# import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
-# gil: gil_switch/gil_released (docs/analysis.md, "The GIL").
-ALL_EVENT_NAMES = (*EVENT_NAMES, "import", "alloc", "gil")
-MODES = ("OFF", "STANDBY", "MONITORING", "TRACING")
-BACKENDS = ("auto", "sys.monitoring", "setprofile")
-PAYLOADS = ("full", "compact", "batched")  # README, "Payloads: full, compact and batched"
+
+
+class Mode(enum.Enum):
+    """The Python domain's trace modes, in the core's order (src/config/config.h)."""
+
+    OFF = "OFF"
+    STANDBY = "STANDBY"
+    MONITORING = "MONITORING"
+    TRACING = "TRACING"
+
+
+class Payload(enum.Enum):
+    """README, "Payloads: full, compact and batched"; in the core's order."""
+
+    FULL = "full"
+    COMPACT = "compact"
+    BATCHED = "batched"
+
+
+class Event(enum.Enum):
+    """What activate(events=...) turns on. import: import_begin/import_end; alloc:
+    alloc_sample/free_sample (docs/imports_and_allocs.md); gil: gil_switch/gil_released
+    (docs/analysis.md, "The GIL")."""
+
+    FUNCTION = "function"
+    C_CALL = "c_call"
+    IMPORT = "import"
+    ALLOC = "alloc"
+    GIL = "gil"
+
+
+class Backend(enum.Enum):
+    AUTO = "auto"
+    SYS_MONITORING = "sys.monitoring"
+    SETPROFILE = "setprofile"
+
+
+def core_index(member: enum.Enum) -> int:
+    """The member's place in its enum: what the core takes for a mode or payload."""
+    return list(type(member)).index(member)
+
+
+MODES = tuple(m.value for m in Mode)
+BACKENDS = tuple(b.value for b in Backend)
+PAYLOADS = tuple(p.value for p in Payload)
+ALL_EVENT_NAMES = tuple(e.value for e in Event)
+EVENT_NAMES = (Event.FUNCTION.value, Event.C_CALL.value)  # the default
 # The modules (globals' __name__) of importlib's frozen bootstrap, whose frames fill
 # every import: what --ignore-frozen leaves out. 3.11+ names them after importlib's
 # own submodules; 3.8-3.10 as the frozen modules.
@@ -125,7 +184,7 @@ def _one_of(value: str, choices: Sequence[str], source: str, what: str, given: s
 
 def parse_events(text: str, source: str) -> List[str]:
     events = [e.strip() for e in text.split(",") if e.strip()]
-    expected = "a list of function, c_call, import, alloc, gil"
+    expected = "a list of " + ", ".join(ALL_EVENT_NAMES)
     if not events:
         raise SettingsError(f"{source}: no event named (expected {expected})")
     for event in events:
@@ -151,6 +210,11 @@ def gil_refusal(events: Iterable[str]) -> str:
 
 def parse_mode(text: str, source: str) -> str:
     return _one_of(text.strip().upper(), MODES, source, "trace mode", text, _expected(MODES))
+
+
+def mode_of(given: Union[str, Mode], source: str) -> Mode:
+    """A mode as the API takes it (a Mode, or its name in any case) as the enum."""
+    return given if isinstance(given, Mode) else Mode(parse_mode(given, source))
 
 
 def parse_backend(text: str, source: str) -> str:
@@ -255,20 +319,123 @@ def activation_config(given: str, environ: Mapping[str, str]) -> str:
     return DEFAULT_CONFIG_FILE if os.path.exists(DEFAULT_CONFIG_FILE) else ""
 
 
-def activation_mode(given: str, environ: Mapping[str, str]) -> str:
-    """activate()'s mode: `given`, else PINSIGHT_TRACE_PYTHON; "" for the configuration's."""
+def activation_mode(given: Union[str, Mode, None], environ: Mapping[str, str]) -> Optional[Mode]:
+    """activate()'s mode: `given`, else PINSIGHT_TRACE_PYTHON; None for the configuration's."""
     if given:
-        return given
-    text = environ.get(ENV_MODE, "").strip()
-    return parse_mode(text, ENV_MODE) if text else ""
+        return mode_of(given, "activate(mode=...)")
+    text = _variable(environ, ENV_MODE)
+    return Mode(text) if text else None
 
 
-def activation_payload(given: str, environ: Mapping[str, str]) -> str:
-    """activate()'s payload: `given`, else PINSIGHT_PYTHON_PAYLOAD; "" for the configuration's."""
-    if given:
+def activation_payload(
+    given: Union[str, Payload, None], environ: Mapping[str, str]
+) -> Optional[Payload]:
+    """activate()'s payload: `given`, else PINSIGHT_PYTHON_PAYLOAD; None for the configuration's."""
+    if isinstance(given, Payload):
         return given
-    text = environ.get(ENV_PAYLOAD, "").strip()
-    return parse_payload(text, ENV_PAYLOAD) if text else ""
+    if given:
+        return Payload(parse_payload(given, "activate(payload=...)"))
+    text = _variable(environ, ENV_PAYLOAD)
+    return Payload(text) if text else None
+
+
+def switch(environ: Mapping[str, str]) -> Optional[bool]:
+    """PINSIGHT_PYTHON: True (1), False (0) or None (unset or empty)."""
+    value = environ.get(ENV_SWITCH, "").strip()
+    if not value:
+        return None
+    if value in ("1", "0"):
+        return value == "1"
+    raise SettingsError(f"{ENV_SWITCH}: expected 1 or 0, got {value!r}")
+
+
+def mode_requests_tracing(environ: Mapping[str, str]) -> bool:
+    """PINSIGHT_TRACE_PYTHON names a mode other than OFF, or a bad one (which
+    activation then reports)."""
+    try:
+        text = _variable(environ, ENV_MODE)
+    except SettingsError:
+        return True
+    return bool(text) and text != Mode.OFF.value
+
+
+@dataclass(frozen=True)
+class ActivateOptions:
+    """activate()'s arguments and the variables, resolved once: what the core is handed
+    (its ActivateOptions, src/session/session.h). None: the configuration's value."""
+
+    events: Tuple[Event, ...]
+    config_path: str  # "" for the built-in default (trace everything)
+    mode: Optional[Mode]
+    backend: Backend
+    payload: Optional[Payload]
+    module_filter: Optional[Tuple[str, ...]]  # None: the configuration's module_filter
+    module_exclude: Tuple[str, ...]
+    # False under a supervisor that reports the configuration's warnings and reload
+    # errors once for the whole run (pinsight-python trace).
+    report_config: bool
+    clock_plugin: bool  # LTTNG_UST_CLOCK_PLUGIN set: the core refuses batched
+
+    def core_arguments(self) -> Dict[str, object]:
+        """The core's activate() keywords that these options decide."""
+        return {
+            "function_events": Event.FUNCTION in self.events,
+            "c_call_events": Event.C_CALL in self.events,
+            "import_events": Event.IMPORT in self.events,
+            "alloc_events": Event.ALLOC in self.events,
+            "gil_events": Event.GIL in self.events,
+            "config_path": self.config_path,
+            "mode": -1 if self.mode is None else core_index(self.mode),
+            "backend": self.backend.value,
+            "payload": -1 if self.payload is None else core_index(self.payload),
+            "module_filter": None if self.module_filter is None else list(self.module_filter),
+            "module_exclude": list(self.module_exclude),
+            "report_config": self.report_config,
+            "clock_plugin": self.clock_plugin,
+        }
+
+
+class ArgumentError(SettingsError):
+    """A bad argument of activate() itself (events, backend, modules, exclude)."""
+
+
+def activate_options(
+    events: Iterable[Union[str, Event]],
+    config: str,
+    mode: Union[str, Mode, None],
+    backend: Union[str, Backend],
+    modules: Optional[Iterable[str]],
+    exclude: Iterable[str],
+    payload: Union[str, Payload, None],
+    environ: Mapping[str, str],
+) -> ActivateOptions:
+    """activate()'s arguments, checked, with the defaults and variables they leave to
+    them: ArgumentError for a bad argument, SettingsError for a bad mode, payload or
+    variable."""
+    try:
+        names = [name for e in events for name in parse_events(
+            e.value if isinstance(e, Event) else e, "activate(events=...)")]
+        chosen_backend = backend if isinstance(backend, Backend) else Backend(
+            parse_backend(backend, "activate(backend=...)"))
+        module_filter = (
+            None if modules is None
+            else tuple(parse_modules(",".join(modules), "activate(modules=...)")))
+        exclude = list(exclude)
+        module_exclude = (
+            tuple(parse_modules(",".join(exclude), "activate(exclude=...)")) if exclude else ())
+    except SettingsError as e:
+        raise ArgumentError(str(e)) from None
+    return ActivateOptions(
+        events=tuple(Event(name) for name in names),
+        config_path=activation_config(config, environ),
+        mode=activation_mode(mode, environ),
+        backend=chosen_backend,
+        payload=activation_payload(payload, environ),
+        module_filter=module_filter,
+        module_exclude=module_exclude,
+        report_config=not environ.get(ENV_CONFIG_REPORTED),
+        clock_plugin=lttng_clock_plugin(environ),
+    )
 
 
 # Each variable: the Settings field it sets and the check its text goes through,
@@ -291,16 +458,23 @@ def lttng_clock_plugin(environ: Mapping[str, str]) -> bool:
     return ENV_CLOCK_PLUGIN in environ
 
 
+def _variable(environ: Mapping[str, str], name: str) -> object:
+    """The variable's value, checked as _VARIABLES says; None when unset or blank."""
+    text = environ.get(name, "").strip()
+    if not text:
+        return None
+    return next(check for var, _, check in _VARIABLES if var == name)(text, name)
+
+
 def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = None) -> Settings:
     """The settings the variables give. Each bad value raises SettingsError, or, with
     `errors`, is appended there and left unset (to report every error at once)."""
     settings = Settings()
-    for name, field_name, check in _VARIABLES:
-        text = environ.get(name, "").strip()
-        if not text:
-            continue
+    for name, field_name, _check in _VARIABLES:
         try:
-            setattr(settings, field_name, check(text, name))
+            value = _variable(environ, name)
+            if value is not None:
+                setattr(settings, field_name, value)
         except SettingsError as e:
             if errors is None:
                 raise
@@ -322,13 +496,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("what to trace")
     group.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     group.add_argument("--events", metavar="LIST",
-                       help="any of function, c_call, import, alloc, gil "
-                       "(default: function,c_call)")
+                       help=f"any of {', '.join(ALL_EVENT_NAMES)} "
+                       f"(default: {','.join(EVENT_NAMES)})")
     group.add_argument("--mode", metavar="MODE",
-                       help="TRACING, MONITORING, STANDBY or OFF (default: PINSIGHT_TRACE_PYTHON "
+                       help=f"{_expected(MODES[::-1])} (default: PINSIGHT_TRACE_PYTHON "
                        "if set, else the configuration's trace_mode, TRACING without one)")
     group.add_argument("--backend", metavar="NAME",
-                       help="auto, sys.monitoring or setprofile (default: auto)")
+                       help=f"{_expected(BACKENDS)} (default: {Backend.AUTO.value})")
     group.add_argument("--module", metavar="LIST", action="append",
                        help="trace only these modules and their submodules (comma-separated; "
                        "replaces the configuration's module_filter)")

@@ -177,32 +177,9 @@ def destroy_session(name: str) -> None:
     _run(["destroy", "--no-wait", name], check=False)
 
 
-_RUN_SESSION = re.compile(r"^\s*\d+\) (pinsight-python-(\d+)-[0-9a-f]{8}) ", re.M)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def sweep_abandoned_runs() -> List[str]:
-    """Destroy the sessions made here (unique_session_name: the owner's pid is in the
-    name) whose owner process is gone: a ``trace`` run killed together with its keeper
-    (a whole cgroup at once). A session whose owner still runs is never touched.
-    Returns the names destroyed."""
-    listing = _run(["list"], check=False)
-    swept = []
-    for name, pid in _RUN_SESSION.findall(listing.stdout):
-        if _alive(int(pid)):
-            continue
-        destroy_session(name)
-        swept.append(name)
-    return swept
+def list_sessions() -> str:
+    """``lttng list``'s output (the sessions of this user), "" when it fails."""
+    return _run(["list"], check=False).stdout or ""
 
 
 # ---------------------------------------------------------------------------- relay daemon

@@ -30,7 +30,7 @@ from .analysis import ORIGINS, Symbol, TraceData, format_ns
 from .resources import format_bytes
 
 if TYPE_CHECKING:
-    from ._pinsight_reader import ThreadRecord, TraceResult
+    from .._pinsight_reader import ThreadRecord, TraceResult
 
 __all__ = ["alloc_weighted", "folded_stacks", "render_svg", "write_folded"]
 

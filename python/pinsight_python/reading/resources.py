@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
 from .analysis import Symbol, format_ns
 
 if TYPE_CHECKING:
-    from ._pinsight_reader import AllocStats, ThreadRecord
+    from .._pinsight_reader import AllocStats, ThreadRecord
 
 __all__ = ["alloc_lines", "alloc_section", "format_bytes", "import_lines", "import_section"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Sequence, TextIO, Tuple
 
 if TYPE_CHECKING:  # the compiled module is imported late: `--help` never needs it
-    from ._pinsight_reader import ProcessRecord, Progress, TraceResult
+    from .._pinsight_reader import ProcessRecord, Progress, TraceResult
 
 __all__ = [
     "ORIGINS",
@@ -54,7 +54,7 @@ class TraceReadError(Exception):
 
 
 # Beside a trace made by ``pinsight-python trace``: processes that recorded no
-# events (commands/trace.py writes it, report reads it).
+# events (recording/run/keeper.py writes it, report reads it).
 UNRECORDED_FILE = "pinsight-python-unrecorded.txt"
 
 
@@ -331,7 +331,7 @@ def read_trace(
     Raises TraceNotFoundError, TraceReadError; KeyboardInterrupt stops the
     reader threads before propagating.
     """
-    from . import _pinsight_reader  # compiled; imported late so `--help` never needs it
+    from .. import _pinsight_reader  # compiled; imported late so `--help` never needs it
 
     given = [Path(path)] if isinstance(path, (str, os.PathLike)) else [Path(p) for p in path]
     if not given:

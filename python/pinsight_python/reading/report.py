@@ -17,7 +17,7 @@ from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 if TYPE_CHECKING:
-    from ._pinsight_reader import LexgionCounts, ProcessRecord, ThreadRecord
+    from .._pinsight_reader import LexgionCounts, ProcessRecord, ThreadRecord
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 

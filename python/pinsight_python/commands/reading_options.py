@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any, Iterator, List, TextIO, Tuple
 
-from ..analysis import PROGRESS_MODES, ReadFilter, TraceData, missing_events
+from ..reading.analysis import PROGRESS_MODES, ReadFilter, TraceData, missing_events
 
 
 def positive_or_zero(text: str) -> int:
@@ -126,7 +126,7 @@ def output(path: str) -> Iterator[TextIO]:
 def read(args: argparse.Namespace, call_trees: bool) -> TraceData:
     """The trace the arguments name, read through their filters, after checking the
     output can be written; the discard warning said."""
-    from ..analysis import read_trace
+    from ..reading.analysis import read_trace
 
     check_output(args.output)
     trace = read_trace(args.trace_dir, call_trees=call_trees, progress=args.progress,

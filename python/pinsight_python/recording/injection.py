@@ -24,7 +24,7 @@ How the code gets in (docs/activation.md, "Attaching to a running process"):
      ``Py_AddPendingCall`` in the target.
 3. The interpreter runs the code on its main thread at its next check between two
    bytecodes, GIL held, never inside a C call: it calls
-   ``pinsight_python._remote.run(request)``, which activates or deactivates as the
+   ``pinsight_python.activation.remote.run(request)``, which activates or deactivates as the
    request file says and writes the outcome beside it.
 
 A main thread blocked in a long C call (``time.sleep(60)``, a blocking read) runs the
@@ -47,8 +47,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _remote, _startup, elf_symbols, settings
-from ._native_files import beside_extension
+from ..activation import remote as _remote
+from ..activation import settings
+from ..activation import startup as _startup
+from . import elf_symbols
+from .native_files import beside_extension
 
 GDB_TIMEOUT = 60.0
 INJECTOR_TIMEOUT = 60.0
@@ -246,7 +249,7 @@ info = {{"version": list(sys.version_info[:2]),
         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         "remote_debug": getattr(sys, "is_remote_debug_enabled", lambda: None)()}}
 try:
-    import pinsight_python._remote, pinsight_python._pinsight_python
+    import pinsight_python.activation.remote, pinsight_python._pinsight_python
     info["package_dir"] = pinsight_python.__path__[0]
 except BaseException as e:
     info["error"] = (type(e).__name__ + ": " + " ".join(str(e).split()))
@@ -408,7 +411,7 @@ def _injected_code(request: str, page: str = PAGE_PLACEHOLDER) -> str:
     # released by the next request once its trampoline is done with it.
     return (
         f"try:\n __import__('os').path.exists({request!r}) and __import__("
-        f"'pinsight_python._remote', fromlist=['run']).run({request!r}, {page})\n"
+        f"'pinsight_python.activation.remote', fromlist=['run']).run({request!r}, {page})\n"
         "except Exception:\n pass\n"
     )
 

@@ -1,4 +1,7 @@
 """One ``pinsight-python trace`` run: which processes it records, and its keeper.
+Both ends of the keeper's protocol are here: :func:`join_run` (a process of the
+run), :class:`_Keeper` and :func:`main` (the keeper process), :class:`Keeper`
+(``trace``'s handle on it), and the list of processes that could not be recorded.
 
 Isolation. One lttng-sessiond serves every session of a user, and a session that
 enables our provider records every registered process of that user: two runs side
@@ -37,6 +40,9 @@ from typing import Callable, Dict, List, Optional
 
 # In the command's environment: the keeper's registration socket.
 ENV_SOCKET = "PINSIGHT_PYTHON_TRACE_SOCKET"
+# In the command's environment: marks the processes of this run, also those
+# re-parented away from the command's tree (daemons, orphans).
+ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
 SOCKET_NAME = "register.sock"
 REGISTERED = "registered"  # pids the keeper tracked, one a line
 UNRECORDED = "unrecorded"  # "pid argv" of processes whose events could not be enabled
@@ -45,7 +51,6 @@ REGISTER_TIMEOUT = 10.0
 ENABLE_TIMEOUT = 5.0
 # The keeper's poll interval: how soon it notices that trace died.
 KEEPER_POLL = 0.2
-GRACE = 2.0  # between SIGTERM and SIGKILL for a dead run's processes
 
 _told = False
 
@@ -121,49 +126,6 @@ def read_registered(run_dir: Path) -> List[int]:
 # ---------------------------------------------------------------------------- the keeper
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _run_processes(marker: bytes) -> List[int]:
-    """The processes carrying the run's marker in their environment."""
-    found = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def end_processes(marker: bytes, first: int = signal.SIGTERM, grace: float = GRACE) -> None:
-    """Signal every process of the run, then SIGKILL what is left after `grace`."""
-    for pid in _run_processes(marker):
-        try:
-            os.kill(pid, first)
-        except OSError:
-            pass
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _run_processes(marker):
-        time.sleep(0.05)
-    for pid in _run_processes(marker):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
 def _read_line(conn: socket.socket) -> bytes:
     """One line of the keeper's protocol (a pid, or the answer), up to the peer's close."""
     line = b""
@@ -182,7 +144,7 @@ def _read_pid(conn: socket.socket) -> int:
 
 class _Keeper:
     def __init__(self, session: str, run_dir: Path, parent: int, marker: bytes) -> None:
-        from . import lttng
+        from .. import lttng
 
         self.lttng = lttng
         self.session = session
@@ -246,6 +208,8 @@ class _Keeper:
 
     def abandoned(self) -> None:
         """trace is gone without cleaning up: end the run, leave no session."""
+        from .supervisor import end_processes
+
         end_processes(self.marker)
         try:
             self.lttng.destroy_session(self.session)
@@ -255,7 +219,7 @@ class _Keeper:
 
 
 def main(argv: List[str]) -> int:
-    """The keeper: ``main([SESSION, RUN_DIR, PARENT_PID, MARKER])`` (trace starts it)."""
+    """The keeper: ``main([SESSION, RUN_DIR, PARENT_PID, MARKER])`` (Keeper starts it)."""
     session, run_dir, parent, marker = argv
     # trace's terminal and job-control signals are not ours.
     for signo in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
@@ -264,3 +228,66 @@ def main(argv: List[str]) -> int:
     keeper = _Keeper(session, Path(run_dir), int(parent), marker.encode())
     return keeper.serve()
 
+
+# ---------------------------------------------------------------------------- trace's side
+
+_KEEPER_MAIN = ("import sys; from pinsight_python.recording.run.keeper import main; "
+                "sys.exit(main(sys.argv[1:]))")
+
+
+class Keeper:
+    """trace's side: the run's keeper process (main, above), which tracks the run's
+    processes into the session, and ends the run and its session if trace dies
+    without doing so."""
+
+    def __init__(self, session: str, marker: str, timeout: float = 10.0) -> None:
+        import subprocess  # here: the run's processes import this module
+        import tempfile
+
+        from .. import lttng
+
+        self.dir = Path(tempfile.mkdtemp(prefix="pinsight-python-run-"))
+        self.socket = self.dir / SOCKET_NAME
+        # Untraced, and not a process of the run.
+        env = {k: v for k, v in os.environ.items()
+               if k not in (ENV_RUN, ENV_SOCKET) and not k.startswith("PINSIGHT_")}
+        env.pop("PYTHONSTARTUP", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _KEEPER_MAIN, session, str(self.dir), str(os.getpid()),
+             marker],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # signals to trace's process group are not its
+        )
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready or self.proc.stdout.readline() != b"ready\n":
+            self.stop()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise lttng.LttngError(f"the run's keeper did not start within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def finish(self, output: Optional[Path]) -> List[str]:
+        """The processes that recorded no events ("PID ARGV"), also written beside the
+        trace for report (under the trace folder's name, which the reader defines);
+        removes the run's directory."""
+        from ...reading.analysis import UNRECORDED_FILE
+
+        unrecorded = read_unrecorded(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if unrecorded and output is not None and output.is_dir():
+            (output / UNRECORDED_FILE).write_text("".join(f"{ln}\n" for ln in unrecorded))
+        return unrecorded

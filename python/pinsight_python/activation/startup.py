@@ -10,7 +10,7 @@ Three ways in, one set of rules (docs/activation.md):
 
 The environment they read, and that ``python -m pinsight_python`` and
 ``pinsight-python trace`` write so that child interpreters trace too, is named and
-checked in :mod:`pinsight_python.settings`: PINSIGHT_PYTHON=1 (0: never activate
+checked in :mod:`pinsight_python.activation.settings`: PINSIGHT_PYTHON=1 (0: never activate
 automatically), PINSIGHT_TRACE_PYTHON=MODE (activate in that mode; OFF: no
 activation), PYTHONSTARTUP naming activate.py, and the settings' variables.
 """
@@ -27,39 +27,25 @@ if TYPE_CHECKING:  # argparse is imported only by python -m pinsight_python
 
 from . import settings as _settings
 from .settings import (
-    ENV_SWITCH,
     EVENT_NAMES,
     Settings,
-    SettingsError,
 )
 
 # activate.py says this of itself, so that a copy under another name still counts.
 STARTUP_MARKER = "pinsight-python startup file"
 
-_SWITCH_ON = ("1",)
-_SWITCH_OFF = ("0",)
 _ran = False  # the .pth may run twice: CPython 3.13.0's site processes a venv's twice
 
 
 def startup_file() -> str:
     """Absolute path of activate.py, the file to name in PYTHONSTARTUP."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "activate.py")
+    # The package's root holds it: the path users put in PYTHONSTARTUP stays.
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(package, "activate.py")
 
 
 # ---------------------------------------------------------------------------
 # The shim and the startup file.
-
-
-def _switch(environ: Mapping[str, str]) -> Optional[bool]:
-    """PINSIGHT_PYTHON: True (1), False (0) or None (unset or empty)."""
-    value = environ.get(ENV_SWITCH, "").strip()
-    if not value:
-        return None
-    if value in _SWITCH_ON:
-        return True
-    if value in _SWITCH_OFF:
-        return False
-    raise SettingsError(f"{ENV_SWITCH}: expected 1 or 0, got {value!r}")
 
 
 def _names_startup_file(value: str) -> bool:
@@ -77,11 +63,10 @@ def _names_startup_file(value: str) -> bool:
 
 def requested(environ: Mapping[str, str]) -> bool:
     """Whether the environment asks this interpreter to trace (raises SettingsError)."""
-    switch = _switch(environ)
+    switch = _settings.switch(environ)
     if switch is not None:
         return switch
-    mode = environ.get(_settings.ENV_MODE, "").strip()
-    if mode and mode.upper() != "OFF":
+    if _settings.mode_requests_tracing(environ):
         return True
     # -E (and -I) make CPython ignore PYTHONSTARTUP: so do we.
     if sys.flags.ignore_environment:
@@ -179,7 +164,7 @@ def run() -> None:
     try:
         if not requested(os.environ) or _is_own_tool(_command_line()):
             return
-        from ._subinterpreter import in_subinterpreter
+        from .subinterpreter import in_subinterpreter
 
         if in_subinterpreter():
             return  # not traced, silently: status() says so there
@@ -194,7 +179,7 @@ def run() -> None:
 def run_startup_file() -> None:
     """Called by activate.py (PYTHONSTARTUP, interactive sessions)."""
     try:
-        if _switch(os.environ) is False:
+        if _settings.switch(os.environ) is False:
             return
         import pinsight_python
 
@@ -229,7 +214,7 @@ examples:
 
 def version_text() -> str:
     """``pinsight-python VERSION (CPython X.Y.Z)``: what ``--version`` prints."""
-    from . import __version__
+    from .. import __version__
 
     return f"pinsight-python {__version__} (CPython {sys.version.split()[0]})"
 

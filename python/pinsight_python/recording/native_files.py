@@ -10,5 +10,6 @@ from pathlib import Path
 
 def beside_extension(name: str) -> Path:
     spec = importlib.util.find_spec("pinsight_python._pinsight_python")
-    folder = Path(spec.origin).resolve().parent if spec and spec.origin else Path(__file__).parent
+    package = Path(__file__).parent.parent  # the extension's folder: the package's root
+    folder = Path(spec.origin).resolve().parent if spec and spec.origin else package
     return folder / name

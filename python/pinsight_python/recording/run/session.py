@@ -1,22 +1,26 @@
-"""The recording lifecycle that ``trace`` and ``attach`` share.
+"""The recording lifecycle that ``trace`` and ``attach`` share, and the sweep of
+abandoned runs.
 
 Both check a new output directory, create and start an LTTng session (starting a
-session daemon when none runs), destroy it whatever happened, say where the trace
-is, and read it back for a short summary. How each decides what is recorded (a
-command it runs, processes it attaches to) and how it waits stays in its module.
+session daemon when none runs; ``trace`` first destroys the sessions of runs whose
+processes are all gone), destroy it whatever happened, say where the trace is, and
+read it back for a short summary. How each decides what is recorded (a command it
+runs, processes it attaches to) and how it waits is theirs: ``run.trace`` and
+``commands.attach``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import List
 
+from ...activation.settings import SettingsError
 from .. import lttng
-from ..settings import SettingsError
-from .exit_status import EXIT_FAILED
 
 # What setting up a session may raise: lttng's failures, and OSError from a helper
 # the daemon check runs.
@@ -74,7 +78,7 @@ class Recording:
         runs whose processes are all gone."""
         lttng.lttng_binary()  # the clearest message when LTTng is not installed at all
         started_daemon = lttng.ensure_sessiond()
-        swept = lttng.sweep_abandoned_runs() if sweep_abandoned else []
+        swept = sweep_abandoned_runs() if sweep_abandoned else []
         self.session.create()
         self.session.start()
         if started_daemon:
@@ -82,15 +86,15 @@ class Recording:
         for name in swept:
             note(self.prog, f"destroyed the session {name} of a run whose trace process is gone")
 
-    def abandon(self, cause: BaseException) -> int:
-        """After a setup failure: says why, leaves no session behind; the exit status."""
+    def abandon(self, cause: BaseException) -> None:
+        """After a setup failure: says why, leaves no session behind (the command then
+        exits with EXIT_FAILED)."""
         if isinstance(cause, lttng.LttngError):
             error(self.prog, str(cause))
         else:
             error(self.prog, f"cannot set up LTTng: {cause}")
         self.destroy()
         self.discard()
-        return EXIT_FAILED
 
     def destroy(self) -> None:
         """Stops the session (which waits until LTTng has written every buffered event)
@@ -128,7 +132,7 @@ class Recording:
     def print_summary(self, output: Path) -> None:
         """The summary on stderr, after a note of its cost when it takes seconds; Ctrl-C
         skips it (the trace is complete)."""
-        from ..summary import summarize
+        from ...reading.summary import summarize
 
         size = trace_bytes(output)
         if size >= SUMMARY_NOTE_BYTES:
@@ -152,3 +156,31 @@ def trace_bytes(directory: Path) -> int:
                 pass
     return total
 
+
+
+# A session that lttng.unique_session_name made: the owner's pid is in the name.
+_RUN_SESSION = re.compile(r"^\s*\d+\) (pinsight-python-(\d+)-[0-9a-f]{8}) ", re.M)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def sweep_abandoned_runs() -> List[str]:
+    """Destroy the sessions made here (lttng.unique_session_name: the owner's pid is in
+    the name) whose owner process is gone: a ``trace`` run killed together with its
+    keeper (a whole cgroup at once). A session whose owner still runs is never touched.
+    Returns the names destroyed."""
+    swept = []
+    for name, pid in _RUN_SESSION.findall(lttng.list_sessions()):
+        if _alive(int(pid)):
+            continue
+        lttng.destroy_session(name)
+        swept.append(name)
+    return swept

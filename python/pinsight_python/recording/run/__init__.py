@@ -1,0 +1,9 @@
+"""One ``pinsight-python trace`` run, a module per concern.
+
+``plan`` (every option, variable and file checked into one frozen Plan), ``session``
+(the LTTng session's lifecycle, shared with attach; the sweep of abandoned runs),
+``keeper`` (both ends of the keeper protocol; the processes that could not be
+recorded), ``supervisor`` (signals; the run's processes in /proc) and ``trace`` (the
+run from its options to its exit status). Imports nothing here: the API imports
+``keeper`` in every traced process.
+"""

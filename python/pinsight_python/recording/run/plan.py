@@ -1,0 +1,367 @@
+"""The plan of a ``pinsight-python trace`` run: every option, variable and file it
+depends on, checked before anything starts, into one frozen :class:`Plan`.
+
+:func:`make` reads the parsed options and the environment the command would inherit,
+reports every error at once (:class:`Refused`, with the exit status to use), and
+returns what to run, where the trace goes, the channel's size, the native domains
+recorded beside Python, the configuration in force and the command's environment
+(the settings' variables, the preloaded libraries). Nothing in it changes afterwards:
+the run adds its own two variables (its marker, the keeper's socket) to a copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ...activation import settings as _settings
+from ...exit_status import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE
+from .. import lttng
+from ..native_files import beside_extension
+from . import session as run_session
+
+PROG = "pinsight-python trace"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The validated request: what to run, where the trace goes, the child's environment.
+
+    With a relay daemon (``relayd_url``), ``output`` is None: the trace goes there.
+    """
+
+    command: Tuple[str, ...]
+    output: Optional[Path]
+    env: Mapping[str, str]  # read-only
+    relayd_url: Optional[str]
+    config: Optional[str]  # the configuration the command's processes read, if any
+    warnings: Tuple[str, ...]
+    subbuf_size: str = lttng.SUBBUF_SIZE
+    num_subbuf: int = lttng.NUM_SUBBUF
+    domains: Sequence[str] = ()  # PInsight's native domains recorded too
+    summary: bool = True  # read the trace back for a summary (not --no-summary)
+
+
+class Refused(Exception):
+    """Every reason not to run the command, one a line; the exit status to use."""
+
+    def __init__(self, messages: List[str], status: int = EXIT_USAGE) -> None:
+        super().__init__("\n".join(messages))
+        self.messages = messages
+        self.status = status
+
+
+def parse_relayd_option(value: str, option: str = "--relayd") -> str:
+    """``HOST[:CTRL_PORT[:DATA_PORT]]`` -> the session's URL; SettingsError if malformed."""
+    try:
+        return lttng.relayd_url(*lttng.parse_relayd(value))
+    except ValueError as e:
+        raise _settings.SettingsError(
+            f"{option} {value!r}: {e}; expected {lttng.RELAYD_SPEC_HELP}, e.g. collector, "
+            "10.0.0.5:5342:5343 or [fd00::5]"
+        ) from None
+
+
+def check_configuration(path: str) -> List[str]:
+    """The configuration's warnings; Refused with its errors (file:line: message)."""
+    from ... import _pinsight_python as core
+
+    try:
+        return list(core.check_config(path))
+    except core.ConfigError as e:
+        raise Refused(str(e).splitlines()) from None
+
+
+def _configuration_in_force(
+    chosen: _settings.Settings, args: argparse.Namespace
+) -> Optional[str]:
+    """The file the command's processes will read, as the core chooses it (None: none,
+    or the one named is refused already)."""
+    if args.config is not None or os.environ.get(_settings.ENV_CONFIG, "").strip():
+        return chosen.config
+    found = _settings.activation_config("", {})  # the working directory's, as activate()'s
+    return os.path.abspath(found) if found else None
+
+
+def make(args: argparse.Namespace) -> Plan:
+    """Checks everything; raises Refused with every error found."""
+    errors: List[str] = []
+    command = _command(args, errors)
+    chosen = _chosen_settings(args, errors)
+    url, output = _destination(args, errors)
+    config, warnings = _checked_configuration(chosen, args, errors)
+    subbuf_size, num_subbuf = _channel_size(args, errors, warnings)
+    preload = _alloc_preload(args, chosen, errors)
+    domains = _native_domains(args.domains, os.environ, errors)
+    if errors:
+        raise Refused(errors)
+    if "cuda" in domains:
+        config = _device_activity(chosen, config, warnings)
+    _check_runnable(command[0])
+
+    if url is None and output is None:
+        output = run_session.default_output()
+    env = dict(os.environ)
+    if preload is not None:
+        _preload(env, preload, warnings)
+    _guard_descriptors(env, errors)
+    if errors:
+        raise Refused(errors)
+    chosen.export(env)
+    env[_settings.ENV_CONFIG_REPORTED] = "1"
+    return Plan(tuple(command), output, MappingProxyType(env), url, config, tuple(warnings),
+                subbuf_size, num_subbuf, domains, summary=not args.no_summary)
+
+
+_DEVICE_ACTIVITY = re.compile(r"^\s*device_activity\s*=", re.MULTILINE)
+
+
+def _device_activity(
+    chosen: _settings.Settings, config: Optional[str], warnings: List[str]
+) -> Optional[str]:
+    """With the CUDA domain, the kernels' device activity is recorded: PInsight's
+    device_activity is off unless a configuration turns it on. Without a
+    configuration, trace gives the command one that does (removed when trace ends);
+    a configuration that does not say is left as it is, with a warning."""
+    if config is None:
+        folder = tempfile.mkdtemp(prefix="pinsight-python-cuda-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        path = os.path.join(folder, "pinsight_trace_config.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("# pinsight-python trace --domains cuda: the kernels' device activity\n"
+                    "[CUDA.default]\ndevice_activity = on\n")
+        chosen.config = path
+        return path
+    try:
+        with open(config, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return config
+    if not _DEVICE_ACTIVITY.search(text):
+        warnings.append(f"{config}: no device_activity setting, and PInsight records no "
+                        "kernel activity without one: add [CUDA.default] device_activity = on "
+                        "to time the kernels on the device")
+    return config
+
+
+def _native_domains(
+    option: Optional[str], environ: Mapping[str, str], errors: List[str]
+) -> Sequence[str]:
+    """--domains, else all of PInsight's when the command preloads libpinsight.so."""
+    if option is None:
+        preloaded = f"{environ.get('LD_PRELOAD', '')} {environ.get('OMP_TOOL_LIBRARIES', '')}"
+        return tuple(lttng.NATIVE_DOMAINS) if "libpinsight" in preloaded else ()
+    names = [n.strip().lower() for n in option.split(",") if n.strip()]
+    if names in (["all"], ["none"]):
+        return tuple(lttng.NATIVE_DOMAINS) if names == ["all"] else ()
+    unknown = [n for n in names if n not in lttng.NATIVE_DOMAINS]
+    if unknown or not names:
+        given = unknown[0] if unknown else option
+        errors.append(f"--domains: unknown domain {given!r} (expected a list of "
+                      f"{', '.join(lttng.NATIVE_DOMAINS)}, or all, or none)"
+                      + _settings.did_you_mean(given, [*lttng.NATIVE_DOMAINS, "all", "none"]))
+        return ()
+    return tuple(dict.fromkeys(names))
+
+
+def _command(args: argparse.Namespace, errors: List[str]) -> List[str]:
+    command = list(args.command_argv)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        errors.append("no command given (usage: pinsight-python trace [OPTIONS] -- COMMAND)")
+    return command
+
+
+def _chosen_settings(args: argparse.Namespace, errors: List[str]) -> _settings.Settings:
+    """The variables the command inherits first, the options over them."""
+    inherited = _settings.from_environment(os.environ, errors)
+    chosen = _settings.from_arguments(args, errors)
+    for name in ("events", "mode", "backend", "config", "modules"):
+        if getattr(chosen, name) is None:
+            setattr(chosen, name, getattr(inherited, name))
+    chosen.exclude = inherited.exclude + [m for m in chosen.exclude if m not in inherited.exclude]
+    return chosen
+
+
+def _destination(
+    args: argparse.Namespace, errors: List[str]
+) -> Tuple[Optional[str], Optional[Path]]:
+    """(the relay daemon's URL, the output directory): at most one of them."""
+    url = None
+    if args.relayd is not None:
+        try:
+            url = parse_relayd_option(args.relayd)
+        except _settings.SettingsError as e:
+            errors.append(str(e))
+        if args.output:
+            errors.append(
+                "-o and --relayd exclude each other: with --relayd, the relay daemon writes "
+                "the trace under its own output directory"
+            )
+    output: Optional[Path] = None
+    if args.output:
+        try:
+            output = run_session.check_new_output(args.output)
+        except _settings.SettingsError as e:
+            output = Path(args.output).absolute()
+            errors.append(str(e))
+    return url, output
+
+
+def _checked_configuration(
+    chosen: _settings.Settings, args: argparse.Namespace, errors: List[str]
+) -> Tuple[Optional[str], List[str]]:
+    """(the configuration in force, its warnings); its errors go to ``errors``."""
+    config = _configuration_in_force(chosen, args)
+    if config is None:
+        return None, []
+    try:
+        if config != chosen.config:
+            _settings.check_config_path(config, f"./{_settings.DEFAULT_CONFIG_FILE}")
+        return config, check_configuration(config)
+    except _settings.SettingsError as e:
+        errors.append(str(e))
+    except Refused as e:
+        errors.extend(e.messages)
+    return config, []
+
+
+def _alloc_preload(
+    args: argparse.Namespace, chosen: _settings.Settings, errors: List[str]
+) -> Optional[Path]:
+    """With --alloc: the alloc event added, and the malloc interposer to preload."""
+    if not args.alloc:
+        return None
+    chosen.events = list(chosen.events or _settings.EVENT_NAMES)
+    if "alloc" not in chosen.events:
+        chosen.events.append("alloc")
+    preload = alloc_preload_library()
+    if not preload.is_file():
+        errors.append(f"--alloc: {preload} is missing: reinstall pinsight-python")
+    return preload
+
+
+def _preload(env: Dict[str, str], preload: Path, warnings: List[str]) -> None:
+    runtime = sanitizer_runtime(env.get("LD_PRELOAD", ""))
+    if runtime is not None:
+        # ASan and its kin must be first in the library list and own malloc: preloading
+        # ours in front would stop the program, behind it would never be called.
+        warnings.append(f"--alloc: LD_PRELOAD loads the sanitizer runtime {runtime}, which "
+                        "owns malloc: native allocations are not sampled, Python's are")
+    else:
+        env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
+
+
+_SIZE = re.compile(r"(\d+)([kKmMgG]?)")
+
+
+def _size_bytes(text: str) -> int:
+    """"4M" -> 4194304; 0 when malformed."""
+    m = _SIZE.fullmatch(text)
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(m.group(1)) * scale[m.group(2).lower()] if m else 0
+
+
+def _size_text(nbytes: int) -> str:
+    """4194304 -> "4M", as LTTng reads sizes (powers of two)."""
+    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{suffix}"
+    return str(nbytes)
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):,.0f} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def _channel_size(
+    args: argparse.Namespace, errors: List[str], warnings: List[str]
+) -> Tuple[str, int]:
+    """--subbuf-size and --num-subbuf, checked as LTTng wants them, then fitted to
+    --buffer-budget for the CPUs LTTng makes buffers for (a warning when they shrink)."""
+    size = str(args.subbuf_size)
+    nbytes = _size_bytes(size)
+    if nbytes < lttng.MIN_SUBBUF_BYTES or nbytes & (nbytes - 1):
+        errors.append(f"--subbuf-size {size!r}: expected a power of two of at least 4k, "
+                      "such as 512k, 4M or 8M")
+    count = lttng.default_num_subbuf()
+    if args.num_subbuf is not None:
+        try:
+            count = int(args.num_subbuf)
+        except ValueError:
+            count = 0
+        if count < 2 or count & (count - 1):
+            errors.append(f"--num-subbuf {args.num_subbuf!r}: expected a power of two of at "
+                          "least 2, such as 8, 16 or 32")
+    budget = _size_bytes(str(args.buffer_budget))
+    if budget <= 0:
+        errors.append(f"--buffer-budget {args.buffer_budget!r}: expected a size with k, M or "
+                      "G, such as 512M or 2G")
+    if errors:
+        return size, count
+    cpus = lttng.possible_cpus()
+    fitted_bytes, fitted_count = lttng.fit_channel(nbytes, count, cpus, budget)
+    if (fitted_bytes, fitted_count) != (nbytes, count):
+        total = fitted_bytes * fitted_count * cpus
+        over = " (the smallest channel LTTng takes, still over it)" if total > budget else ""
+        warnings.append(
+            f"--buffer-budget {args.buffer_budget}: {cpus} possible CPUs get {fitted_count} x "
+            f"{_mib(fitted_bytes)} sub-buffers each instead of {count} x {_mib(nbytes)}, "
+            f"{_mib(total)} in all{over}; LTTng may discard events at high rates (every view "
+            "counts them): raise --buffer-budget where the node has the memory")
+    return _size_text(fitted_bytes), fitted_count
+
+
+def sanitizer_runtime(ld_preload: str) -> Optional[str]:
+    """The sanitizer runtime (libasan.so, libclang_rt.tsan-x86_64.so, ...) LD_PRELOAD loads."""
+    for entry in ld_preload.replace(":", " ").split():
+        name = Path(entry).name
+        if name.startswith(("libasan.", "libtsan.", "libmsan.", "libhwasan.", "liblsan.")) or (
+            name.startswith("libclang_rt.") and "san" in name.split(".")[1]
+        ):
+            return entry
+    return None
+
+
+def fd_guard_library() -> Path:
+    """The descriptor guard `trace` preloads, installed beside the extension."""
+    return beside_extension("libpinsight_fd_guard.so")
+
+
+def _guard_descriptors(env: Dict[str, str], errors: List[str]) -> None:
+    """LTTng-UST aborts a process whose descriptors of its were closed under it (a
+    forked child closing every descriptor, subprocess's close_fds after a preexec_fn):
+    the guard keeps them open; all are close-on-exec, so no exec'd program gets one.
+    Last in LD_PRELOAD: a sanitizer runtime or the malloc interposer stays first."""
+    guard = fd_guard_library()
+    if not guard.is_file():
+        errors.append(f"{guard} is missing: reinstall pinsight-python")
+        return
+    preloaded = env.get("LD_PRELOAD", "").split()
+    if str(guard) not in preloaded:
+        env["LD_PRELOAD"] = " ".join([*preloaded, str(guard)])
+
+
+def alloc_preload_library() -> Path:
+    """The malloc interposer `trace --alloc` preloads, installed beside the extension."""
+    return beside_extension("libpinsight_alloc_preload.so")
+
+
+def _check_runnable(program: str) -> None:
+    # Checked before a session exists, so that a typo costs no LTTng session.
+    if "/" in program:
+        if not os.path.exists(program):
+            raise Refused([f"{program}: no such file"], EXIT_NOT_FOUND)
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            raise Refused([f"{program}: not an executable file"], EXIT_NOT_EXECUTABLE)
+    elif shutil.which(program) is None:
+        raise Refused([f"{program}: command not found"], EXIT_NOT_FOUND)

@@ -1,0 +1,134 @@
+"""A ``pinsight-python trace`` run, from its parsed options to its exit status.
+
+:func:`run` makes the :mod:`plan` (every check before anything starts), sets up the
+LTTng :mod:`session` (which records no process until one asks), starts the
+:mod:`keeper` (which tracks the run's processes into it, and ends the run if
+``trace`` dies), lets the :mod:`supervisor` start the command and answer signals
+until it ends, then destroys the session, keeps the trace, says where it is and
+prints a short summary. ``trace`` itself never dies of the signals it answers: the
+session is always destroyed and the trace kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+from typing import Any, Dict, List
+
+from ...exit_status import EXIT_FAILED
+from ...reading.analysis import UNRECORDED_FILE
+from .. import lttng
+from . import keeper as run_keeper
+from . import plan as run_plan
+from . import session as run_session
+from .supervisor import FORWARDED_SIGNALS, RELAYED_SIGNALS, Supervisor, how_it_ended
+
+PROG = run_plan.PROG
+
+
+def _error(message: str) -> None:
+    run_session.error(PROG, message)
+
+
+def _note(message: str) -> None:
+    run_session.note(PROG, message)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The run of ``pinsight-python trace`` with these options; its exit status."""
+    # Until the command starts, the signals we answer are only noted (a handler
+    # that records them), so that LTTng's own programs, the session daemon among
+    # them, start with the mask we were given.
+    noted: List[int] = []
+    answered = (*RELAYED_SIGNALS, *FORWARDED_SIGNALS)
+    previous: Dict[signal.Signals, Any] = {
+        signo: signal.signal(signo, lambda n, _f: noted.append(n)) for signo in answered
+    }
+    try:
+        return _run_trace(args, noted, previous)
+    finally:
+        _restore_handlers(previous)
+
+
+def _restore_handlers(previous: Dict[signal.Signals, Any]) -> None:
+    """Puts back the handlers Python can put back. None is a handler installed outside
+    Python (libpinsight.so, preloaded into trace too, sets a C handler for SIGUSR1):
+    it cannot be reinstalled from here, and trace ends just after."""
+    for signo, handler in previous.items():
+        if handler is not None:
+            signal.signal(signo, handler)
+
+
+def _run_trace(
+    args: argparse.Namespace, noted: List[int], handlers: Dict[signal.Signals, Any]
+) -> int:
+    try:
+        plan = run_plan.make(args)
+    except run_plan.Refused as e:
+        _error("\n".join(e.messages))
+        return e.status
+    for line in plan.warnings:
+        _note(f"warning: {line}")
+
+    # The session records no process but those of this run (recording/run/keeper.py: they ask the
+    # run's keeper to track them as they start).
+    events = [f"{lttng.PROVIDER}:*", *(f"{lttng.NATIVE_DOMAINS[d]}:*" for d in plan.domains)]
+    session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True,
+                            subbuf_size=plan.subbuf_size, num_subbuf=plan.num_subbuf,
+                            events=events)
+    recorder = run_session.Recording(PROG, session)
+    marker = f"{run_keeper.ENV_RUN}={session.name}"
+    try:
+        recorder.start(sweep_abandoned=True)
+        keeper = run_keeper.Keeper(session.name, marker)
+    except run_session.SETUP_ERRORS as e:
+        recorder.abandon(e)
+        return EXIT_FAILED
+    # The plan's environment, and the run's own: its marker, the keeper's socket.
+    env = {**plan.env, run_keeper.ENV_RUN: session.name,
+           run_keeper.ENV_SOCKET: str(keeper.socket)}
+
+    # From here until the session is destroyed, the signals we answer are blocked
+    # and taken with sigtimedwait (which tells who sent them): none can end us.
+    old_mask = signal.pthread_sigmask(
+        signal.SIG_BLOCK, {*RELAYED_SIGNALS, *FORWARDED_SIGNALS, signal.SIGCHLD}
+    )
+    ignored = [signo for signo, handler in handlers.items() if handler == signal.SIG_IGN]
+    supervisor = Supervisor(plan, env, marker.encode(), old_mask, ignored)
+    for signo in noted:
+        supervisor.relay(signo, False) if signo in RELAYED_SIGNALS else supervisor.forward(signo)
+    try:
+        status = supervisor.run()
+    finally:
+        # Stopping waits until LTTng has written every buffered event; after a
+        # failure above, the session still must not outlive us.
+        keeper.stop()
+        recorder.destroy()
+    unrecorded = keeper.finish(plan.output)
+    # What came after the command's end has no one to go to.
+    supervisor.drain(answer=False)
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    _restore_handlers(handlers)
+
+    ended = how_it_ended(supervisor.returncode, supervisor.stopped_by)
+    if plan.output is None:
+        _tell_streamed(plan, session.name, ended)
+        return status
+    recorder.tell_written(plan.output, ended)
+    if unrecorded:
+        _note(f"{len(unrecorded)} process(es) of the command recorded no events "
+              f"(listed in {plan.output / UNRECORDED_FILE}): " + "; ".join(unrecorded[:5]))
+    if plan.summary:
+        recorder.print_summary(plan.output)
+    return status
+
+
+def _tell_streamed(plan: run_plan.Plan, session: str, ended: str) -> None:
+    # The trace is on the relay host; where its daemon writes is not known here.
+    _note(
+        f"trace streamed to the relay daemon at {plan.relayd_url} "
+        f"(LTTng session {session}, now destroyed); on the relay host it is in "
+        f"RELAYD_OUTPUT/{socket.gethostname()}/{session}-YYYYmmdd-HHMMSS, "
+        f"RELAYD_OUTPUT being lttng-relayd's --output (default: ~/lttng-traces){ended}"
+    )
