@@ -11,6 +11,7 @@
 #include <mutex>
 #include <new>
 
+#include "emit/write_guard.h"
 #include "python_pinsight_lttng_ust.h"
 
 namespace pinsight::emitter::blocks {
@@ -69,9 +70,8 @@ void unlink(Block *b) {
 }
 
 void write_block(Block &b, bool final) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, event_block, b.python_thread_id, b.tid,
-                       b.sequence, b.count, b.base_clock, final ? PINSIGHT_BLOCK_FINAL : 0, b.bytes,
-                       static_cast<uint16_t>(b.used));
+  PINSIGHT_TRACEPOINT(event_block, b.python_thread_id, b.tid, b.sequence, b.count, b.base_clock,
+                      final ? PINSIGHT_BLOCK_FINAL : 0, b.bytes, static_cast<uint16_t>(b.used));
   b.sequence += b.count;
   b.count = 0;
   b.used = 0;

@@ -40,6 +40,7 @@ void before_fork() {
 }
 void after_fork_parent() { hook_after_fork_parent(&fork_sigset); }
 void after_fork_child() {
+  write_guard::after_fork_child();
   hook_after_fork_child(&fork_sigset);
   blocks::forked_child();
 }
@@ -106,6 +107,8 @@ void load() {
   // before ours, and their events would carry the parent's cached vpid/vtid
   // into the parent's buffers. pthread_atfork runs inside fork() itself, as
   // liblttng-ust-fork.so's wrapper does, and also covers forks made by C code.
+  // This process writes events from now on: no kill may cut one in half.
+  write_guard::install();
   if (hook_before_fork && hook_after_fork_parent && hook_after_fork_child) {
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   }
@@ -157,17 +160,15 @@ void advance_naming_epoch() {
 
 void name_code(NamedCode &code, uint32_t epoch) {
   code.named_epoch = epoch;
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, code_info,
-                       reinterpret_cast<unsigned long>(code.code), code.qualname.c_str(),
-                       code.filename.c_str(), code.lineno);
+  PINSIGHT_TRACEPOINT(code_info, reinterpret_cast<unsigned long>(code.code), code.qualname.c_str(),
+                      code.filename.c_str(), code.lineno);
 }
 
 void name_callable(const char *name, uint32_t epoch) {
   uintptr_t hash = reinterpret_cast<uintptr_t>(name) * UINT64_C(0x9e3779b97f4a7c15);
   named_callables[hash >> (64 - kNamedCallableBits)] = {name, epoch};
   if (batched_payload) blocks::note_callable(name);
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, callable_info,
-                       reinterpret_cast<unsigned long>(name), name);
+  PINSIGHT_TRACEPOINT(callable_info, reinterpret_cast<unsigned long>(name), name);
 }
 
 bool recording() {
@@ -183,13 +184,12 @@ bool recording() {
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, process_info, pid, mpi_rank, mpi_size,
-                       hostname.c_str(), argv.c_str(), python_version.c_str(), backend,
-                       procname.c_str());
+  PINSIGHT_TRACEPOINT(process_info, pid, mpi_rank, mpi_size, hostname.c_str(), argv.c_str(),
+                      python_version.c_str(), backend, procname.c_str());
 }
 
 void thread_start(int python_thread_id, unsigned long thread_ident) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, thread_start, python_thread_id, thread_ident);
+  PINSIGHT_TRACEPOINT(thread_start, python_thread_id, thread_ident);
 }
 
 void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, uint32_t segments,
@@ -197,28 +197,27 @@ void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, 
   auto code_id = reinterpret_cast<unsigned long>(code.code);
   ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
   // code_info names the file; the full payload keeps the qualname, as its frames do.
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, generator_end,
-                       compact_payload ? "" : code.qualname.c_str(), "", code.lineno, code_id,
-                       python_thread_id, lifetime_ns, segments, how);
+  PINSIGHT_TRACEPOINT(generator_end, compact_payload ? "" : code.qualname.c_str(), "", code.lineno,
+                      code_id, python_thread_id, lifetime_ns, segments, how);
 }
 
 void mode_change(const char *mode, const char *reason, unsigned long generation) {
   // Records before the change come before it in the trace too; a mode that
   // writes none leaves readers nothing to wait for.
   if (batched_payload) blocks::flush_all(std::strcmp(mode, "TRACING") != 0);
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, mode_change, mode, reason, generation);
+  PINSIGHT_TRACEPOINT(mode_change, mode, reason, generation);
 }
 
 void config_info(const std::string &path, unsigned long generation) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, config_info, path.c_str(), generation);
+  PINSIGHT_TRACEPOINT(config_info, path.c_str(), generation);
 }
 
 void lexgion_counts(const NamedCode &code, uint64_t executions, uint64_t traced, int flags,
                     int64_t max_num_traces, int64_t tracing_rate, int64_t trace_starts_at,
                     const std::string &section) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, lexgion_counts, code.qualname.c_str(),
-                       code.filename.c_str(), code.lineno, executions, traced, flags,
-                       max_num_traces, tracing_rate, trace_starts_at, section.c_str());
+  PINSIGHT_TRACEPOINT(lexgion_counts, code.qualname.c_str(), code.filename.c_str(), code.lineno,
+                      executions, traced, flags, max_num_traces, tracing_rate, trace_starts_at,
+                      section.c_str());
 }
 
 }  // namespace pinsight::emitter

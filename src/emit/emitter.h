@@ -10,6 +10,7 @@
 
 #include "emit/block_buffer.h"
 #include "emit/named_code.h"
+#include "emit/write_guard.h"
 #include "format/wire.h"
 #include "python_pinsight_lttng_ust.h"
 
@@ -89,20 +90,18 @@ inline void function(bool begin, NamedCode &code, int python_thread_id, int tran
       return;
     }
     if (begin) {
-      lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_function_begin, code_id,
-                           python_thread_id, transition);
+      PINSIGHT_TRACEPOINT(compact_function_begin, code_id, python_thread_id, transition);
     } else {
-      lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_function_end, code_id,
-                           python_thread_id, transition);
+      PINSIGHT_TRACEPOINT(compact_function_end, code_id, python_thread_id, transition);
     }
     return;
   }
   if (begin) {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_begin, code.qualname.c_str(),
-                         code.lineno, code_id, python_thread_id, transition);
+    PINSIGHT_TRACEPOINT(function_begin, code.qualname.c_str(), code.lineno, code_id,
+                        python_thread_id, transition);
   } else {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, function_end, code.qualname.c_str(),
-                         code.lineno, code_id, python_thread_id, transition);
+    PINSIGHT_TRACEPOINT(function_end, code.qualname.c_str(), code.lineno, code_id, python_thread_id,
+                        transition);
   }
 }
 
@@ -121,31 +120,29 @@ inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
       return;
     }
     if (begin) {
-      lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_c_call_begin, code_id, callable_id,
-                           line, python_thread_id, transition);
+      PINSIGHT_TRACEPOINT(compact_c_call_begin, code_id, callable_id, line, python_thread_id,
+                          transition);
     } else {
-      lttng_ust_tracepoint(python_pinsight_lttng_ust, compact_c_call_end, code_id, callable_id,
-                           line, python_thread_id, transition);
+      PINSIGHT_TRACEPOINT(compact_c_call_end, code_id, callable_id, line, python_thread_id,
+                          transition);
     }
     return;
   }
   if (begin) {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_begin, caller.qualname.c_str(), callee,
-                         line, code_id, python_thread_id, transition);
+    PINSIGHT_TRACEPOINT(c_call_begin, caller.qualname.c_str(), callee, line, code_id,
+                        python_thread_id, transition);
   } else {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, c_call_end, caller.qualname.c_str(), callee,
-                         line, code_id, python_thread_id, transition);
+    PINSIGHT_TRACEPOINT(c_call_end, caller.qualname.c_str(), callee, line, code_id,
+                        python_thread_id, transition);
   }
 }
 
 // A module load (importlib's _find_and_load): import_begin, then import_end.
 inline void import(bool begin, const char *module, int python_thread_id, int transition) {
   if (begin) {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, import_begin, module, python_thread_id,
-                         transition);
+    PINSIGHT_TRACEPOINT(import_begin, module, python_thread_id, transition);
   } else {
-    lttng_ust_tracepoint(python_pinsight_lttng_ust, import_end, module, python_thread_id,
-                         transition);
+    PINSIGHT_TRACEPOINT(import_end, module, python_thread_id, transition);
   }
 }
 
@@ -153,30 +150,27 @@ inline void import(bool begin, const char *module, int python_thread_id, int tra
 inline void alloc_sample(const void *address, size_t size, uint64_t weight, const char *qualname,
                          const char *filename, int lineno, unsigned long code_id,
                          int python_thread_id, int source) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, alloc_sample,
-                       reinterpret_cast<unsigned long>(address), static_cast<unsigned long>(size),
-                       static_cast<unsigned long>(weight), qualname, filename, lineno, code_id,
-                       python_thread_id, source);
+  PINSIGHT_TRACEPOINT(alloc_sample, reinterpret_cast<unsigned long>(address),
+                      static_cast<unsigned long>(size), static_cast<unsigned long>(weight),
+                      qualname, filename, lineno, code_id, python_thread_id, source);
 }
 
 inline void free_sample(const void *address) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, free_sample,
-                       reinterpret_cast<unsigned long>(address));
+  PINSIGHT_TRACEPOINT(free_sample, reinterpret_cast<unsigned long>(address));
 }
 
 // events = gil: a hand-off seen by the thread switched in, and a released GIL taken back.
 inline void gil_switch(int python_thread_id, int previous_thread_id, uint64_t wait_ns,
                        uint64_t released_ns) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, gil_switch, python_thread_id, previous_thread_id,
-                       static_cast<unsigned long>(wait_ns),
-                       static_cast<unsigned long>(released_ns));
+  PINSIGHT_TRACEPOINT(gil_switch, python_thread_id, previous_thread_id,
+                      static_cast<unsigned long>(wait_ns), static_cast<unsigned long>(released_ns));
 }
 
 inline void gil_released(int python_thread_id, uint64_t released_ns, uint64_t wait_ns,
                          uint64_t before_ns, int source) {
-  lttng_ust_tracepoint(python_pinsight_lttng_ust, gil_released, python_thread_id,
-                       static_cast<unsigned long>(released_ns), static_cast<unsigned long>(wait_ns),
-                       static_cast<unsigned long>(before_ns), source);
+  PINSIGHT_TRACEPOINT(gil_released, python_thread_id, static_cast<unsigned long>(released_ns),
+                      static_cast<unsigned long>(wait_ns), static_cast<unsigned long>(before_ns),
+                      source);
 }
 // A traced generator instance ended (rare: once per instance, out of line).
 void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, uint32_t segments,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import signal
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Tuple
 
@@ -232,6 +233,69 @@ print("done")
     run = tracer.run(code, activate=None, env=ON)
     assert run.stderr == plain.stderr
     assert (run.returncode, run.stdout) == (plain.returncode, plain.stdout)
+
+
+# ---------------------------------------------------------------------------- killed children
+
+KILLED_PROGRAM = WATCHDOG + """
+import json, os, signal, sys, time
+
+def spin(n):
+    return n
+
+def marker(n):
+    return n
+
+def main(children):
+    ended_by = {}
+    for k in range(children):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            for i in range(200):
+                spin(i)
+            os.write(w, b"x")
+            while True:  # tracing as fast as it can when the signal comes
+                spin(0)
+        os.close(w)
+        os.read(r, 1)
+        os.close(r)
+        time.sleep(0.0005 * (k % 4))
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        ended_by[pid] = os.WTERMSIG(status) if os.WIFSIGNALED(status) else -1
+    for i in range(50):
+        marker(i)
+    print(json.dumps({"parent": os.getpid(), "ended_by": ended_by,
+                      "default": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}))
+
+main(int(sys.argv[1]))
+"""
+
+
+def test_children_killed_while_tracing_lose_nothing(tracer: Tracer) -> None:
+    # The buffers are shared by every process of the user: a child killed half-way
+    # through an event would leave its sub-buffer incomplete, and every later
+    # event on that CPU, the parent's markers included, would be lost. SIGTERM
+    # waits for the event (multiprocessing's terminate() sends it).
+    children = 12
+    run = tracer.run(KILLED_PROGRAM, args=[str(children)])
+    out = json.loads(run.stdout)
+    parent = out["parent"]
+    ended_by = {int(pid): signo for pid, signo in out["ended_by"].items()}
+    # Ended by the signal, as untraced; Python sees the default action it left.
+    assert ended_by == dict.fromkeys(ended_by, signal.SIGTERM)
+    assert out["default"] is True
+    trace = own(run.trace, {parent, *ended_by})
+    assert trace.discarded == 0
+    assert calls_per_process(trace, "marker", "function_begin") == {parent: 50}
+    assert calls_per_process(trace, "marker", "function_end") == {parent: 50}
+    assert_process_balanced(trace, parent)
+    # Every child's calls before it said it was ready, and its own ones after.
+    spins = calls_per_process(trace, "spin", "function_begin")
+    short = {pid: spins.get(pid, 0) for pid in ended_by if spins.get(pid, 0) < 200}
+    assert not short, f"children with fewer than their 200 calls: {short}"
 
 
 # ---------------------------------------------------------------------------- subprocess, exec
