@@ -271,6 +271,7 @@ def activate(
             os.fspath(config) if config is not None else "", os.environ)
         mode = _settings.activation_mode(mode or "", os.environ)
         payload = _settings.activation_payload(payload or "", os.environ)
+        cycle_clock = _settings.cycle_clock(os.environ)
     except _settings.SettingsError as e:
         raise ConfigError(str(e)) from None
     # Under a supervisor that reports the configuration's warnings and reload errors
@@ -307,6 +308,7 @@ def activate(
             gil_events="gil" in chosen,
             payload=payload,
             clock_plugin=clock_plugin,
+            cycle_clock=cycle_clock,
         )
 
     _serialized(start)

@@ -39,6 +39,7 @@ __all__ = [
     "ENV_BACKEND",
     "ENV_CLOCK_PLUGIN",
     "ENV_CONFIG",
+    "ENV_CYCLE_CLOCK",
     "ENV_EVENTS",
     "ENV_EXCLUDE",
     "ENV_MODE",
@@ -55,6 +56,7 @@ __all__ = [
     "activation_mode",
     "activation_payload",
     "check_config_path",
+    "cycle_clock",
     "did_you_mean",
     "free_threaded",
     "from_environment",
@@ -81,6 +83,9 @@ ENV_PAYLOAD = "PINSIGHT_PYTHON_PAYLOAD"
 ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
 # LTTng-UST's own: a plugin's clock times the events (lttng-ust(3)).
 ENV_CLOCK_PLUGIN = "LTTNG_UST_CLOCK_PLUGIN"
+# 0: the batched payload times its records with clock_gettime, not the CPU's cycle
+# counter (docs/architecture.md, "The batched payload's clock").
+ENV_CYCLE_CLOCK = "PINSIGHT_PYTHON_CYCLE_CLOCK"
 
 EVENT_NAMES = ("function", "c_call")  # the default
 # import: import_begin/import_end; alloc: alloc_sample/free_sample (docs/imports_and_allocs.md).
@@ -289,6 +294,15 @@ def lttng_clock_plugin(environ: Mapping[str, str]) -> bool:
     LTTng-UST reads it): the batched payload's records, timed with
     CLOCK_MONOTONIC, would not line up with them, so the core refuses batched."""
     return ENV_CLOCK_PLUGIN in environ
+
+
+def cycle_clock(environ: Mapping[str, str]) -> bool:
+    """Whether the batched payload may time its records with the CPU's cycle counter
+    (where the counter is invariant; 1, the default) or must call clock_gettime (0)."""
+    text = environ.get(ENV_CYCLE_CLOCK, "").strip()
+    if text not in ("", "0", "1"):
+        raise SettingsError(f"{ENV_CYCLE_CLOCK}={text!r}: expected 0 or 1")
+    return text != "0"
 
 
 def from_environment(environ: Mapping[str, str], errors: Optional[List[str]] = None) -> Settings:
