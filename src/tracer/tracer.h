@@ -315,7 +315,11 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       close_stale_calls(*state, frame);
     }
     if (!state->stack.empty() && state->stack.back().frame == frame) {
-      FrameRecord record = state->stack.back();
+      // Copied field by field: its begin stored it so, moments ago, and a
+      // whole-record copy would stall on store forwarding.
+      const FrameRecord &top = state->stack.back();
+      FrameRecord record(top.frame, top.code, top.callable, top.callee_name, top.line, top.kind,
+                         top.flags);
       state->stack.pop_back();
       CodeInfo &info = *record.code;
       --info.open_records;
