@@ -3,20 +3,27 @@ in the same run.
 
     .venv/bin/python bench/bench_core.py [--repeat N] [--workloads fib,objects,native]
 
-Workloads: recursive calls (fib), method-heavy object code, many native calls,
-generator instances (generators: a generator_end each).
+Workloads: recursive calls (fib), method-heavy object code, n-body (4.2 M events of
+small Python functions), many native calls, generator instances (generators: a
+generator_end each).
 Configurations, run interleaved (every configuration once per round, rounds
-repeated; the minimum is kept): untraced; cProfile; VizTracer (the bench extra:
-pip install -e ".[bench]"); an empty C sys.monitoring callback (the floor of any
-per-call tool); the integers-only LTTng floor (bench/reftracer writing the
-compact payload's events with no naming); the reference tracer (bench/reftracer:
-a C callback writing the design's full payload to the same provider, nothing
-else); pinsight-python in TRACING with the full and the compact payload; on
-CPython 3.15+, CPython's own sampling profiler (`python -m profiling.sampling run`
-at its default rate, 1 kHz, main thread), the cost of a sampler beside a full
-timeline. The traced ones run inside one LTTng session with `pinsight-python
-trace`'s defaults (contexts, channel). ns per event = time added over untraced /
-events emitted by pinsight-python (for every column, so that columns compare).
+repeated; the minimum is kept): untraced; cProfile; VizTracer and trace0 (the
+bench extra: pip install -e ".[bench]"; trace0 records Python begins and ends only,
+into thread-local buffers, with a TSC clock); an empty C sys.monitoring callback on
+every event we use (the floor of any per-call tool) and on PY_START/PY_RETURN only
+(empty-function: the floor of a begin/end tracer); the integers-only LTTng floor
+(bench/reftracer writing the compact payload's events with no naming); the
+reference tracer (bench/reftracer: a C callback writing the design's full payload
+to the same provider, nothing else); pinsight-python in TRACING with the full,
+compact and batched payloads, and batched with `events=("function",)`
+(batched-function: begins and ends only, trace0's events); on CPython 3.15+,
+CPython's own sampling profiler (sampler: `python -m profiling.sampling run`, 1 kHz,
+the cost of a sampler beside a full timeline; wall time only). The traced ones run
+inside one LTTng session with `pinsight-python trace`'s defaults (contexts,
+channel). ns per event = time added over untraced / events emitted: by
+batched-function for trace0, empty-function and batched-function, by the default
+events for the others. `--configs untraced,batched,...` times only those (untraced
+is always in); `--cpu-time` times the traced thread's CPU time (loaded machines).
 
 Bytes per event: each workload traced once per payload in a session of its own
 (trace's defaults); the bytes LTTng wrote (packet contents, from the trace's
@@ -94,7 +101,7 @@ def workload():
     bodies = [[float(i), float(i * i % 7), float(i % 3), 0.1 * i, 0.0, 0.05, 1.0 + i]
               for i in range(5)]
     pairs = [(bodies[i], bodies[j]) for i in range(5) for j in range(i + 1, 5)]
-    for _ in range(8000):
+    for _ in range(80000):
         advance(bodies, pairs, 0.01)
     return bodies[0][0]
 """,
@@ -150,6 +157,24 @@ for ev in (E.PY_START, E.PY_RETURN, E.CALL, E.C_RETURN, E.C_RAISE):
 start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
 stop = lambda: M.set_events(4, 0)
 """,
+    "empty-function": """
+import sys, _reftracer
+M = sys.monitoring; E = M.events
+M.use_tool_id(4, "empty")
+for ev in (E.PY_START, E.PY_RETURN):
+    M.register_callback(4, ev, _reftracer.empty)
+start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN)
+stop = lambda: M.set_events(4, 0)
+""",
+    # Its Perfetto file is written at stop, after the timed part, and dropped.
+    "trace0": """
+import os, shutil, tempfile, trace0
+_dir = tempfile.mkdtemp()
+_t = trace0.Tracer(os.path.join(_dir, "t.pftrace"), trace_subprocesses=False)
+start = _t.__enter__
+def stop():
+    _t.__exit__(None, None, None); shutil.rmtree(_dir, ignore_errors=True)
+""",
     # bench/reftracer's callbacks: integers only, and the full payload.
     "int-floor": REFTRACER.format(suffix="_int"),
     "reference": REFTRACER.format(suffix=""),
@@ -168,14 +193,25 @@ import pinsight_python
 start = lambda: pinsight_python.activate(payload="batched")
 stop = pinsight_python.deactivate
 """,
+    "batched-function": """
+import pinsight_python
+start = lambda: pinsight_python.activate(("function",), payload="batched")
+stop = pinsight_python.deactivate
+""",
 }
-OURS = ("full", "compact", "batched")
-# Not a setup inside the workload's process: CPython's sampler runs the workload as
-# its child (run mode) and reads its stacks from outside.
+PAYLOADS = ("full", "compact", "batched")
+OURS = (*PAYLOADS, "batched-function")
+# Configurations that see Python begins and ends only: their ns per event are
+# over batched-function's events.
+FUNCTION_ONLY = ("empty-function", "trace0", "batched-function")
+# Not a setup inside the workload's process: CPython's own sampling profiler (3.15+)
+# runs the workload as its child (run mode, 1 kHz, main thread) and reads its stacks
+# from outside; only wall time shows its cost (its CPU is its own process's).
 SAMPLER = "sampler"
 
 RUNNER = """
 import time, sys
+CLOCK = time.{clock}
 PROVIDER = {provider!r}
 {workload}
 start = stop = lambda: None
@@ -185,9 +221,9 @@ events0 = 0
 start()
 if {is_pinsight}:
     import pinsight_python; events0 = pinsight_python.status()["events_emitted"]
-t0 = {clock}()
+t0 = CLOCK()
 workload()
-t1 = {clock}()
+t1 = CLOCK()
 events = 0
 if {is_pinsight}:
     events = pinsight_python.status()["events_emitted"] - events0
@@ -225,11 +261,11 @@ def provider_path() -> str:
     return str(Path(_pinsight_python.__file__).parent / "libpython_pinsight_lttng_ust.so")
 
 
-# The clock the workload is timed with: wall time (time.perf_counter), or, on a loaded
-# machine, the process's own CPU time (time.process_time), which other work on the
-# machine does not inflate. A sampler's own CPU is in another process: only wall time
-# shows what it costs.
-CLOCK = "time.perf_counter"
+# What the runners time: wall time (perf_counter), or with --cpu-time the traced
+# thread's CPU time (thread_time: on a loaded machine wall time also counts the
+# turns of other processes; a tool's own threads, trace0's writer, are left out
+# as an idle core would hide them).
+CLOCK = "perf_counter"
 
 
 def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
@@ -279,6 +315,11 @@ def run_code(code: str, tmp: Path, launcher: Optional[List[str]] = None) -> Tupl
         raise RuntimeError(f"benchmark child printed no result:\n{proc.stdout}{proc.stderr}")
     _, seconds, events = result[-1].split()
     return float(seconds), int(events)
+
+
+def events_of(config: str) -> str:
+    """The configuration whose event count a configuration's ns per event is over."""
+    return "batched-function" if config in FUNCTION_ONLY else "batched"
 
 
 THREADED = """
@@ -376,18 +417,21 @@ def load_average() -> str:
 
 
 def installed(configs: Iterable[str]) -> List[str]:
-    """The configurations whose tools are installed (VizTracer is an extra; CPython's
-    sampler came with 3.15)."""
+    """The configurations whose tools are installed (VizTracer and trace0 are extras;
+    CPython's sampler came with 3.15)."""
     out = list(configs)
-    try:
-        import viztracer  # noqa: F401
-    except ImportError:
-        out.remove("viztracer")
-        print("viztracer is not installed (pip install -e '.[bench]'): column skipped")
-    if importlib.util.find_spec("profiling") and importlib.util.find_spec("profiling.sampling"):
-        out.append(SAMPLER)
-    else:
+    if SAMPLER in out and not (importlib.util.find_spec("profiling")
+                               and importlib.util.find_spec("profiling.sampling")):
+        out.remove(SAMPLER)
         print(f"CPython {sys.version.split()[0]} has no profiling.sampling (3.15+): column skipped")
+    for tool in ("viztracer", "trace0"):
+        if tool not in out:
+            continue
+        try:
+            __import__(tool)
+        except ImportError:
+            out.remove(tool)
+            print(f"{tool} is not installed (pip install -e '.[bench]'): column skipped")
     return out
 
 
@@ -395,51 +439,65 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds; the minimum is kept")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
-    parser.add_argument("--cpu", action="store_true",
-                        help="time the workload by its process's CPU time, steadier than wall "
-                             "time on a loaded machine (a sampler's cost then does not show)")
+    parser.add_argument("--configs", default=",".join([*SETUP, SAMPLER]))
+    parser.add_argument("--no-bytes", action="store_true", help="time only")
     parser.add_argument("--bytes-only", action="store_true",
                         help="bytes per event and discards only, no timed rounds")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the traced thread's CPU time, not wall time (loaded machines)")
     args = parser.parse_args()
     global CLOCK
-    if args.cpu:
-        CLOCK = "time.process_time"
-    print(f"workload timed by {CLOCK}")
+    if args.cpu_time:
+        CLOCK = "thread_time"
 
-    configs = installed(SETUP)
+    wanted = args.configs.split(",")
+    known = [*SETUP, SAMPLER]
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        parser.error(f"unknown configuration(s) {', '.join(unknown)}; expected some of "
+                     f"{', '.join(known)}")
+    # untraced is every ratio's base, and the event counts come from ours.
+    needed = {"untraced"} | {events_of(c) for c in wanted}
+    configs = installed([c for c in known if c in wanted or c in needed])
     workloads = args.workloads.split(",")
-    print(f"load average before: {load_average()}")
+    print(f"load average before: {load_average()}; timing {CLOCK}")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
+        best: Dict[Tuple[str, str], float] = {}
+        events: Dict[Tuple[str, str], int] = {}
         if not args.bytes_only:
             build_reftracer(tmp)
             best, events = time_rounds(workloads, configs, args.repeat, tmp)
         sizes: Dict[Tuple[str, str], Tuple[int, int, int, int]] = {}
+        discards: Dict[str, int] = {}
         rows = [(w, w, "") for w in workloads]
         if "nbody" in workloads:
             rows.append((LONG_ROW, "nbody", LONG_PATH))
-        for row, workload, folder in rows:
-            code = BYTES_RUNNER.format(workload=WORKLOADS[workload])
-            for payload in OURS:
-                sizes[(row, payload)] = traced_once(code, payload, tmp, f"b-{workload}", folder)
-        discards = {p: traced_once(THREADED, p, tmp, "fib4")[3] for p in OURS}
+        if not args.no_bytes:
+            for row, workload, folder in rows:
+                code = BYTES_RUNNER.format(workload=WORKLOADS[workload])
+                for payload in PAYLOADS:
+                    sizes[(row, payload)] = traced_once(code, payload, tmp, f"b-{workload}",
+                                                        folder)
+            discards = {p: traced_once(THREADED, p, tmp, "fib4")[3] for p in PAYLOADS}
     print(f"load average after: {load_average()}")
 
     if not args.bytes_only:
         print_costs(workloads, configs[1:], best, events, args.repeat)
-    print_sizes([row for row, _, _ in rows], sizes, discards)
+    if not args.no_bytes:
+        print_sizes([row for row, _, _ in rows], sizes, discards)
     return 0
 
 
 def time_rounds(
     workloads: List[str], configs: List[str], repeat: int, tmp: Path
-) -> Tuple[Dict[Tuple[str, str], float], Dict[str, int]]:
-    """(the best time of each (workload, config), the events each workload emits),
-    over interleaved rounds."""
+) -> Tuple[Dict[Tuple[str, str], float], Dict[Tuple[str, str], int]]:
+    """(the best time of each (workload, config), the events each of ours emits
+    per workload), over interleaved rounds."""
     from pinsight_python.recording import lttng
 
     runs: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
-    events: Dict[str, int] = {}
+    events: Dict[Tuple[str, str], int] = {}
     for round_ in range(repeat):
         # One session per round: the traced runs' data is dropped after it.
         trace = tmp / f"trace-{round_}"
@@ -449,7 +507,7 @@ def time_rounds(
                     seconds, n = run_one(workload, config, tmp)
                     runs[(workload, config)].append(seconds)
                     if config in OURS:
-                        events[workload] = n
+                        events[(workload, config)] = n
         shutil.rmtree(trace, ignore_errors=True)
     return {key: min(values) for key, values in runs.items()}, events
 
@@ -458,38 +516,44 @@ def print_costs(
     workloads: List[str],
     shown: List[str],
     best: Dict[Tuple[str, str], float],
-    events: Dict[str, int],
+    events: Dict[Tuple[str, str], int],
     repeat: int,
 ) -> None:
     print(
-        f"\nns per event = (time - untraced) / events emitted by pinsight-python;"
-        f" min of {repeat} interleaved rounds\n"
+        f"\nns per event = (time - untraced) / events emitted by pinsight-python (batched's;"
+        f" batched-function's for {', '.join(FUNCTION_ONLY)}); min of {repeat} interleaved"
+        " rounds\n"
     )
-    print(f"| workload | events | {' | '.join(shown)} |")
-    print(f"|---|---:|{'---:|' * len(shown)}")
-    for workload in workloads:
-        n = events[workload]
-        base = best[(workload, "untraced")]
-        cells = [f"{(best[(workload, c)] - base) / n * 1e9:.1f}" for c in shown]
-        print(f"| {workload} | {n:,} | {' | '.join(cells)} |")
-    print("\nratios per event (target: compact <= 0.95x, full <= 1.10x the reference)\n")
-    print("| workload | full / reference | compact / reference | int-floor / reference |")
-    print("|---|---:|---:|---:|")
+    print(f"| workload | events | function events | {' | '.join(shown)} |")
+    print(f"|---|---:|---:|{'---:|' * len(shown)}")
+    per: Dict[Tuple[str, str], float] = {}
     for workload in workloads:
         base = best[(workload, "untraced")]
-        ref = best[(workload, "reference")] - base
-        ratios = [(best[(workload, c)] - base) / ref for c in ("full", "compact", "int-floor")]
-        print(f"| {workload} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
-    print("\nbatched against cProfile (target: <= 1.00x) and the empty callback\n")
-    print("| workload | batched / cProfile | batched / empty callback | batched / compact |")
-    print("|---|---:|---:|---:|")
-    for workload in workloads:
-        base = best[(workload, "untraced")]
-        added = {c: best[(workload, c)] - base
-                 for c in ("batched", "cProfile", "empty-callback", "compact")}
-        print(f"| {workload} | {added['batched'] / added['cProfile']:.2f} | "
-              f"{added['batched'] / added['empty-callback']:.2f} | "
-              f"{added['batched'] / added['compact']:.2f} |")
+        for c in shown:
+            n = events[(workload, events_of(c))]
+            per[(workload, c)] = (best[(workload, c)] - base) / n * 1e9
+        cells = [f"{per[(workload, c)]:.1f}" for c in shown]
+        counts = [f"{events.get((workload, c), 0):,}" for c in ("batched", "batched-function")]
+        print(f"| {workload} | {' | '.join(counts)} | {' | '.join(cells)} |")
+
+    def ratios(title: str, pairs: List[Tuple[str, str]]) -> None:
+        pairs = [(a, b) for a, b in pairs if a in shown and b in shown]
+        if not pairs:
+            return
+        print(f"\n{title}\n")
+        print("| workload | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |")
+        print("|---|" + "---:|" * len(pairs))
+        for workload in workloads:
+            print(f"| {workload} | " + " | ".join(
+                f"{per[(workload, a)] / per[(workload, b)]:.2f}" for a, b in pairs) + " |")
+
+    ratios("ratios per event (target: compact <= 0.95x, full <= 1.10x the reference)",
+           [("full", "reference"), ("compact", "reference"), ("int-floor", "reference")])
+    ratios("batched per event against the fastest (targets: batched <= 1.5x empty-callback,"
+           " batched-function <= 1.00x trace0, batched <= 1.00x cProfile)",
+           [("batched", "empty-callback"), ("batched-function", "trace0"),
+            ("batched-function", "empty-function"), ("batched", "cProfile"),
+            ("batched", "compact")])
 
 
 def print_sizes(

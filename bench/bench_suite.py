@@ -6,10 +6,13 @@ test_email's or test_json's), against baselines measured in the same run.
     .venv/bin/python bench/bench_suite.py [--repeat N] [--tests test.test_x,...]
 
 Configurations, interleaved (every one once per round; the minimum is kept):
-untraced, cProfile, VizTracer (if installed), and pinsight-python in TRACING with the
-full, compact and batched payloads, inside one LTTng session with `trace`'s defaults
-(as bench_core.py). The suite is loaded (its modules imported) before tracing starts;
-only running it is timed. ns per event = time added over untraced / events emitted.
+untraced, cProfile, VizTracer and trace0 (the bench extra, if installed), and
+pinsight-python in TRACING with the full, compact and batched payloads and batched with
+function events only (batched-function: trace0's events), inside one LTTng session
+with `trace`'s defaults (as bench_core.py). The suite is loaded (its modules imported)
+before tracing starts; only running it is timed. ns per event = time added over
+untraced / events emitted (batched-function's for trace0). `--configs a,b` times only
+those (untraced and what the ratios need are always in).
 """
 
 from __future__ import annotations
@@ -23,16 +26,18 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, SETUP, installed, load_average, run_code
+from bench_core import FUNCTION_ONLY, GID, SETUP, installed, load_average, run_code
 
 TESTS = ("test.test_fractions,test.test_difflib,test.test_textwrap,test.test_ipaddress,"
          "test.test_pprint,test.test_argparse,test.test_configparser,test.test_enum,"
          "test.test_dataclasses,test.test_typing")
-CONFIGS = ("untraced", "cProfile", "viztracer", "full", "compact", "batched")
-OURS = ("full", "compact", "batched")
+CONFIGS = ("untraced", "cProfile", "viztracer", "trace0", "full", "compact", "batched",
+           "batched-function")
+OURS = ("full", "compact", "batched", "batched-function")
 
 RUNNER = """
 import io, time, unittest
+CLOCK = time.{clock}
 suite = unittest.defaultTestLoader.loadTestsFromNames({tests!r})
 runner = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0)
 start = stop = lambda: None
@@ -41,9 +46,9 @@ events0 = 0
 start()
 if {is_pinsight}:
     import pinsight_python; events0 = pinsight_python.status()["events_emitted"]
-t0 = time.perf_counter()
+t0 = CLOCK()
 result = runner.run(suite)
-t1 = time.perf_counter()
+t1 = CLOCK()
 events = 0
 if {is_pinsight}:
     events = pinsight_python.status()["events_emitted"] - events0
@@ -57,12 +62,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the minimum is kept")
     parser.add_argument("--tests", default=TESTS)
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the traced thread's CPU time, not wall time (loaded machines)")
     args = parser.parse_args()
-    configs = installed(CONFIGS)
+    clock = "thread_time" if args.cpu_time else "perf_counter"
+    wanted = set(args.configs.split(","))
+    unknown = wanted - set(CONFIGS)
+    if unknown:
+        parser.error(f"unknown configuration(s) {', '.join(sorted(unknown))}; expected some of "
+                     f"{', '.join(CONFIGS)}")
+    wanted |= {"untraced", "batched", "batched-function"}
+    configs = installed([c for c in CONFIGS if c in wanted])
     from pinsight_python.recording import lttng
 
     tests = args.tests.split(",")
-    print(f"load average before: {load_average()}")
+    print(f"load average before: {load_average()}; timing {clock}")
     runs: Dict[str, List[float]] = collections.defaultdict(list)
     events: Dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -71,7 +86,7 @@ def main() -> int:
             trace = tmp / f"trace-{round_}"
             with lttng.Session(trace, track_vgid=GID):
                 for config in configs:
-                    code = RUNNER.format(tests=tests, setup=SETUP[config],
+                    code = RUNNER.format(clock=clock, tests=tests, setup=SETUP[config],
                                          is_pinsight=config in OURS)
                     seconds, n = run_code(code, tmp)
                     runs[config].append(seconds)
@@ -80,25 +95,31 @@ def main() -> int:
             shutil.rmtree(trace, ignore_errors=True)
     print(f"load average after: {load_average()}")
     best = {c: min(v) for c, v in runs.items()}
-    print_table(configs, best, events, args.repeat)
+    print_table(configs, best, events, args.repeat, clock)
     return 0
 
 
 def print_table(configs: List[str], best: Dict[str, float], events: Dict[str, int],
-                repeat: int) -> None:
-    n = events["compact"]
+                repeat: int, clock: str) -> None:
+    n = events["batched"]
     base = best["untraced"]
-    print(f"\n{n:,} events (compact's count; full {events['full']:,}, batched "
-          f"{events['batched']:,}); untraced {base:.2f} s; min of {repeat} interleaved rounds\n")
+    print(f"\n{n:,} events (batched's count; batched-function {events['batched-function']:,});"
+          f" untraced {base:.2f} s; min of {repeat} interleaved rounds\n")
     shown = configs[1:]
+
+    def count(c: str) -> int:
+        return events.get(c, events["batched-function"] if c in FUNCTION_ONLY else n)
+
     print(f"| | {' | '.join(shown)} |")
     print(f"|---|{'---:|' * len(shown)}")
     print("| time / untraced | " + " | ".join(f"{best[c] / base:.2f}x" for c in shown) + " |")
-    per: List[Tuple[str, float]] = [(c, (best[c] - base) / events.get(c, n) * 1e9)
-                                    for c in shown]
+    per: List[Tuple[str, float]] = [(c, (best[c] - base) / count(c) * 1e9) for c in shown]
     print("| ns per event | " + " | ".join(f"{v:.1f}" for _, v in per) + " |")
-    ratio = (best["batched"] - base) / (best["cProfile"] - base)
-    print(f"\nbatched / cProfile (time added): {ratio:.2f} (target <= 1.00)")
+    for ours, theirs in (("batched", "cProfile"), ("batched-function", "trace0")):
+        if theirs in best:
+            ratio = best[ours] / best[theirs]  # the ratios of time / untraced
+            print(f"{ours} / {theirs} (time over untraced, {clock}): {ratio:.2f}"
+                  " (target <= 1.00)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 same interleaved rounds: did a change move the full or compact payload's cost?
 
     .venv/bin/python bench/bench_versus.py OTHER_PYTHON [--repeat N] [--workloads fib,native]
+        [--payloads full,compact,batched,batched-function] [--cpu-time]
 
 OTHER_PYTHON: the interpreter of a virtual environment with the other build of
 pinsight-python (git archive BASE | tar -x -C DIR; build it there as the README says).
@@ -27,10 +28,9 @@ from bench_core import GID, RUNNER, SETUP, WORKLOADS, in_group, load_average
 PAYLOADS = ("full", "compact")
 
 
-def run(python: str, workload: str, config: str, cpu: bool = False) -> float:
-    runner = RUNNER.replace("time.perf_counter()", "time.process_time()") if cpu else RUNNER
-    code = runner.format(provider="", workload=WORKLOADS[workload], setup=SETUP[config],
-                         is_pinsight=config != "untraced")
+def run(python: str, workload: str, config: str, clock: str) -> float:
+    code = RUNNER.format(clock=clock, provider="", workload=WORKLOADS[workload],
+                         setup=SETUP[config], is_pinsight=config != "untraced")
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
                           preexec_fn=in_group)
     return float(proc.stdout.split()[0])
@@ -41,31 +41,39 @@ def main() -> int:
     parser.add_argument("other", help="the other build's interpreter")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--workloads", default="fib,native")
-    parser.add_argument("--cpu", action="store_true",
-                        help="the traced process's CPU time, not wall time")
+    parser.add_argument("--payloads", default=",".join(PAYLOADS),
+                        help="any of full, compact, batched, batched-function")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the traced thread's CPU time, not wall time (loaded machines)")
     args = parser.parse_args()
+    payloads = args.payloads.split(",")
+    unknown = [p for p in payloads if p not in ("full", "compact", "batched", "batched-function")]
+    if unknown:
+        parser.error(f"unknown payload(s) {', '.join(unknown)}; expected some of full, compact, "
+                     "batched, batched-function")
+    clock = "thread_time" if args.cpu_time else "perf_counter"
     from pinsight_python.recording import lttng
 
     builds = {"this": sys.executable, "other": args.other}
     workloads = args.workloads.split(",")
     runs: Dict[Tuple[str, str, str], List[float]] = collections.defaultdict(list)
-    print(f"load average before: {load_average()}")
+    print(f"load average before: {load_average()}; timing {clock}")
     with tempfile.TemporaryDirectory() as tmpdir:
         for round_ in range(args.repeat):
             trace = Path(tmpdir) / f"trace-{round_}"
             with lttng.Session(trace, track_vgid=GID):
                 for workload in workloads:
-                    for config in ("untraced", *PAYLOADS):
+                    for config in ("untraced", *payloads):
                         for name, python in builds.items():
                             runs[(workload, config, name)].append(
-                                run(python, workload, config, args.cpu))
+                                run(python, workload, config, clock))
             shutil.rmtree(trace, ignore_errors=True)
     print(f"load average after: {load_average()}\n")
-    what = "CPU ms added" if args.cpu else "ms added"
+    what = "CPU ms added" if args.cpu_time else "ms added"
     print(f"| workload | payload | this ({what}) | other ({what}) | this / other |")
     print("|---|---|---:|---:|---:|")
     for workload in workloads:
-        for config in PAYLOADS:
+        for config in payloads:
             added = {name: min(runs[(workload, config, name)])
                      - min(runs[(workload, "untraced", name)]) for name in builds}
             print(f"| {workload} | {config} | {added['this'] * 1e3:.1f} | "

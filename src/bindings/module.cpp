@@ -80,7 +80,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
          const std::string &hostname, const std::string &argv, bool import_events,
          bool alloc_events, bool gil_events, std::optional<std::vector<std::string>> module_filter,
          const std::vector<std::string> &module_exclude, bool report_config, int payload,
-         bool clock_plugin) {
+         bool clock_plugin, bool cycle_clock) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -101,6 +101,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.report_config = report_config;
         options.payload = payload;
         options.clock_plugin = clock_plugin;
+        options.cycle_clock = cycle_clock;
         session::activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
@@ -108,7 +109,8 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
       py::arg("alloc_events") = false, py::arg("gil_events") = false,
       py::arg("module_filter") = py::none(), py::arg("module_exclude") = std::vector<std::string>(),
-      py::arg("report_config") = true, py::arg("payload") = -1, py::arg("clock_plugin") = false);
+      py::arg("report_config") = true, py::arg("payload") = -1, py::arg("clock_plugin") = false,
+      py::arg("cycle_clock") = true);
   m.def(
       "check_config",
       [](const std::string &path) {

@@ -51,11 +51,27 @@ struct LexgionCounters {
 // Called once per execution (a function begin) in TRACING mode. Counts it and
 // says whether it is traced: trace_starts_at <= counter-1, trace_counter <
 // max_num_traces (unless -1) and num_exes_after_last_trace >= tracing_rate.
-bool lexgion_begin(const LexgionSettings &settings, LexgionCounters &counters);
+// Inline, as the two below: every traced begin runs them.
+inline bool lexgion_begin(const LexgionSettings &settings, LexgionCounters &counters) {
+  ++counters.counter;
+  ++counters.num_exes_after_last_trace;
+  const bool under_cap =
+      settings.max_num_traces < 0 || counters.trace_counter < settings.max_num_traces;
+  const bool traced = settings.trace_starts_at <= counters.counter - 1 && under_cap &&
+                      counters.num_exes_after_last_trace >= settings.tracing_rate;
+  if (traced) {
+    ++counters.trace_counter;
+    counters.num_exes_after_last_trace = 0;
+  }
+  return traced;
+}
 
 // MONITORING mode: PInsight still counts executions (they move
 // trace_starts_at and tracing_rate along) but decides nothing.
-void lexgion_count(LexgionCounters &counters);
+inline void lexgion_count(LexgionCounters &counters) {
+  ++counters.counter;
+  ++counters.num_exes_after_last_trace;
+}
 
 // True once no later execution can be traced under these settings: exactly
 // when max_num_traces >= 0 and trace_counter has reached it (trace_starts_at
@@ -66,7 +82,11 @@ bool lexgion_exhausted(const LexgionSettings &settings, const LexgionCounters &c
 // True right after the lexgion_begin that traced the last execution allowed
 // (trace_counter reached max_num_traces > 0): the window ends and
 // window_end_action applies. False on every other call.
-bool lexgion_window_ended(const LexgionSettings &settings, const LexgionCounters &counters);
+inline bool lexgion_window_ended(const LexgionSettings &settings, const LexgionCounters &counters) {
+  // num_exes_after_last_trace is zero only right after a traced execution.
+  return settings.max_num_traces > 0 && counters.trace_counter == settings.max_num_traces &&
+         counters.counter > 0 && counters.num_exes_after_last_trace == 0;
+}
 
 // What one execution (a function start) of a lexgion on a thread does.
 struct LexgionStep {

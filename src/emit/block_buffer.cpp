@@ -11,6 +11,7 @@
 #include <mutex>
 #include <new>
 
+#include "emit/cycle_clock.h"
 #include "emit/write_guard.h"
 #include "python_pinsight_lttng_ust.h"
 
@@ -18,8 +19,29 @@ namespace pinsight::emitter::blocks {
 
 namespace {
 
+// A record as append() stages it: fixed size, the counter's ticks for its time.
+struct Staged {
+  uint64_t ticks;
+  uint64_t code_id;
+  uint64_t callable_id;
+  int32_t line;
+  uint8_t head;  // (kind << 3) | transition
+};
+
+// Records staged before they are encoded into the block: a segment, timed by
+// interpolation between the anchor before its first record and one after its
+// last. Short (kSegmentRecords, or kSegmentNs of counter time) so that the
+// interpolation's rate is the clock's own rate at the time.
+constexpr uint32_t kSegmentRecords = 128;
+constexpr uint64_t kSegmentNs = 1000000;
+
 struct Block {
-  uint8_t bytes[kBlockBytes + kMaxRecordBytes];
+  Staged staged[kSegmentRecords];
+  uint32_t staged_count = 0;
+  uint64_t segment_end_ticks = 0;  // a record past this starts a new segment
+  cycle_clock::Anchor anchor;      // taken before the staged records
+  // A segment is encoded whole into a block that is not yet full.
+  uint8_t bytes[kBlockBytes + kSegmentRecords * kMaxRecordBytes];
   uint32_t used = 0;
   uint32_t count = 0;
   uint64_t sequence = 0;  // this thread's records before the block's first
@@ -29,7 +51,7 @@ struct Block {
   uint64_t last_callable = 0;
   int python_thread_id = -1;
   int tid = 0;
-  volatile sig_atomic_t writing = 0;    // a record is half-written (signal handlers)
+  volatile sig_atomic_t writing = 0;    // a record is half-staged or half-encoded (signal handlers)
   bool opened = false;                  // the empty opening block went out
   std::atomic<uint64_t> last_flush{0};  // clock of the last event_block (control thread)
   Block *prev = nullptr;                // the registry of live blocks
@@ -38,11 +60,10 @@ struct Block {
 
 // The clock LTTng-UST timestamps events with (no clock plugin: the session
 // refuses batched when Python found LTTNG_UST_CLOCK_PLUGIN set).
-inline uint64_t clock_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+inline uint64_t clock_ns() { return cycle_clock::monotonic_ns(); }
+
+// Segment thresholds in counter ticks (cycle_clock::calibrate()).
+uint64_t segment_ticks = kSegmentNs;
 
 thread_local Block *current_block __attribute__((tls_model("initial-exec"))) = nullptr;
 
@@ -69,7 +90,10 @@ void unlink(Block *b) {
   b->prev = b->next = nullptr;
 }
 
+__attribute__((noinline)) void encode_staged(Block &b);
+
 void write_block(Block &b, bool final) {
+  encode_staged(b);
   PINSIGHT_TRACEPOINT(event_block, b.python_thread_id, b.tid, b.sequence, b.count, b.base_clock,
                       final ? PINSIGHT_BLOCK_FINAL : 0, b.bytes, static_cast<uint16_t>(b.used));
   b.sequence += b.count;
@@ -105,7 +129,9 @@ void on_fatal_signal(int signo, siginfo_t *info, void *context) {
   Block *b = current_block;
   // A record half-written is the one thing that cannot go out; its block is
   // then lost if the signal ends the process.
-  if (b && b->opened && !b->writing && b->count != 0) write_block(*b, false);
+  if (b && b->opened && !b->writing && (b->count != 0 || b->staged_count != 0)) {
+    write_block(*b, false);
+  }
   for (size_t i = 0; i < sizeof kFatalSignals / sizeof kFatalSignals[0]; ++i) {
     if (kFatalSignals[i] != signo) continue;
     const struct sigaction &previous = previous_actions[i];
@@ -160,7 +186,7 @@ uint64_t zigzag(uint64_t delta) {
 }
 
 // Slow path: the thread's first record, or its first since its stream closed.
-Block *create_current(int python_thread_id) {
+__attribute__((noinline)) Block *create_current(int python_thread_id) {
   Block *b = current_block;
   if (!b) {
     b = new Block();
@@ -176,8 +202,72 @@ Block *create_current(int python_thread_id) {
   // The empty opening block: readers hold this thread's other events from here
   // on until its blocks say what happened meanwhile.
   b->opened = true;
+  b->staged_count = 0;
   write_block(*b, false);
+  b->anchor = cycle_clock::anchor();
+  b->segment_end_ticks = b->anchor.ticks + segment_ticks;
   return b;
+}
+
+// One record into the block's bytes, at `now` (ns, LTTng's clock).
+inline void encode(Block &b, const Staged &r, uint64_t now) {
+  if (b.count == 0) {
+    b.base_clock = b.last_clock = now;
+    b.last_code = b.last_callable = 0;
+  }
+  uint8_t *p = b.bytes + b.used;
+  *p++ = r.head;
+  p = put_varint(p, zigzag(r.code_id - b.last_code));
+  b.last_code = r.code_id;
+  if ((r.head >> 3) >= PINSIGHT_RECORD_C_CALL_BEGIN) {
+    p = put_varint(p, zigzag(r.callable_id - b.last_callable));
+    b.last_callable = r.callable_id;
+    p = put_varint(p, static_cast<uint32_t>(r.line));
+  }
+  p = put_varint(p, now - b.last_clock);
+  b.last_clock = now;
+  b.used = static_cast<uint32_t>(p - b.bytes);
+  ++b.count;
+}
+
+// The staged records, timed between the segment's anchor and one taken now
+// (their counter ticks lie between the two), into the block's bytes; the new
+// anchor opens the next segment. Timestamps stay in order per thread: the map
+// is monotonic, and clamped to the last one written. A segment goes whole into
+// one block, and a block is written only after every staged record is in it:
+// its event is then later than all of them, as readers expect.
+void encode_staged(Block &b) {
+  uint32_t n = b.staged_count;
+  if (n == 0) return;
+  b.writing = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  b.staged_count = 0;
+  cycle_clock::Anchor start = b.anchor;
+  cycle_clock::Anchor end = cycle_clock::anchor();
+  // ns per tick in 32.32 fixed point: this segment's own rate.
+  uint64_t span_ticks = end.ticks > start.ticks ? end.ticks - start.ticks : 0;
+  uint64_t span_ns = end.ns > start.ns ? end.ns - start.ns : 0;
+  uint64_t rate =
+      span_ticks == 0
+          ? 0
+          : static_cast<uint64_t>((static_cast<unsigned __int128>(span_ns) << 32) / span_ticks);
+  uint64_t floor_ns = b.count != 0 && b.last_clock > start.ns ? b.last_clock : start.ns;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Staged &r = b.staged[i];
+    uint64_t into = r.ticks > start.ticks ? r.ticks - start.ticks : 0;
+    uint64_t now =
+        start.ns + static_cast<uint64_t>((static_cast<unsigned __int128>(into) * rate) >> 32);
+    if (now > end.ns) now = end.ns;
+    if (now < floor_ns) now = floor_ns;
+    floor_ns = now;
+    encode(b, r, now);
+  }
+  b.anchor = end;
+  b.segment_end_ticks = end.ticks + segment_ticks;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  b.writing = 0;
+  // Full, or its first record is old.
+  if (b.used >= kBlockBytes || end.ns - b.base_clock > kMaxBlockAgeNs) write_block(b, false);
 }
 
 }  // namespace
@@ -186,27 +276,20 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
             int python_thread_id) {
   Block *b = current_block;
   if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
-  uint64_t now = clock_ns();
-  if (b->count != 0 && now - b->base_clock > kMaxBlockAgeNs) write_block(*b, false);
-  if (b->count == 0) {
-    b->base_clock = b->last_clock = now;
-    b->last_code = b->last_callable = 0;
+  uint64_t ticks = cycle_clock::ticks();
+  if (__builtin_expect(b->staged_count == kSegmentRecords || ticks > b->segment_end_ticks, 0)) {
+    encode_staged(*b);
+    ticks = cycle_clock::ticks();  // after the new anchor
   }
   b->writing = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  uint8_t *p = b->bytes + b->used;
-  *p++ = static_cast<uint8_t>((kind << 3) | transition);
-  p = put_varint(p, zigzag(code_id - b->last_code));
-  b->last_code = code_id;
-  if (kind >= PINSIGHT_RECORD_C_CALL_BEGIN) {
-    p = put_varint(p, zigzag(callable_id - b->last_callable));
-    b->last_callable = callable_id;
-    p = put_varint(p, static_cast<uint32_t>(line));
-  }
-  p = put_varint(p, now - b->last_clock);
-  b->last_clock = now;
-  b->used = static_cast<uint32_t>(p - b->bytes);
-  ++b->count;
+  Staged &r = b->staged[b->staged_count];
+  r.ticks = ticks;
+  r.code_id = code_id;
+  r.callable_id = callable_id;
+  r.line = line;
+  r.head = static_cast<uint8_t>((kind << 3) | transition);
+  ++b->staged_count;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   b->writing = 0;
   if (kind == PINSIGHT_RECORD_C_CALL_BEGIN &&
@@ -214,9 +297,7 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
     // The process ends inside this call, without exit handlers: the last blocks
     // of every thread go out now.
     flush_all(true);
-    return;
   }
-  if (b->used >= kBlockBytes) write_block(*b, false);
 }
 
 void note_callable(const char *name) {
@@ -226,6 +307,8 @@ void note_callable(const char *name) {
 void enable() {
   static std::once_flag once;
   std::call_once(once, [] {
+    cycle_clock::calibrate();
+    segment_ticks = cycle_clock::ticks_for_ns(kSegmentNs);
     install_signal_handlers();
     std::atexit(flush_at_exit);
   });
@@ -234,7 +317,7 @@ void enable() {
 void flush_all(bool final) {
   std::lock_guard<std::mutex> lock(*registry_mutex);
   for (Block *b = registry; b; b = b->next) {
-    if (b->opened && (b->count != 0 || final)) write_block(*b, final);
+    if (b->opened && (b->count != 0 || b->staged_count != 0 || final)) write_block(*b, final);
     // A thread's next record, if any, opens its stream again.
     if (final) b->opened = false;
   }
@@ -242,7 +325,7 @@ void flush_all(bool final) {
 
 void flush_current() {
   Block *b = current_block;
-  if (b && b->opened && b->count != 0) write_block(*b, false);
+  if (b && b->opened && (b->count != 0 || b->staged_count != 0)) write_block(*b, false);
 }
 
 bool any_idle() {
@@ -276,6 +359,7 @@ void forked_child() {
   Block *b = current_block;
   if (!b) return;
   b->count = 0;
+  b->staged_count = 0;
   b->used = 0;
   b->sequence = 0;
   b->tid = static_cast<int>(syscall(SYS_gettid));

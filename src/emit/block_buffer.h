@@ -1,7 +1,8 @@
 // The batched payload's per-thread block: compact frame and native-call
-// records packed (format/wire.h) into a buffer of the thread's own, written
-// as one event_block event when full, when its first record is 100 ms old, or
-// at a flush. One LTTng event per block instead of per call: LTTng's
+// records staged at fixed size, timed per run of records (emit/cycle_clock.h),
+// packed (format/wire.h) into a buffer of the thread's own, and written as one
+// event_block event when full, when its first record is 100 ms old, or at a
+// flush. One LTTng event per block instead of per call: LTTng's
 // reserve/commit and context are most of a per-event trace's price.
 //
 // Ownership: a block is written by its thread, under the GIL (callbacks hold

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <vector>
 
+#include "emit/cycle_clock.h"
+
 namespace pinsight::emitter {
 namespace {
 
@@ -151,6 +153,8 @@ PayloadKind payload() {
 }
 
 void set_idle_flush(bool wanted) { blocks::set_idle_flush(wanted); }
+
+void allow_cycle_clock(bool allowed) { cycle_clock::allowed = allowed; }
 
 void advance_naming_epoch() {
   // 0 is the epoch of a code object never named: skip it on wrap-around.

@@ -37,6 +37,9 @@ bool recording();
 enum class PayloadKind : uint8_t { Full, Compact, Batched };
 void set_payload(PayloadKind payload);
 PayloadKind payload();
+// Whether the batched payload may time records with the CPU's cycle counter;
+// decided for the process when batched is first chosen (emit/cycle_clock.h).
+void allow_cycle_clock(bool allowed);
 // The batched payload's idle flush (the control thread's, of threads that
 // wrote nothing for a while): wanted while batched records are written.
 void set_idle_flush(bool wanted);

@@ -320,6 +320,7 @@ void activate(const ActivateOptions &options) {
   state.module_exclude = options.module_exclude;
   state.report_config.store(options.report_config);
   state.clock_plugin = options.clock_plugin;
+  emitter::allow_cycle_clock(options.cycle_clock);
   apply_module_options(*config);
   state.imports_requested = options.import_events;
   state.alloc_requested = options.alloc_events;

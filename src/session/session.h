@@ -54,6 +54,9 @@ struct ActivateOptions {
   // with which the batched payload's CLOCK_MONOTONIC records would not line up,
   // so batched is refused (compact instead).
   bool clock_plugin = false;
+  // PINSIGHT_PYTHON_CYCLE_CLOCK is not 0: the batched payload may time its
+  // records with the CPU's cycle counter (emit/cycle_clock.h).
+  bool cycle_clock = true;
 };
 
 struct Status {

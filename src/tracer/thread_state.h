@@ -28,6 +28,18 @@ enum class RecordKind : uint8_t { Function, CCall };
 // objects: a frame keeps its code alive, and a native call's callable is
 // alive until its C_RETURN/C_RAISE.
 struct FrameRecord {
+  // Built in place (emplace_back) on the hot paths: a record assembled on the C
+  // stack and copied in stalls on store-to-load forwarding.
+  FrameRecord(const void *frame_, CodeInfo *code_, const void *callable_, const char *callee_name_,
+              int line_, RecordKind kind_, uint8_t flags_)
+      : frame(frame_),
+        code(code_),
+        callable(callable_),
+        callee_name(callee_name_),
+        line(line_),
+        kind(kind_),
+        flags(flags_) {}
+
   const void *frame;  // interpreter frame (caller's frame for a native call)
   CodeInfo *code;     // the frame's code (the caller's for a native call)
   union {

@@ -253,7 +253,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   if (!step.traced) {
     if (shadow_all_.load(std::memory_order_relaxed)) {
       // Not traced, but allocation samples need to know the frame runs.
-      state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, 0});
+      state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, 0);
       ++code.open_records;
       ++open_records_;
       return Verdict::Continue;
@@ -271,7 +271,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   if ((lex.events & kEventPyReturn) && (flags & kBeginEmitted)) flags |= kEmitEnd;
   if (lex.events & kEventCCall) flags |= kTraceCCalls;
   if (step.ends_window) flags |= kEndsWindow;
-  state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags});
+  state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags);
   ++code.open_records;
   ++open_records_;
   if (flags & kBeginEmitted) {
@@ -297,7 +297,7 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
     return Verdict::Continue;
   }
   flags |= kGeneratorEntry;
-  state.stack.push_back({frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags});
+  state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags);
   ++code.open_records;
   ++open_records_;
   if (flags & kBeginEmitted) {
@@ -315,7 +315,11 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
       close_stale_calls(*state, frame);
     }
     if (!state->stack.empty() && state->stack.back().frame == frame) {
-      FrameRecord record = state->stack.back();
+      // Copied field by field: its begin stored it so, moments ago, and a
+      // whole-record copy would stall on store forwarding.
+      const FrameRecord &top = state->stack.back();
+      FrameRecord record(top.frame, top.code, top.callable, top.callee_name, top.line, top.kind,
+                         top.flags);
       state->stack.pop_back();
       CodeInfo &info = *record.code;
       --info.open_records;
@@ -386,8 +390,8 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, Py
   uint8_t flags = 0;
   if (events & kEventCStart) flags |= kBeginEmitted;
   if (events & kEventCReturn) flags |= kEmitEnd;
-  state->stack.push_back({frame, caller, native.identity, native.name, caller->line_at(offset),
-                          RecordKind::CCall, flags});
+  state->stack.emplace_back(frame, caller, native.identity, native.name, caller->line_at(offset),
+                            RecordKind::CCall, flags);
   ++open_records_;
   if (flags & kBeginEmitted) {
     ++events_emitted_;

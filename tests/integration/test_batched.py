@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -49,6 +49,7 @@ from tests.integration.test_native_correlation import (  # noqa: F401 - omp_kern
 )
 from tests.tracing import (
     PINSIGHT_LIB,
+    SYSTEM_PYTHON,
     Trace,
     Tracer,
     clean_env,
@@ -598,3 +599,117 @@ def test_os_exit_flushes_every_block(tracer: Tracer) -> None:
     by_process = [{f["name"]: f["calls"] for f in p["functions"]} for p in rep["processes"]]
     assert sorted(f.get("work", 0) for f in by_process) == [5, 50]
     assert all(f.get("posix._exit") == 1 for f in by_process)
+
+
+INTERLEAVED = """
+import os, sys, threading
+print(os.getpid(), threading.get_native_id(), flush=True)
+sys.path.insert(0, {kernel_dir!r})
+import omp_kernel
+
+def step():
+    return omp_kernel.saxpy(16, 2.0)  # one chunk: the calling thread's events come at once
+
+for _ in range(300):
+    step()
+"""
+
+# Each event_block's clock reading (cycles of the stream's clock) beside its time
+# from origin: a block's base_clock is a reading of that same clock.
+BLOCK_CLOCKS = """
+import json, sys
+import bt2
+for msg in bt2.TraceCollectionMessageIterator(sys.argv[1]):
+    if not isinstance(msg, bt2._EventMessageConst) or not msg.event.name.endswith(":event_block"):
+        continue
+    snapshot = msg.default_clock_snapshot
+    assert snapshot.clock_class.frequency == 1000000000
+    p = msg.event.payload_field
+    print(json.dumps({"tid": int(p["tid"]), "ts": snapshot.ns_from_origin,
+                      "clock": snapshot.value, "base_clock": int(p["base_clock"]),
+                      "count": int(p["record_count"]),
+                      "records": bytes(int(b) for b in p["records"]).hex()}))
+"""
+
+
+def decoded_records(block: Dict[str, Any]) -> List[Tuple[int, int, int, int]]:
+    """(kind, code_id, callable_id, ns from origin) of a block's records (format/wire.h)."""
+    data = bytes.fromhex(block["records"])
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    def signed() -> int:
+        v = varint()
+        return (v >> 1) ^ -(v & 1)
+
+    clock = block["base_clock"] + block["ts"] - block["clock"]
+    code = callable_id = 0
+    out = []
+    for _ in range(block["count"]):
+        kind = data[pos] >> 3
+        pos += 1
+        code += signed()
+        if kind >= 2:
+            callable_id += signed()
+            varint()  # the call site's line
+        clock += varint()
+        out.append((kind, code, callable_id, clock))
+    assert pos == len(data)
+    return out
+
+
+@pytest.mark.parametrize("cycle_clock", ["1", "0"])
+def test_records_interleave_with_another_domain(
+    tmp_path: Path, request: pytest.FixtureRequest, cycle_clock: str
+) -> None:
+    """A block's records carry LTTng's own clock (the cycle counter mapped to it per
+    segment, or clock_gettime with PINSIGHT_PYTHON_CYCLE_CLOCK=0): every OpenMP event
+    of another provider, written per event while the block is open, falls between the
+    records of the native call that ran it, on the calling thread and its workers,
+    and no record of the calling thread falls inside another call's region."""
+    kernel_dir = request.getfixturevalue("omp_kernel_dir")
+    run = Tracer(tmp_path).run(
+        INTERLEAVED.format(kernel_dir=str(kernel_dir)),
+        activate="pinsight_python.activate(payload='batched')",
+        events=(f"{lttng.PROVIDER}:*", f"{OMP}:*"),
+        env={"OMP_NUM_THREADS": str(OMP_THREADS), "PINSIGHT_PYTHON_CYCLE_CLOCK": cycle_clock},
+    )
+    assert run.trace.discarded == 0
+    pid, main_tid = map(int, run.stdout.split()[:2])
+    dump = subprocess.run([SYSTEM_PYTHON, "-c", BLOCK_CLOCKS, str(run.trace.path)],
+                          capture_output=True, text=True, check=True)
+    blocks = [json.loads(line) for line in dump.stdout.splitlines()]
+    records = [r for b in blocks if b["tid"] == main_tid for r in decoded_records(b)]
+    times = [r[3] for r in records]
+    assert times == sorted(times), "a thread's records go forward in time"
+    saxpy = {e.fields["callable_id"] for e in run.trace.named("callable_info")
+             if e.fields["name"] == "omp_kernel.saxpy"}
+    assert len(saxpy) == 1
+    calls = [r for r in records if r[0] in (2, 3) and r[2] in saxpy]
+    windows = list(zip(calls[::2], calls[1::2]))
+    assert len(windows) == 300 and all(b[0] == 2 and e[0] == 3 for b, e in windows)
+    regions: Dict[int, List[int]] = collections.defaultdict(list)
+    for e in run.trace.events:
+        if e.name.startswith(OMP) and e.ctx["vpid"] == pid:
+            regions[e.fields["region_id"]].append(e.ts)
+    assert len(regions) == 300
+    for (begin, end), region in zip(windows, sorted(regions)):
+        events = regions[region]
+        assert begin[3] <= min(events) and max(events) <= end[3], (
+            f"region {region}: native events {min(events)}..{max(events)} outside its call's "
+            f"records {begin[3]}..{end[3]}")
+    # Between two calls the calling thread's records (step's end and begin) fall
+    # between the regions' events.
+    spans = sorted((min(v), max(v)) for v in regions.values())
+    for t in times:
+        assert not any(lo < t < hi for lo, hi in spans), f"a record at {t} inside a region"

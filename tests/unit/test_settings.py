@@ -133,6 +133,15 @@ def test_bad_values_say_what_was_expected(parse: Any, text: str, message: str) -
     assert message in str(caught.value)
 
 
+def test_cycle_clock_is_on_unless_0() -> None:
+    assert settings.cycle_clock({}) is True
+    assert settings.cycle_clock({settings.ENV_CYCLE_CLOCK: "1"}) is True
+    assert settings.cycle_clock({settings.ENV_CYCLE_CLOCK: " 0 "}) is False
+    with pytest.raises(settings.SettingsError,
+                       match="PINSIGHT_PYTHON_CYCLE_CLOCK='no': expected 0 or 1"):
+        settings.cycle_clock({settings.ENV_CYCLE_CLOCK: "no"})
+
+
 def test_from_environment_reports_every_error_and_keeps_the_good_values(tmp_path: Path) -> None:
     config = tmp_path / "pinsight_trace_config.txt"
     config.write_text("")

@@ -50,6 +50,7 @@ __all__ = [
     "ENV_BACKEND",
     "ENV_CLOCK_PLUGIN",
     "ENV_CONFIG",
+    "ENV_CYCLE_CLOCK",
     "ENV_EVENTS",
     "ENV_EXCLUDE",
     "ENV_MODE",
@@ -73,6 +74,7 @@ __all__ = [
     "activation_payload",
     "check_config_path",
     "core_index",
+    "cycle_clock",
     "did_you_mean",
     "free_threaded",
     "from_environment",
@@ -100,6 +102,9 @@ ENV_PAYLOAD = "PINSIGHT_PYTHON_PAYLOAD"
 ENV_CONFIG_REPORTED = "PINSIGHT_PYTHON_CONFIG_REPORTED"
 # LTTng-UST's own: a plugin's clock times the events (lttng-ust(3)).
 ENV_CLOCK_PLUGIN = "LTTNG_UST_CLOCK_PLUGIN"
+# 0: the batched payload times its records with clock_gettime, not the CPU's cycle
+# counter (docs/architecture.md, "The batched payload's clock").
+ENV_CYCLE_CLOCK = "PINSIGHT_PYTHON_CYCLE_CLOCK"
 
 
 
@@ -375,6 +380,7 @@ class ActivateOptions:
     # errors once for the whole run (pinsight-python trace).
     report_config: bool
     clock_plugin: bool  # LTTNG_UST_CLOCK_PLUGIN set: the core refuses batched
+    cycle_clock: bool  # PINSIGHT_PYTHON_CYCLE_CLOCK: batched records timed by the CPU's counter
 
     def core_arguments(self) -> Dict[str, object]:
         """The core's activate() keywords that these options decide."""
@@ -392,6 +398,7 @@ class ActivateOptions:
             "module_exclude": list(self.module_exclude),
             "report_config": self.report_config,
             "clock_plugin": self.clock_plugin,
+            "cycle_clock": self.cycle_clock,
         }
 
 
@@ -435,6 +442,7 @@ def activate_options(
         module_exclude=module_exclude,
         report_config=not environ.get(ENV_CONFIG_REPORTED),
         clock_plugin=lttng_clock_plugin(environ),
+        cycle_clock=cycle_clock(environ),
     )
 
 
@@ -456,6 +464,15 @@ def lttng_clock_plugin(environ: Mapping[str, str]) -> bool:
     LTTng-UST reads it): the batched payload's records, timed with
     CLOCK_MONOTONIC, would not line up with them, so the core refuses batched."""
     return ENV_CLOCK_PLUGIN in environ
+
+
+def cycle_clock(environ: Mapping[str, str]) -> bool:
+    """Whether the batched payload may time its records with the CPU's cycle counter
+    (where the counter is invariant; 1, the default) or must call clock_gettime (0)."""
+    text = environ.get(ENV_CYCLE_CLOCK, "").strip()
+    if text not in ("", "0", "1"):
+        raise SettingsError(f"{ENV_CYCLE_CLOCK}={text!r}: expected 0 or 1")
+    return text != "0"
 
 
 def _variable(environ: Mapping[str, str], name: str) -> object:
