@@ -20,7 +20,7 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Set, Tuple
+from typing import Dict, Iterable, List, Set, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -215,23 +215,23 @@ def check_python(errors: List[str]) -> Counter[Tuple[str, str]]:
     return arrows
 
 
-def main(argv: List[str]) -> int:
-    folders = {p.name for p in SRC.iterdir() if p.is_dir()}
-    errors = check_folders(folders)
-    arrows = read_arrows(folders, errors)
-    py_arrows = check_python(errors)
-    py_graph: Dict[str, Set[str]] = {}
-    for a, b in py_arrows:
-        py_graph.setdefault(a, set()).add(b)
-    py_found = cycle(py_graph)
-    if py_found:
-        errors.append("Python subpackage cycle: " + " -> ".join(py_found))
+def check_acyclic(arrows: Iterable[Tuple[str, str]], what: str, errors: List[str]) -> None:
+    """An error naming the first cycle the arrows make, if any."""
     graph: Dict[str, Set[str]] = {}
     for a, b in arrows:
         graph.setdefault(a, set()).add(b)
     found = cycle(graph)
     if found:
-        errors.append("folder cycle: " + " -> ".join(found))
+        errors.append(f"{what}: " + " -> ".join(found))
+
+
+def main(argv: List[str]) -> int:
+    folders = {p.name for p in SRC.iterdir() if p.is_dir()}
+    errors = check_folders(folders)
+    arrows = read_arrows(folders, errors)
+    py_arrows = check_python(errors)
+    check_acyclic(py_arrows, "Python subpackage cycle", errors)
+    check_acyclic(arrows, "folder cycle", errors)
     if "-v" in argv:
         for (a, b), n in sorted(arrows.items()):
             print(f"{n:4} {a} -> {b}")
