@@ -432,8 +432,10 @@ def test_reload_applies_to_both_configurations(standin: Dict[str, Path], tmp_pat
             f.write({CONFIG.replace("TRACING", "STANDBY")!r})
         os.kill(os.getpid(), signal.SIGUSR1)
         deadline = time.monotonic() + 10
-        while (like.pinsight_like_reloads() < 1 or pinsight_python.status()["reloads"] < 1) \\
-                and time.monotonic() < deadline:
+        # The reload is counted just before its configuration is published: wait for
+        # the mode it sets too, or step() could still run under the old one.
+        while (like.pinsight_like_reloads() < 1 or pinsight_python.status()["reloads"] < 1
+               or pinsight_python.status()["mode"] != "STANDBY") and time.monotonic() < deadline:
             time.sleep(0.01)
         for i in range(5):
             step(i)
