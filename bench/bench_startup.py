@@ -1,6 +1,8 @@
-"""What pinsight-python's start-up shim costs an interpreter that does not trace.
+"""What pinsight-python's start-up shim costs an interpreter that does not trace,
+and (--trace) what ``pinsight-python trace`` adds to a program that does nothing.
 
     python bench/bench_startup.py [--runs N] [--check]
+    python bench/bench_startup.py --trace [--runs N] [--check]
 
 Builds throwaway virtual environments from the same base interpreter: one
 empty, one holding the installed pinsight_python package and its
@@ -19,6 +21,16 @@ package, with and without pinsight_python.pth) has its upper 95% confidence
 bound beyond that. With a regular install, the package costs nothing else; an
 editable install adds its build backend's own finder hook, reported apart.
 
+--trace (issue 36: trace's fixed cost) times, interleaved, a program that does
+nothing run alone and under ``pinsight-python trace --no-summary -o DIR --`` (the
+entry point beside this interpreter): ``true``, which is all trace's own cost (its
+start, the LTTng session's set-up and tear-down, the keeper), and ``python -c
+pass`` with this interpreter, which adds what tracing a Python process costs: its
+activation, LTTng-UST's registration (the per-user buffers are allocated when the
+first process registers, zeroed page by page: about 100 ms for trace's default 128
+MiB on 2 CPUs), and the metadata's push when it ends. The budget: trace adds at
+most TRACE_BUDGET_MS (100 ms) to ``true``; --check exits 1 beyond it (median).
+
 It also times the shim's one line itself, run in this process (compiled once, as
 site.py runs it): about 1 µs; --check exits 1 beyond LINE_BUDGET_US (20 µs). This
 was an assertion of tests/core/test_activation.py, which a loaded machine could
@@ -30,6 +42,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +58,7 @@ BUDGET_MS = 2.0
 # The cheapest possible .pth hook: the floor for any package starting this way.
 TRIVIAL_LINE = 'import os; os.environ.get("PINSIGHT_PYTHON")'
 LINE_BUDGET_US = 20.0  # the .pth line alone, in process
+TRACE_BUDGET_MS = 100.0  # what trace adds to `true` (issue 36)
 
 
 def activation_variables() -> List[str]:
@@ -132,11 +146,75 @@ def difference(a: Sequence[float], b: Sequence[float]) -> List[float]:
     return [d, d - 1.96 * se, d + 1.96 * se]
 
 
+def one_run(argv: Sequence[str], env: Dict[str, str]) -> float:
+    """Seconds from spawn to exit of argv, its output discarded."""
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"bench_startup: {' '.join(argv)} failed (exit {proc.returncode}):\n"
+                 f"{proc.stderr.decode(errors='replace')}")
+    return elapsed
+
+
+def trace_cost(runs: int) -> float:
+    """Prints what trace adds to a program that does nothing; returns the median
+    added to `true` (ms)."""
+    entry = Path(sys.executable).parent / "pinsight-python"
+    if not entry.is_file():
+        sys.exit(f"bench_startup: {entry} not found: install the package into this environment")
+    quiet = {k: v for k, v in os.environ.items() if k not in activation_variables()}
+    if quiet.get("PYTHONDONTWRITEBYTECODE"):
+        print("  note: PYTHONDONTWRITEBYTECODE is set: an edited module is compiled at "
+              "every start (unset it for figures users see)")
+    true = shutil.which("true") or "/bin/true"
+    programs = {"true": [true], "python -c pass": [sys.executable, "-c", "pass"]}
+    samples: Dict[str, List[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-trace-") as tmp:
+        def traced(program: Sequence[str], n: int) -> List[str]:
+            return [str(entry), "trace", "--no-summary", "-o", f"{tmp}/t{n}", "--", *program]
+
+        n = 0
+        for i in range(runs + 3):  # the first 3: page cache, pyc files, the session daemon
+            for name, program in programs.items():
+                n += 1
+                alone, under = one_run(program, quiet), one_run(traced(program, n), quiet)
+                shutil.rmtree(f"{tmp}/t{n}", ignore_errors=True)
+                if i >= 3:
+                    samples.setdefault(name, []).append(alone)
+                    samples.setdefault(f"trace -- {name}", []).append(under)
+    print(f"pinsight-python trace --no-summary -o DIR -- PROGRAM, {runs} interleaved runs, "
+          f"CPython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    added: Dict[str, float] = {}
+    for name in programs:
+        alone, under = samples[name], samples[f"trace -- {name}"]
+        print(describe(f"{name}:", alone))
+        print(describe(f"trace -- {name}:", under))
+        added[name] = (statistics.median(under) - statistics.median(alone)) * 1e3
+        d, low, high = difference(alone, under)
+        print(f"  {'added (median):':<38} {added[name]:+7.1f} ms  (mean {d:+.1f}, "
+              f"95% CI {low:+.1f} .. {high:+.1f} ms)")
+    verdict = "within budget" if added["true"] <= TRACE_BUDGET_MS else "OVER BUDGET"
+    print(f"  trace's own fixed cost (true): {added['true']:+.1f} ms: {verdict} "
+          f"({TRACE_BUDGET_MS:.0f} ms)")
+    return added["true"]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=300, help="starts per case (default 300)")
-    parser.add_argument("--check", action="store_true", help=f"exit 1 beyond {BUDGET_MS} ms")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="starts per case (default 300; with --trace, 20)")
+    parser.add_argument("--check", action="store_true",
+                        help=f"exit 1 beyond {BUDGET_MS} ms (--trace: {TRACE_BUDGET_MS} ms)")
+    parser.add_argument("--trace", action="store_true",
+                        help="what pinsight-python trace adds to a program that does nothing")
     args = parser.parse_args(argv)
+    if args.trace:
+        added = trace_cost(args.runs or 20)
+        return 1 if args.check and added > TRACE_BUDGET_MS else 0
+    args.runs = args.runs or 300
 
     variables = activation_variables()
     quiet = {k: v for k, v in os.environ.items() if k not in variables}

@@ -42,6 +42,7 @@ DIRECT: Dict[str, Set[str]] = {
     "reader": {"format", "common"},
     "inject": set(),
     "fdguard": set(),
+    "control": set(),  # liblttng-ctl only: the session control of trace and attach
     "tracepoints": {"format"},
 }
 # Folders and files held to exactly these, not to what they reach: the bindings
@@ -65,6 +66,9 @@ PY_DIRECT: Dict[str, Set[str]] = {
     "commands": {"activation", "recording", "reading"},
 }
 ROOT_SHARED = {"exit_status", "_pinsight_python", "_pinsight_reader", "_pinsight_python_testing"}
+# Compiled modules at the root that one subpackage owns: the session control
+# (liblttng-ctl) is recording's; a traced process never loads it.
+ROOT_OWNED = {"_pinsight_control": "recording"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 SOURCES = ("*.c", "*.cpp", "*.h")
 
@@ -203,6 +207,10 @@ def check_python(errors: List[str]) -> Counter[Tuple[str, str]]:
             rel = path.relative_to(ROOT)
             for inside in py_targets(path):
                 target = inside.split(".", 1)[0]
+                owner = ROOT_OWNED.get(target)
+                if owner is not None and owner != sub.name:
+                    errors.append(f"{rel}: imports pinsight_python.{target}, which only "
+                                  f"{owner} may import (docs/architecture.md)")
                 if (PY_PACKAGE / f"{target}.py").is_file() and target not in ROOT_SHARED:
                     errors.append(f"{rel}: imports pinsight_python.{target}, an entry point "
                                   "(docs/architecture.md)")

@@ -21,7 +21,7 @@ cd "$root"
 die() { echo "setup: error: $*" >&2; exit 1; }
 
 debian_packages=(
-  lttng-tools liblttng-ust-dev liburcu-dev libinih-dev
+  lttng-tools liblttng-ust-dev liblttng-ctl-dev liburcu-dev libinih-dev
   babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
   pkg-config g++ make procps clang-format
   openmpi-bin libopenmpi-dev

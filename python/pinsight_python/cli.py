@@ -12,40 +12,41 @@ trace), 130 interrupted; ``trace`` exits with its command's status.
 from __future__ import annotations
 
 import argparse
-import difflib
+import importlib
 import os
 import sys
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from types import ModuleType
+from typing import List, NamedTuple, Optional, Sequence
 
 from .activation.startup import add_version_argument
-from .commands import attach, detach, export, flamegraph, report, startup_file, trace, unbatch
 from .exit_status import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from .reading.analysis import TraceNotFoundError, TraceReadError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 
 
-@dataclass(frozen=True)
-class Subcommand:
+class Subcommand(NamedTuple):
+    """One subcommand: its module in commands/ holds HELP, configure(parser), run(args)
+    and, optionally, EXAMPLES (shown at the end of its help)."""
+
     name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-    examples: Sequence[str] = ()  # shown at the end of the subcommand's help
+    module_name: str
+
+    @property
+    def module(self) -> ModuleType:
+        # Imported when used: `pinsight-python trace` imports none of the readers'
+        # modules, nor attach's injector (issue 36: trace's fixed cost).
+        return importlib.import_module(f".commands.{self.module_name}", __package__)
 
 
 SUBCOMMANDS: List[Subcommand] = [
-    # trace, startup-file and attach carry their examples in their own epilog.
-    Subcommand("trace", trace.HELP, trace.configure, trace.run),
-    Subcommand("startup-file", startup_file.HELP, startup_file.configure, startup_file.run),
-    Subcommand("attach", attach.HELP, attach.configure, attach.run),
-    Subcommand("detach", detach.HELP, detach.configure, detach.run, detach.EXAMPLES),
-    Subcommand("report", report.HELP, report.configure, report.run, report.EXAMPLES),
-    Subcommand("flamegraph", flamegraph.HELP, flamegraph.configure, flamegraph.run,
-               flamegraph.EXAMPLES),
-    Subcommand("export", export.HELP, export.configure, export.run, export.EXAMPLES),
-    Subcommand("unbatch", unbatch.HELP, unbatch.configure, unbatch.run, unbatch.EXAMPLES),
+    Subcommand("trace", "trace"),
+    Subcommand("startup-file", "startup_file"),
+    Subcommand("attach", "attach"),
+    Subcommand("detach", "detach"),
+    Subcommand("report", "report"),
+    Subcommand("flamegraph", "flamegraph"),
+    Subcommand("export", "export"),
+    Subcommand("unbatch", "unbatch"),
 ]
 
 _MAIN_EPILOG = """\
@@ -59,14 +60,16 @@ docs: README.md, docs/activation.md (trace), docs/analysis.md (report, flamegrap
 """
 
 
-def _epilog(command: Subcommand, parser: argparse.ArgumentParser) -> Optional[str]:
-    if not command.examples:
+def _epilog(examples: Sequence[str], parser: argparse.ArgumentParser) -> Optional[str]:
+    if not examples:
         return parser.epilog
-    lines = "\n".join(f"  {example}" for example in command.examples)
+    lines = "\n".join(f"  {example}" for example in examples)
     return (parser.epilog + "\n" if parser.epilog else "") + f"examples:\n{lines}\n"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``only``, the name of a subcommand, the top level and
+    that subcommand alone (what a run of it needs)."""
     parser = argparse.ArgumentParser(
         prog="pinsight-python",
         description="Trace Python calls and native calls into LTTng, and analyse the traces.",
@@ -76,26 +79,39 @@ def build_parser() -> argparse.ArgumentParser:
     add_version_argument(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in SUBCOMMANDS:
+        if only is not None and command.name != only:
+            continue
+        module = command.module
+        help_text: str = module.HELP
         sub = commands.add_parser(
             command.name,
-            help=command.help,
-            description=command.help[:1].upper() + command.help[1:] + ".",
+            help=help_text,
+            description=help_text[:1].upper() + help_text[1:] + ".",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        command.configure(sub)
-        sub.epilog = _epilog(command, sub)
-        sub.set_defaults(run=command.run, subparser=sub)
+        module.configure(sub)
+        sub.epilog = _epilog(getattr(module, "EXAMPLES", ()), sub)
+        sub.set_defaults(run=module.run, subparser=sub)
     return parser
+
+
+def _chosen(argv: Sequence[str]) -> Optional[str]:
+    """The subcommand named first, if it is one: the top level takes no option but
+    --help and --version, which need the whole parser."""
+    names = {command.name for command in SUBCOMMANDS}
+    return argv[0] if argv and argv[0] in names else None
 
 
 def _unrecognized(sub: argparse.ArgumentParser, extras: Sequence[str]) -> str:
     """The subcommand's own error for arguments it does not take, with the option
     meant where one is close (``--evnts``: ``--events``)."""
+    from difflib import get_close_matches
+
     options = [o for action in sub._actions for o in action.option_strings
                if o.startswith("--")]
     said = []
     for extra in extras:
-        close = (difflib.get_close_matches(extra.split("=", 1)[0], options, n=1)
+        close = (get_close_matches(extra.split("=", 1)[0], options, n=1)
                  if extra.startswith("-") else [])
         said.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
     return "unrecognized arguments: " + " ".join(said)
@@ -114,28 +130,39 @@ def _stdout_closed() -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=_chosen(arguments))
+    args, extras = parser.parse_known_args(arguments)
     if extras:  # said by the subcommand, with its usage, not the top level's
         args.subparser.error(_unrecognized(args.subparser, extras))
     prog = f"pinsight-python {args.command}"
     try:
         return int(args.run(args))
-    except TraceNotFoundError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except (TraceReadError, OSError) as error:
-        if isinstance(error, BrokenPipeError) or _stdout_closed():
-            # The reader of our stdout went away (`| head`): not an error. The C++
-            # reader, which writes there itself, reports it as a failed read.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            return EXIT_OK
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as error:
+        return _failed(prog, error)
+
+
+def _failed(prog: str, error: Exception) -> int:
+    """The exit status for a failure of the trace reader or of an output; anything
+    else is a bug, raised as it is."""
+    from .reading.analysis import TraceNotFoundError, TraceReadError
+
+    if isinstance(error, TraceNotFoundError):
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(error, (TraceReadError, OSError)):
+        raise error
+    if isinstance(error, BrokenPipeError) or _stdout_closed():
+        # The reader of our stdout went away (`| head`): not an error. The C++
+        # reader, which writes there itself, reports it as a failed read.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 if __name__ == "__main__":

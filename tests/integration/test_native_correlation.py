@@ -241,7 +241,7 @@ def run_with_filters(
     try:
         for event, expression in filtered:
             cmd = [
-                lttng.lttng_binary(), "enable-event", "--userspace",
+                "lttng", "enable-event", "--userspace",  # a filter, as a user adds one
                 f"--session={session.name}", f"--channel={session.channel}",
                 f"--filter={expression}", event,
             ]  # fmt: skip

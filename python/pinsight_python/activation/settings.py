@@ -19,12 +19,10 @@ shim reads it before it knows whether tracing is wanted.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Callable,
@@ -33,6 +31,7 @@ from typing import (
     List,
     Mapping,
     MutableMapping,
+    NamedTuple,
     Optional,
     Sequence,
     Tuple,
@@ -171,6 +170,8 @@ class SettingsError(ValueError):
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'X'?)`` for the closest of `choices`, or nothing."""
     by_folded = {c.casefold(): c for c in choices}
+    import difflib  # here: every traced process imports this module
+
     close = difflib.get_close_matches(word.casefold(), list(by_folded), n=1, cutoff=0.6)
     return f"; did you mean {by_folded[close[0]]!r}?" if close else ""
 
@@ -276,18 +277,43 @@ def check_config_path(path: str, source: str) -> str:
     return os.path.abspath(path)
 
 
-@dataclass
 class Settings:
     """What to trace, as options or variables give it; None: not given (the default,
-    or the configuration's own value, applies)."""
+    or the configuration's own value, applies). A plain class, not a dataclass:
+    every traced process imports this module, and dataclasses costs it inspect's
+    import (about 10 ms)."""
 
-    events: Optional[List[str]] = None
-    mode: Optional[str] = None
-    backend: Optional[str] = None
-    config: Optional[str] = None
-    modules: Optional[List[str]] = None
-    exclude: List[str] = field(default_factory=list)
-    payload: Optional[str] = None
+    __slots__ = ("backend", "config", "events", "exclude", "mode", "modules", "payload")
+
+    def __init__(
+        self,
+        events: Optional[List[str]] = None,
+        mode: Optional[str] = None,
+        backend: Optional[str] = None,
+        config: Optional[str] = None,
+        modules: Optional[List[str]] = None,
+        exclude: Optional[List[str]] = None,
+        payload: Optional[str] = None,
+    ) -> None:
+        self.events = events
+        self.mode = mode
+        self.backend = backend
+        self.config = config
+        self.modules = modules
+        self.exclude: List[str] = exclude if exclude is not None else []
+        self.payload = payload
+
+    def _fields(self) -> Tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Settings({given})"
 
     def export(self, env: MutableMapping[str, str]) -> None:
         """Write the variables that make a Python child (a fresh interpreter) trace the
@@ -364,10 +390,11 @@ def mode_requests_tracing(environ: Mapping[str, str]) -> bool:
     return bool(text) and text != Mode.OFF.value
 
 
-@dataclass(frozen=True)
-class ActivateOptions:
+class ActivateOptions(NamedTuple):
     """activate()'s arguments and the variables, resolved once: what the core is handed
-    (its ActivateOptions, src/session/session.h). None: the configuration's value."""
+    (its ActivateOptions, src/session/session.h). None: the configuration's value.
+    Immutable, and a NamedTuple rather than a frozen dataclass for the import cost
+    (see Settings)."""
 
     events: Tuple[Event, ...]
     config_path: str  # "" for the built-in default (trace everything)

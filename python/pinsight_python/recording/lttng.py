@@ -1,7 +1,10 @@
-"""Drive LTTng's command-line client: session daemon, sessions, channels.
+"""Drive LTTng: session daemon, sessions, channels, process tracking.
 
 Used by ``pinsight-python trace``, the test suite and the benchmarks. Every
-session made here has a unique name, so nobody else's sessions are touched.
+session made here has a unique name, so nobody else's sessions are touched. Each
+step is one request to the session daemon through liblttng-ctl
+(``_pinsight_control``, src/control): the ``lttng`` command cost a process per step,
+about 30 ms to set a session up, and its ``stop`` polls the daemon every 200 ms.
 
 A session writes its trace locally (``Session(output)``) or streams it to an
 LTTng relay daemon (``Session(set_url=relayd_url("collector"))``), which writes
@@ -15,13 +18,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
-import tempfile
 import time
-import uuid
 from pathlib import Path
-from typing import IO, Iterable, List, Optional, Sequence, Tuple
+from types import ModuleType
+from typing import IO, Any, Iterable, List, Optional, Sequence, Tuple
 
 PROVIDER = "python_pinsight_lttng_ust"
 # PInsight's native domains (libpinsight.so, passlab/pinsight): their LTTng-UST providers.
@@ -90,46 +91,69 @@ _NETWORK_SCHEMES = ("net", "net6", "tcp", "tcp6")
 
 
 class LttngError(RuntimeError):
-    """An lttng command failed; the message carries lttng's own words."""
+    """An LTTng request failed; the message carries LTTng's own words."""
 
 
-def lttng_binary() -> str:
-    path = shutil.which("lttng")
-    if path is None:
-        raise LttngError(
-            "the 'lttng' command was not found on PATH: install lttng-tools "
-            "(Debian: apt-get install lttng-tools)"
-        )
-    return path
+# How often stop() asks the session daemon whether the consumer has written
+# everything: the lttng command asks every 200 ms, most of a short run's cost.
+STOP_POLL_US = 1000
+# The metadata channel's switch timer: the consumer daemon then fetches new
+# metadata (the event classes a process registers) every 20 ms while the program
+# runs, a request to the session daemon answered with nothing most of the time.
+# Without it, LTTng-tools 2.13 pushes the metadata when the process exits or the
+# session stops, and its consumer then polls every 200 ms for the push to be
+# written (DEFAULT_METADATA_AVAILABILITY_WAIT_TIME; a wait queue since 2.14.0,
+# lttng-tools f40b76aed): 200 ms added to every run. Measured with trace on 2 CPUs
+# (8 interleaved runs, medians): a program sleeping 0.3 s, 879 ms without the
+# timer, 665 with 20 ms, 671 with 100 ms; python -c pass 564, 363 and 524 ms.
+METADATA_SWITCH_TIMER_US = 20_000
+_SIZE = re.compile(r"(\d+)([kKmMgG]?)")
 
 
-def _run(args: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [lttng_binary(), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip()
-        how = (
-            f"exit {proc.returncode}"
-            if proc.returncode > 0
-            else f"killed by signal {-proc.returncode}"
-        )
-        raise LttngError(f"lttng {' '.join(args)} failed ({how}): {detail}")
-    return proc
+def size_bytes(text: str) -> int:
+    """A size as LTTng's options write it: "4M" -> 4194304; 0 when malformed."""
+    m = _SIZE.fullmatch(text)
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(m.group(1)) * scale[m.group(2).lower()] if m else 0
+
+
+_control_module: Optional[ModuleType] = None
+
+
+def _control() -> ModuleType:
+    """The liblttng-ctl binding, loaded on first use: it is a library of lttng-tools,
+    so a machine without LTTng's tools fails here, saying what to install."""
+    global _control_module
+    if _control_module is None:
+        try:
+            from .. import _pinsight_control
+        except ImportError as e:
+            raise LttngError(
+                f"cannot load LTTng's control library ({e}): install lttng-tools "
+                "(Debian: apt-get install lttng-tools)"
+            ) from e
+        _control_module = _pinsight_control
+    return _control_module
+
+
+def _ctl(request: str, *args: object, **kwargs: object) -> Any:
+    """One request to the session daemon; its failure as LttngError."""
+    control = _control()
+    try:
+        return getattr(control, request)(*args, **kwargs)
+    except control.ControlError as e:
+        raise LttngError(str(e)) from None
 
 
 def _client_reaches_sessiond() -> bool:
-    # The daemon this user's lttng client talks to: root's (or, in the tracing group,
+    # The daemon this user's client talks to: root's (or, in the tracing group,
     # the system's), else the user's own ($LTTNG_HOME/.lttng). A daemon of another
     # user running on the machine does not count.
-    return _run(["list"], check=False).returncode == 0
+    return bool(_ctl("daemon_alive"))
 
 
 def ensure_sessiond(timeout: float = 10.0) -> bool:
-    """Start a session daemon for this user if the lttng client reaches none. Returns
+    """Start a session daemon for this user if the client reaches none. Returns
     True if one was started."""
     if _client_reaches_sessiond():
         return False
@@ -149,37 +173,34 @@ def ensure_sessiond(timeout: float = 10.0) -> bool:
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _run(["list"], check=False).returncode == 0:
+        if _client_reaches_sessiond():
             return True
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise LttngError(f"lttng-sessiond did not answer within {timeout:.0f} s")
 
 
 def unique_session_name(prefix: str = "pinsight-python") -> str:
-    return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return f"{prefix}-{os.getpid()}-{os.urandom(4).hex()}"
 
 
 def track_vpids(session: str, pids: Sequence[int]) -> None:
     """Let these processes record into the session (``lttng track --vpid``)."""
-    _run(
-        [
-            "track",
-            "--userspace",
-            f"--session={session}",
-            "--vpid=" + ",".join(map(str, pids)),
-        ]
-    )
+    _ctl("track_vpids", session, list(pids))
 
 
 def destroy_session(name: str) -> None:
-    """Stop (waiting for the buffered events) and destroy a session by name."""
-    _run(["stop", name], check=False)
-    _run(["destroy", "--no-wait", name], check=False)
+    """Stop (waiting for the buffered events) and destroy a session by name; a
+    session already gone is not an error."""
+    for request in ("stop", "destroy_no_wait"):
+        try:
+            _ctl(request, name)
+        except LttngError:
+            pass
 
 
-def list_sessions() -> str:
-    """``lttng list``'s output (the sessions of this user), "" when it fails."""
-    return _run(["list"], check=False).stdout or ""
+def list_sessions() -> List[str]:
+    """The names of the sessions the session daemon holds."""
+    return list(_ctl("list_sessions"))
 
 
 # ---------------------------------------------------------------------------- relay daemon
@@ -277,6 +298,8 @@ def check_relayd_reachable(
     """Raise LttngError unless a TCP connection to the relay daemon's control and
     data ports succeeds within `timeout` (lttng's own connection attempts have no
     time limit by default, and a failure is reported late and tersely)."""
+    import socket  # here: trace imports this module at its start
+
     endpoints: List[Tuple[str, int]] = []
     try:
         if set_url is not None:
@@ -341,6 +364,8 @@ def find_relayd_traces(
 
 def _free_ports(host: str, count: int) -> List[int]:
     """`count` distinct TCP ports free on `host` right now (bound together, then released)."""
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sockets = []
     try:
@@ -419,6 +444,9 @@ class RelayDaemon:
 
     def _launch(self, binary: str, timeout: float) -> Optional[str]:
         """Start the daemon; None once it listens, else why it did not."""
+        import socket
+        import tempfile
+
         host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
         args = [
             binary,
@@ -586,20 +614,17 @@ class Session:
     def create(self) -> Session:
         ensure_sessiond()
         if self.network:
-            # lttng create accepts an unreachable relay daemon; the session daemon
-            # first connects at enable-channel, where the lttng client may die of
-            # SIGPIPE without a word, or wait for ever on a filtered port.
+            # The session daemon accepts an unreachable relay daemon at creation and
+            # first connects when the channel is enabled, where it may wait for ever
+            # on a filtered port.
             check_relayd_reachable(self.set_url, self.ctrl_url, self.data_url)
         if self.ctrl_url is not None:
-            _run(
-                ["create", self.name, f"--ctrl-url={self.ctrl_url}", f"--data-url={self.data_url}"]
-            )
+            _ctl("create_session", self.name, ctrl_url=self.ctrl_url, data_url=self.data_url)
         elif self.set_url:
-            _run(["create", self.name, f"--set-url={self.set_url}"])
-        elif self.snapshot:
-            _run(["create", self.name, "--snapshot", f"--output={self.output}"])
+            _ctl("create_session", self.name, url=self.set_url)
         else:
-            _run(["create", self.name, f"--output={self.output}"])
+            _ctl("create_session", self.name, path=str(self.output.absolute()),  # type: ignore[union-attr]
+                 snapshot=self.snapshot)
         self._created = True
         try:
             self._configure()
@@ -610,74 +635,41 @@ class Session:
 
     def _configure(self) -> None:
         """The created session's channel, events, process tracking and contexts."""
-        _run(
-            [
-                "enable-channel",
-                "--userspace",
-                f"--session={self.name}",
-                f"--subbuf-size={self.subbuf_size}",
-                f"--num-subbuf={self.num_subbuf}",
-                *(["--overwrite"] if self.snapshot else []),
-                *([f"--read-timer={self.read_timer_us}"] if self.read_timer_us else []),
-                self.channel,
-            ]
-        )
+        subbuf_bytes = size_bytes(self.subbuf_size)
+        if subbuf_bytes == 0:
+            raise LttngError(f"sub-buffer size {self.subbuf_size!r}: expected a size such as 4M")
+        # A snapshot session writes its metadata in record_snapshot().
+        if METADATA_SWITCH_TIMER_US and not self.snapshot:
+            _ctl("enable_channel", self.name, "metadata", 0, 0,
+                 switch_timer_us=METADATA_SWITCH_TIMER_US)
+        _ctl("enable_channel", self.name, self.channel, subbuf_bytes, self.num_subbuf,
+             overwrite=self.snapshot, read_timer_us=self.read_timer_us or 0)
         for event in self.events:
-            _run(
-                [
-                    "enable-event",
-                    "--userspace",
-                    f"--session={self.name}",
-                    f"--channel={self.channel}",
-                    event,
-                ]
-            )
+            _ctl("enable_event", self.name, self.channel, event)
         if self.track_vgid is not None:
-            _run(
-                [
-                    "track",
-                    "--userspace",
-                    f"--session={self.name}",
-                    f"--vgid={self.track_vgid}",
-                ]
-            )
+            _ctl("track_vgid", self.name, self.track_vgid)
         if self.track_nobody:
             # Processes are let in one by one (track_vpids): pinsight-python trace.
-            _run(["untrack", "--userspace", f"--session={self.name}", "--vpid", "--all"])
+            _ctl("track_no_process", self.name)
         if self.track_vpids:
-            _run(
-                [
-                    "track",
-                    "--userspace",
-                    f"--session={self.name}",
-                    "--vpid=" + ",".join(map(str, self.track_vpids)),
-                ]
-            )
+            _ctl("track_vpids", self.name, self.track_vpids)
         for ctx in self.contexts:
-            _run(
-                [
-                    "add-context",
-                    "--userspace",
-                    f"--session={self.name}",
-                    f"--channel={self.channel}",
-                    f"--type={ctx}",
-                ]
-            )
+            _ctl("add_context", self.name, self.channel, ctx)
 
     def start(self) -> None:
-        _run(["start", self.name])
+        _ctl("start", self.name)
         self._started = True
 
     def record_snapshot(self) -> None:
         """Write the snapshot session's buffers under ``output``."""
         if not self.snapshot:
             raise LttngError(f"session {self.name} is not a snapshot session")
-        _run(["snapshot", "record", f"--session={self.name}"])
+        _ctl("record_snapshot", self.name)
 
     def stop(self) -> None:
         if self._started:
-            # --no-wait would leave buffers unflushed: wait for the data.
-            _run(["stop", self.name])
+            # Returns once the consumer has written every buffered event.
+            _ctl("stop", self.name, poll_us=STOP_POLL_US)
             self._started = False
 
     def destroy(self) -> None:
@@ -686,7 +678,10 @@ class Session:
             # stop has waited until the trace is valid. destroy's own wait never
             # ends when a traced process was killed while writing an event into
             # the per-user buffers (a sub-buffer that never completes).
-            _run(["destroy", "--no-wait", self.name], check=False)
+            try:
+                _ctl("destroy_no_wait", self.name)
+            except LttngError:
+                pass
             self._created = False
 
     def __enter__(self) -> Session:

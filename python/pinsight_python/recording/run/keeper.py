@@ -1,42 +1,46 @@
 """One ``pinsight-python trace`` run: which processes it records, and its keeper.
 Both ends of the keeper's protocol are here: :func:`join_run` (a process of the
-run), :class:`_Keeper` and :func:`main` (the keeper process), :class:`Keeper`
-(``trace``'s handle on it), and the list of processes that could not be recorded.
+run) and :class:`Keeper` (in ``trace``), with the watchdog (:data:`_WATCHDOG`,
+:func:`abandoned`) and the list of processes that could not be recorded.
 
 Isolation. One lttng-sessiond serves every session of a user, and a session that
 enables our provider records every registered process of that user: two runs side
 by side would record each other's programs. So a run's session starts tracking no
-process at all (``lttng untrack --vpid --all``), and each process of the run, as it
-activates tracing (and each child after ``fork``), asks the run's keeper to track its
-pid, then waits (bounded) until its events are enabled. Only processes started under
-the run carry the keeper's socket in their environment: fork, spawn, forkserver,
-``mpirun`` (on this node) and ``--relayd`` streaming all keep to it, and another
-user's or run's processes never reach the session.
+process at all, and each process of the run, as it activates tracing (and each
+child after ``fork``), asks the run's keeper to track its pid, then waits (bounded)
+until its events are enabled. Only processes started under the run carry the
+keeper's socket in their environment: fork, spawn, forkserver, ``mpirun`` (on this
+node) and ``--relayd`` streaming all keep to it, and another user's or run's
+processes never reach the session.
 
-No leftovers. The keeper is a small process of its own (its own session, so a
-signal to trace's process group does not reach it). When ``trace`` dies without
-cleaning up (SIGKILL, the OOM killer), the keeper sees it re-parented within a
-fraction of a second, ends the run's processes (SIGTERM, then SIGKILL) and destroys
-the session: nothing of the run keeps recording or running. ``trace`` also sweeps, as
-it starts, sessions of runs whose ``trace`` and keeper are both gone (a whole cgroup
-killed at once).
+No leftovers. The keeper's watchdog is a small process of its own (its own
+session, so a signal to trace's process group does not reach it). When ``trace``
+dies without cleaning up (SIGKILL, the OOM killer), the watchdog sees it
+re-parented within a fraction of a second, ends the run's processes (SIGTERM, then
+SIGKILL) and destroys the session: nothing of the run keeps recording or running.
+``trace`` also sweeps, as it starts, sessions of runs whose ``trace`` and watchdog
+are both gone (a whole cgroup killed at once).
 
-Registration costs one ``lttng track`` per batch of processes starting together
-(about 10-30 ms): a process that forks thousands of short-lived children pays it in
-each child.
+Registration costs one request to the session daemon per batch of processes
+asking together (well under a millisecond, liblttng-ctl), and a round trip on the
+keeper's socket.
 """
 
 from __future__ import annotations
 
+import _socket
 import os
-import select
-import shutil
-import signal
-import socket
 import sys
 import time
-from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
+
+if TYPE_CHECKING:
+    import socket
+    import threading
+    from pathlib import Path
+
+# Every traced process imports this module: what only trace's side needs (socket,
+# select, shutil, pathlib, threading) is imported there, not here.
 
 # In the command's environment: the keeper's registration socket.
 ENV_SOCKET = "PINSIGHT_PYTHON_TRACE_SOCKET"
@@ -44,7 +48,6 @@ ENV_SOCKET = "PINSIGHT_PYTHON_TRACE_SOCKET"
 # re-parented away from the command's tree (daemons, orphans).
 ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
 SOCKET_NAME = "register.sock"
-REGISTERED = "registered"  # pids the keeper tracked, one a line
 UNRECORDED = "unrecorded"  # "pid argv" of processes whose events could not be enabled
 # Bounded waits of a process joining the run (seconds).
 REGISTER_TIMEOUT = 10.0
@@ -72,11 +75,14 @@ def join_run(recording: Optional[Callable[[], bool]] = None) -> None:
     pid = os.getpid()
     problem = ""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             conn.settimeout(REGISTER_TIMEOUT)
             conn.connect(path)
             conn.sendall(f"{pid}\n".encode())
             answer = _read_line(conn)
+        finally:
+            conn.close()
         if answer.strip() != b"ok":
             problem = answer.decode(errors="replace").strip() or "the run's keeper did not answer"
     except OSError as e:
@@ -92,14 +98,15 @@ def join_run(recording: Optional[Callable[[], bool]] = None) -> None:
                 break
             time.sleep(0.002)
     if problem:
-        _note_unrecorded(Path(path).parent, pid, problem)
+        _note_unrecorded(os.path.dirname(path), pid, problem)
 
 
-def _note_unrecorded(run_dir: Path, pid: int, problem: str) -> None:
+def _note_unrecorded(run_dir: str, pid: int, problem: str) -> None:
     argv = " ".join(sys.argv)
     _say_once(f"process {pid} ({argv}) records no events: {problem}")
     try:
-        fd = os.open(run_dir / UNRECORDED, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        fd = os.open(os.path.join(run_dir, UNRECORDED), flags, 0o600)
         try:
             os.write(fd, f"{pid} {argv}\n".encode(errors="replace"))
         finally:
@@ -108,25 +115,19 @@ def _note_unrecorded(run_dir: Path, pid: int, problem: str) -> None:
         pass
 
 
-def read_unrecorded(run_dir: Path) -> List[str]:
+def read_unrecorded(run_dir: Union[str, Path]) -> List[str]:
     """``PID ARGV`` of the run's processes that recorded no event."""
     try:
-        return [ln for ln in (run_dir / UNRECORDED).read_text().splitlines() if ln.strip()]
+        with open(os.path.join(run_dir, UNRECORDED), encoding="utf-8", errors="replace") as f:
+            return [ln for ln in f.read().splitlines() if ln.strip()]
     except OSError:
-        return []
-
-
-def read_registered(run_dir: Path) -> List[int]:
-    try:
-        return [int(ln) for ln in (run_dir / REGISTERED).read_text().split()]
-    except (OSError, ValueError):
         return []
 
 
 # ---------------------------------------------------------------------------- the keeper
 
 
-def _read_line(conn: socket.socket) -> bytes:
+def _read_line(conn: _socket.socket) -> bytes:
     """One line of the keeper's protocol (a pid, or the answer), up to the peer's close."""
     line = b""
     while not line.endswith(b"\n"):
@@ -137,49 +138,105 @@ def _read_line(conn: socket.socket) -> bytes:
     return line
 
 
-def _read_pid(conn: socket.socket) -> int:
+def _read_pid(conn: _socket.socket) -> int:
     """The pid line a process of the run sends; OSError or ValueError if it sent none."""
     return int(_read_line(conn).strip())
 
 
-class _Keeper:
-    def __init__(self, session: str, run_dir: Path, parent: int, marker: bytes) -> None:
+def abandoned(session: str, run_dir: str, marker: str) -> None:
+    """The watchdog's end of a run whose trace died without cleaning up: end the
+    run's processes, leave no session."""
+    import shutil
+
+    from .. import lttng
+    from .supervisor import end_processes
+
+    end_processes(marker.encode())
+    try:
+        lttng.destroy_session(session)
+    except (lttng.LttngError, OSError):
+        pass
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# The watchdog: polls its parent, trace, and imports nothing more until trace is
+# gone (started with -S, it then adds site-packages as a normal start would), so
+# that it costs the run's start almost nothing. trace's terminal and job-control
+# signals are not its own.
+_WATCHDOG = f"""\
+import os, signal, sys, time
+for name in ("SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+parent = int(sys.argv[1])
+while os.getppid() == parent:
+    time.sleep({KEEPER_POLL})
+import site
+site.main()
+from pinsight_python.recording.run.keeper import abandoned
+abandoned(*sys.argv[2:])
+"""
+
+
+class Keeper:
+    """The run's keeper, in trace: it tracks the run's processes into the session as
+    they ask (a thread, started with :meth:`serve` once the command runs: before it,
+    their requests wait in the socket's backlog), and a watchdog process that ends
+    the run and its session if trace dies without doing so."""
+
+    def __init__(self, session: str, marker: str) -> None:
+        import socket
+        import subprocess
+        import tempfile
+        from pathlib import Path
+
+        self.session = session
+        self.dir = Path(tempfile.mkdtemp(prefix="pinsight-python-run-"))
+        self.socket = self.dir / SOCKET_NAME
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(self.socket))
+        self.server.listen(128)
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread: Optional[threading.Thread] = None
+        # Untraced, and not a process of the run.
+        env = {k: v for k, v in os.environ.items()
+               if k not in (ENV_RUN, ENV_SOCKET) and not k.startswith("PINSIGHT_")}
+        env.pop("PYTHONSTARTUP", None)
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-S", "-c", _WATCHDOG, str(os.getpid()), session, str(self.dir),
+             marker],
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # signals to trace's process group are not its
+        )
+
+    def serve(self) -> None:
+        """Starts answering the run's processes. Call it after the command started:
+        trace forks the command with no thread of its own running."""
+        import threading
+
+        self._thread = threading.Thread(target=self._serve, name="pinsight-keeper", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import select
+
+        while True:
+            readable, _, _ = select.select([self.server, self._wake_r], [], [])
+            if self._wake_r in readable:
+                return
+            self._register_waiting()
+
+    def _register_waiting(self) -> None:
         from .. import lttng
 
-        self.lttng = lttng
-        self.session = session
-        self.run_dir = run_dir
-        self.parent = parent
-        self.marker = marker
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(run_dir / SOCKET_NAME))
-        self.server.listen(128)
-        self.server.setblocking(False)
-
-    def serve(self) -> int:
-        # Ready: trace waits for this line before it starts the command.
-        sys.stdout.write("ready\n")
-        sys.stdout.flush()
-        while True:
-            if os.getppid() != self.parent:
-                self.abandoned()
-                return 0
-            readable, _, _ = select.select([self.server], [], [], KEEPER_POLL)
-            if readable:
-                self.register_waiting()
-
-    def register_waiting(self) -> None:
         waiting = self._accept_waiting()
         if not waiting:
             return
         answer = b"ok\n"
         try:
-            self.lttng.track_vpids(self.session, sorted(waiting))
-        except (self.lttng.LttngError, OSError) as e:
-            answer = f"lttng track failed: {e}\n".encode(errors="replace")
-        else:
-            with open(self.run_dir / REGISTERED, "a") as f:
-                f.write("".join(f"{pid}\n" for pid in waiting))
+            lttng.track_vpids(self.session, sorted(waiting))
+        except (lttng.LttngError, OSError) as e:
+            answer = f"tracking the process failed: {e}\n".encode(errors="replace")
         for conn in waiting.values():
             try:
                 conn.sendall(answer)
@@ -188,17 +245,15 @@ class _Keeper:
             conn.close()
 
     def _accept_waiting(self) -> Dict[int, socket.socket]:
-        """The processes asking to be tracked, by pid: each connects and sends its pid."""
+        """The processes asking to be tracked now, by pid: each connects and sends its
+        pid. One request to the session daemon tracks them all."""
         waiting: Dict[int, socket.socket] = {}
-        deadline = time.monotonic() + 0.01  # gather the processes starting together
+        self.server.setblocking(False)
         while True:
             try:
                 conn, _ = self.server.accept()
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    return waiting
-                time.sleep(0.001)
-                continue
+            except (BlockingIOError, InterruptedError):
+                return waiting
             conn.setblocking(True)
             conn.settimeout(2.0)
             try:
@@ -206,84 +261,36 @@ class _Keeper:
             except (OSError, ValueError):
                 conn.close()
 
-    def abandoned(self) -> None:
-        """trace is gone without cleaning up: end the run, leave no session."""
-        from .supervisor import end_processes
-
-        end_processes(self.marker)
-        try:
-            self.lttng.destroy_session(self.session)
-        except (self.lttng.LttngError, OSError):
-            pass
-        shutil.rmtree(self.run_dir, ignore_errors=True)
-
-
-def main(argv: List[str]) -> int:
-    """The keeper: ``main([SESSION, RUN_DIR, PARENT_PID, MARKER])`` (Keeper starts it)."""
-    session, run_dir, parent, marker = argv
-    # trace's terminal and job-control signals are not ours.
-    for signo in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(signo, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # trace ended the run itself
-    keeper = _Keeper(session, Path(run_dir), int(parent), marker.encode())
-    return keeper.serve()
-
-
-# ---------------------------------------------------------------------------- trace's side
-
-_KEEPER_MAIN = ("import sys; from pinsight_python.recording.run.keeper import main; "
-                "sys.exit(main(sys.argv[1:]))")
-
-
-class Keeper:
-    """trace's side: the run's keeper process (main, above), which tracks the run's
-    processes into the session, and ends the run and its session if trace dies
-    without doing so."""
-
-    def __init__(self, session: str, marker: str, timeout: float = 10.0) -> None:
-        import subprocess  # here: the run's processes import this module
-        import tempfile
-
-        from .. import lttng
-
-        self.dir = Path(tempfile.mkdtemp(prefix="pinsight-python-run-"))
-        self.socket = self.dir / SOCKET_NAME
-        # Untraced, and not a process of the run.
-        env = {k: v for k, v in os.environ.items()
-               if k not in (ENV_RUN, ENV_SOCKET) and not k.startswith("PINSIGHT_")}
-        env.pop("PYTHONSTARTUP", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _KEEPER_MAIN, session, str(self.dir), str(os.getpid()),
-             marker],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            env=env,
-            start_new_session=True,  # signals to trace's process group are not its
-        )
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready or self.proc.stdout.readline() != b"ready\n":
-            self.stop()
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise lttng.LttngError(f"the run's keeper did not start within {timeout:.0f} s")
-
     def stop(self) -> None:
+        """Stops answering (a process asking later runs untraced and is listed), and
+        ends the watchdog."""
         import subprocess
 
-        if self.proc.poll() is None:
-            self.proc.terminate()
+        if self._thread is not None:
+            os.write(self._wake_w, b"x")
+            self._thread.join()
+            self._thread = None
+        self.server.close()
+        for fd in (self._wake_r, self._wake_w):
             try:
-                self.proc.wait(5)
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+        if self.watchdog.poll() is None:
+            self.watchdog.terminate()
+            try:
+                self.watchdog.wait(5)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+                self.watchdog.kill()
+                self.watchdog.wait()
 
     def finish(self, output: Optional[Path]) -> List[str]:
         """The processes that recorded no events ("PID ARGV"), also written beside the
         trace for report (under the trace folder's name, which the reader defines);
         removes the run's directory."""
+        import shutil
+
         from ...reading.analysis import UNRECORDED_FILE
 
         unrecorded = read_unrecorded(self.dir)

@@ -17,10 +17,9 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ...activation import settings as _settings
 from ...exit_status import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE
@@ -31,11 +30,12 @@ from . import session as run_session
 PROG = "pinsight-python trace"
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """The validated request: what to run, where the trace goes, the child's environment.
 
     With a relay daemon (``relayd_url``), ``output`` is None: the trace goes there.
+    A NamedTuple, not a frozen dataclass: dataclasses costs trace's start inspect's
+    import (issue 36: trace's fixed cost).
     """
 
     command: Tuple[str, ...]
@@ -261,16 +261,6 @@ def _preload(env: Dict[str, str], preload: Path, warnings: List[str]) -> None:
         env["LD_PRELOAD"] = " ".join(p for p in (str(preload), env.get("LD_PRELOAD", "")) if p)
 
 
-_SIZE = re.compile(r"(\d+)([kKmMgG]?)")
-
-
-def _size_bytes(text: str) -> int:
-    """"4M" -> 4194304; 0 when malformed."""
-    m = _SIZE.fullmatch(text)
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    return int(m.group(1)) * scale[m.group(2).lower()] if m else 0
-
-
 def _size_text(nbytes: int) -> str:
     """4194304 -> "4M", as LTTng reads sizes (powers of two)."""
     for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
@@ -289,7 +279,7 @@ def _channel_size(
     """--subbuf-size and --num-subbuf, checked as LTTng wants them, then fitted to
     --buffer-budget for the CPUs LTTng makes buffers for (a warning when they shrink)."""
     size = str(args.subbuf_size)
-    nbytes = _size_bytes(size)
+    nbytes = lttng.size_bytes(size)
     if nbytes < lttng.MIN_SUBBUF_BYTES or nbytes & (nbytes - 1):
         errors.append(f"--subbuf-size {size!r}: expected a power of two of at least 4k, "
                       "such as 512k, 4M or 8M")
@@ -302,7 +292,7 @@ def _channel_size(
         if count < 2 or count & (count - 1):
             errors.append(f"--num-subbuf {args.num_subbuf!r}: expected a power of two of at "
                           "least 2, such as 8, 16 or 32")
-    budget = _size_bytes(str(args.buffer_budget))
+    budget = lttng.size_bytes(str(args.buffer_budget))
     if budget <= 0:
         errors.append(f"--buffer-budget {args.buffer_budget!r}: expected a size with k, M or "
                       "G, such as 512M or 2G")

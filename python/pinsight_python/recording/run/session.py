@@ -76,7 +76,6 @@ class Recording:
         """Creates and starts the session; raises one of SETUP_ERRORS (then call
         :meth:`abandon`). ``sweep_abandoned``: destroy first the sessions of ``trace``
         runs whose processes are all gone."""
-        lttng.lttng_binary()  # the clearest message when LTTng is not installed at all
         started_daemon = lttng.ensure_sessiond()
         swept = sweep_abandoned_runs() if sweep_abandoned else []
         self.session.create()
@@ -159,7 +158,7 @@ def trace_bytes(directory: Path) -> int:
 
 
 # A session that lttng.unique_session_name made: the owner's pid is in the name.
-_RUN_SESSION = re.compile(r"^\s*\d+\) (pinsight-python-(\d+)-[0-9a-f]{8}) ", re.M)
+_RUN_SESSION = re.compile(r"pinsight-python-(\d+)-[0-9a-f]{8}")
 
 
 def _alive(pid: int) -> bool:
@@ -178,8 +177,9 @@ def sweep_abandoned_runs() -> List[str]:
     keeper (a whole cgroup at once). A session whose owner still runs is never touched.
     Returns the names destroyed."""
     swept = []
-    for name, pid in _RUN_SESSION.findall(lttng.list_sessions()):
-        if _alive(int(pid)):
+    for name in lttng.list_sessions():
+        run = _RUN_SESSION.fullmatch(name)
+        if run is None or _alive(int(run.group(1))):
             continue
         lttng.destroy_session(name)
         swept.append(name)

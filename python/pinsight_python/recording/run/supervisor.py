@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Dict, Iterable, List, Optional, Sequence, Set
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set
 
 from ...exit_status import EXIT_NOT_EXECUTABLE, killed_by
 from . import plan as run_plan
@@ -144,8 +144,10 @@ class Supervisor:
         marker: bytes,
         child_mask: Set[int],
         ignored: Sequence[int],
+        started: Callable[[], None] = lambda: None,
     ) -> None:
         self.plan = plan
+        self.started = started  # called once the command runs
         self.env = env  # the plan's, with the run's own variables
         self.marker = marker
         self.child_mask = child_mask
@@ -251,6 +253,7 @@ class Supervisor:
             name = signal.Signals(self.stop_signal).name
             _note(f"{name} received before the command started: it was not started")
             return killed_by(self.stop_signal)
+        self.started()
         self.returncode = self.wait()
         status = exit_status(self.returncode)
         if self.stopped_by is not None:

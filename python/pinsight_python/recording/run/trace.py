@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 from typing import Any, Dict, List
 
 from ...exit_status import EXIT_FAILED
-from ...reading.analysis import UNRECORDED_FILE
 from .. import lttng
 from . import keeper as run_keeper
 from . import plan as run_plan
@@ -95,7 +93,10 @@ def _run_trace(
         signal.SIG_BLOCK, {*RELAYED_SIGNALS, *FORWARDED_SIGNALS, signal.SIGCHLD}
     )
     ignored = [signo for signo, handler in handlers.items() if handler == signal.SIG_IGN]
-    supervisor = Supervisor(plan, env, marker.encode(), old_mask, ignored)
+    # The keeper answers the run's processes from a thread of ours, started once the
+    # command runs (the command is forked with no thread running); until then their
+    # requests wait in its socket's backlog.
+    supervisor = Supervisor(plan, env, marker.encode(), old_mask, ignored, started=keeper.serve)
     for signo in noted:
         supervisor.relay(signo, False) if signo in RELAYED_SIGNALS else supervisor.forward(signo)
     try:
@@ -117,6 +118,8 @@ def _run_trace(
         return status
     recorder.tell_written(plan.output, ended)
     if unrecorded:
+        from ...reading.analysis import UNRECORDED_FILE
+
         _note(f"{len(unrecorded)} process(es) of the command recorded no events "
               f"(listed in {plan.output / UNRECORDED_FILE}): " + "; ".join(unrecorded[:5]))
     if plan.summary:
@@ -125,6 +128,8 @@ def _run_trace(
 
 
 def _tell_streamed(plan: run_plan.Plan, session: str, ended: str) -> None:
+    import socket
+
     # The trace is on the relay host; where its daemon writes is not known here.
     _note(
         f"trace streamed to the relay daemon at {plan.relayd_url} "
