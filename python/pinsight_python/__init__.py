@@ -14,11 +14,14 @@ import _thread
 import atexit
 import os
 import sys
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from .activation import settings as _settings
 from .activation import subinterpreter as _subinterpreter
 from .recording.run import keeper as _run
+
+TYPE_CHECKING = False  # typing only for the checker: every traced process imports us
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 _core: Any
 _IN_SUBINTERPRETER = _subinterpreter.in_subinterpreter()

@@ -26,8 +26,8 @@ def imported_after(code: str) -> List[str]:
 
 # What the standard library charges an import (dataclasses pulls in inspect, ast and
 # dis: about 10 ms) that the traced process's side does without.
-HEAVY_FOR_EVERY_PROCESS = ("dataclasses", "inspect", "difflib", "socket", "pathlib", "shutil",
-                           "subprocess", "threading", "argparse")
+HEAVY_FOR_EVERY_PROCESS = ("typing", "dataclasses", "inspect", "difflib", "socket", "pathlib",
+                           "shutil", "subprocess", "threading", "argparse")
 
 
 def test_a_traced_process_imports_only_what_activation_needs() -> None:

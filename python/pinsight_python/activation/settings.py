@@ -23,25 +23,25 @@ import enum
 import os
 import stat
 import sys
-from typing import (
-    TYPE_CHECKING,
-    Callable,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
-    MutableMapping,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-    cast,
-)
 
-if TYPE_CHECKING:  # argparse is not imported at start-up
+# Every traced process imports this module at its start: typing (about 5 ms with what
+# it imports) is for the type checker only, as argparse is.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     import argparse
-
+    from typing import (
+        Any,
+        Callable,
+        Dict,
+        Iterable,
+        List,
+        Mapping,
+        MutableMapping,
+        Optional,
+        Sequence,
+        Tuple,
+        Union,
+    )
 __all__ = [
     "ALL_EVENT_NAMES",
     "BACKENDS",
@@ -390,11 +390,14 @@ def mode_requests_tracing(environ: Mapping[str, str]) -> bool:
     return bool(text) and text != Mode.OFF.value
 
 
-class ActivateOptions(NamedTuple):
+class ActivateOptions:
     """activate()'s arguments and the variables, resolved once: what the core is handed
     (its ActivateOptions, src/session/session.h). None: the configuration's value.
-    Immutable, and a NamedTuple rather than a frozen dataclass for the import cost
-    (see Settings)."""
+    Immutable; a plain class rather than a frozen dataclass or a NamedTuple for the
+    import cost (see Settings)."""
+
+    __slots__ = ("backend", "clock_plugin", "config_path", "cycle_clock", "events",
+                 "mode", "module_exclude", "module_filter", "payload", "report_config")
 
     events: Tuple[Event, ...]
     config_path: str  # "" for the built-in default (trace everything)
@@ -408,6 +411,29 @@ class ActivateOptions(NamedTuple):
     report_config: bool
     clock_plugin: bool  # LTTNG_UST_CLOCK_PLUGIN set: the core refuses batched
     cycle_clock: bool  # PINSIGHT_PYTHON_CYCLE_CLOCK: batched records timed by the CPU's counter
+
+    def __init__(self, **fields: object) -> None:
+        missing = set(self.__slots__) - set(fields)
+        unknown = set(fields) - set(self.__slots__)
+        if missing or unknown:
+            raise TypeError(f"ActivateOptions: missing {sorted(missing)}, "
+                            f"unknown {sorted(unknown)}")
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ActivateOptions is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActivateOptions) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, name) for name in self.__slots__))
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"ActivateOptions({given})"
 
     def core_arguments(self) -> Dict[str, object]:
         """The core's activate() keywords that these options decide."""
@@ -585,7 +611,7 @@ def from_arguments(args: argparse.Namespace, errors: List[str]) -> Settings:
     `errors` (all of them, to report them at once) and left unset."""
     settings = Settings()
 
-    def attempt(option: str, parse: Callable[[str, str], object]) -> object:
+    def attempt(option: str, parse: Callable[[str, str], object]) -> Any:
         text = getattr(args, option.lstrip("-").replace("-", "_"))
         if text is None:
             return None
@@ -597,12 +623,12 @@ def from_arguments(args: argparse.Namespace, errors: List[str]) -> Settings:
             errors.append(str(e))
             return None
 
-    settings.events = cast(Optional[List[str]], attempt("--events", parse_events))
-    settings.mode = cast(Optional[str], attempt("--mode", parse_mode))
-    settings.backend = cast(Optional[str], attempt("--backend", parse_backend))
-    settings.config = cast(Optional[str], attempt("--config", check_config_path))
-    settings.modules = cast(Optional[List[str]], attempt("--module", parse_modules))
-    exclude = cast(Optional[List[str]], attempt("--exclude", parse_modules)) or []
+    settings.events = attempt("--events", parse_events)
+    settings.mode = attempt("--mode", parse_mode)
+    settings.backend = attempt("--backend", parse_backend)
+    settings.config = attempt("--config", check_config_path)
+    settings.modules = attempt("--module", parse_modules)
+    exclude: List[str] = attempt("--exclude", parse_modules) or []
     if args.ignore_frozen:
         exclude += [m for m in FROZEN_IMPORTLIB if m not in exclude]
     settings.exclude = exclude

@@ -20,16 +20,17 @@ from __future__ import annotations
 import os
 import sys
 from types import CodeType
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
-
-if TYPE_CHECKING:  # argparse is imported only by python -m pinsight_python
-    import argparse
 
 from . import settings as _settings
 from .settings import (
     EVENT_NAMES,
     Settings,
 )
+
+TYPE_CHECKING = False  # typing only for the checker: every traced process imports us
+if TYPE_CHECKING:  # argparse is imported only by python -m pinsight_python
+    import argparse
+    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 # activate.py says this of itself, so that a copy under another name still counts.
 STARTUP_MARKER = "pinsight-python startup file"

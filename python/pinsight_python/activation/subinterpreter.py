@@ -11,7 +11,9 @@ The main interpreter traces as usual; the sub-interpreter's code is not traced.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NoReturn
+TYPE_CHECKING = False  # typing only for the checker: every traced process imports us
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, NoReturn
 
 REASON = "sub-interpreters are not traced (pinsight-python traces the main interpreter only)"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -157,6 +156,8 @@ def ensure_sessiond(timeout: float = 10.0) -> bool:
     True if one was started."""
     if _client_reaches_sessiond():
         return False
+    import shutil  # here: trace imports this module at its start
+
     binary = shutil.which("lttng-sessiond")
     if binary is None:
         raise LttngError(
@@ -421,6 +422,8 @@ class RelayDaemon:
         return f"net://{host}:{self.live_port}"
 
     def start(self, timeout: float = 10.0) -> RelayDaemon:
+        import shutil
+
         binary = shutil.which("lttng-relayd")
         if binary is None:
             raise LttngError(

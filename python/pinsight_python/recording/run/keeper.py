@@ -32,15 +32,15 @@ import _socket
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
-
-if TYPE_CHECKING:
-    import socket
-    import threading
-    from pathlib import Path
 
 # Every traced process imports this module: what only trace's side needs (socket,
-# select, shutil, pathlib, threading) is imported there, not here.
+# select, shutil, pathlib, threading) is imported there, not here, and typing is for
+# the type checker only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+    from pathlib import Path
+    from typing import Callable, Dict, List, Optional, Union
 
 # In the command's environment: the keeper's registration socket.
 ENV_SOCKET = "PINSIGHT_PYTHON_TRACE_SOCKET"
@@ -184,15 +184,17 @@ class Keeper:
     the run and its session if trace dies without doing so."""
 
     def __init__(self, session: str, marker: str) -> None:
-        import socket
         import subprocess
-        import tempfile
         from pathlib import Path
 
         self.session = session
-        self.dir = Path(tempfile.mkdtemp(prefix="pinsight-python-run-"))
+        # A private directory (as tempfile.mkdtemp makes, without its imports: trace's
+        # start is paid by every run).
+        tmp = os.environ.get("TMPDIR") or "/tmp"
+        self.dir = Path(tmp, f"pinsight-python-run-{os.urandom(6).hex()}")
+        os.mkdir(self.dir, 0o700)
         self.socket = self.dir / SOCKET_NAME
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.server.bind(str(self.socket))
         self.server.listen(128)
         self._wake_r, self._wake_w = os.pipe()
@@ -244,16 +246,18 @@ class Keeper:
                 pass
             conn.close()
 
-    def _accept_waiting(self) -> Dict[int, socket.socket]:
+    def _accept_waiting(self) -> Dict[int, _socket.socket]:
         """The processes asking to be tracked now, by pid: each connects and sends its
         pid. One request to the session daemon tracks them all."""
-        waiting: Dict[int, socket.socket] = {}
+        waiting: Dict[int, _socket.socket] = {}
         self.server.setblocking(False)
         while True:
             try:
-                conn, _ = self.server.accept()
+                # What socket.socket.accept() calls, without importing the socket module.
+                fd, _ = self.server._accept()  # type: ignore[attr-defined]
             except (BlockingIOError, InterruptedError):
                 return waiting
+            conn = _socket.socket(fileno=fd)
             conn.setblocking(True)
             conn.settimeout(2.0)
             try:
@@ -264,8 +268,6 @@ class Keeper:
     def stop(self) -> None:
         """Stops answering (a process asking later runs untraced and is listed), and
         ends the watchdog."""
-        import subprocess
-
         if self._thread is not None:
             os.write(self._wake_w, b"x")
             self._thread.join()
@@ -278,23 +280,26 @@ class Keeper:
                 pass
         self._wake_r = self._wake_w = -1
         if self.watchdog.poll() is None:
-            self.watchdog.terminate()
-            try:
-                self.watchdog.wait(5)
-            except subprocess.TimeoutExpired:
-                self.watchdog.kill()
-                self.watchdog.wait()
+            # It holds nothing to clean up; a blocking wait, not Popen's polling one.
+            self.watchdog.kill()
+        self.watchdog.wait()
 
     def finish(self, output: Optional[Path]) -> List[str]:
         """The processes that recorded no events ("PID ARGV"), also written beside the
         trace for report (under the trace folder's name, which the reader defines);
         removes the run's directory."""
-        import shutil
-
-        from ...reading.analysis import UNRECORDED_FILE
-
         unrecorded = read_unrecorded(self.dir)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        for name in (SOCKET_NAME, UNRECORDED):  # all the run's directory holds
+            try:
+                os.unlink(self.dir / name)
+            except FileNotFoundError:
+                pass
+        try:
+            os.rmdir(self.dir)
+        except OSError:
+            pass
         if unrecorded and output is not None and output.is_dir():
+            from ...reading.analysis import UNRECORDED_FILE
+
             (output / UNRECORDED_FILE).write_text("".join(f"{ln}\n" for ln in unrecorded))
         return unrecorded

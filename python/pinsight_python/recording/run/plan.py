@@ -15,8 +15,6 @@ import argparse
 import atexit
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from types import MappingProxyType
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
@@ -132,6 +130,9 @@ def _device_activity(
     configuration, trace gives the command one that does (removed when trace ends);
     a configuration that does not say is left as it is, with a warning."""
     if config is None:
+        import shutil
+        import tempfile
+
         folder = tempfile.mkdtemp(prefix="pinsight-python-cuda-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         path = os.path.join(folder, "pinsight_trace_config.txt")
@@ -353,5 +354,15 @@ def _check_runnable(program: str) -> None:
             raise Refused([f"{program}: no such file"], EXIT_NOT_FOUND)
         if os.path.isdir(program) or not os.access(program, os.X_OK):
             raise Refused([f"{program}: not an executable file"], EXIT_NOT_EXECUTABLE)
-    elif shutil.which(program) is None:
+    elif not _on_path(program):
         raise Refused([f"{program}: command not found"], EXIT_NOT_FOUND)
+
+
+def _on_path(program: str) -> bool:
+    """Whether PATH names an executable file `program` (shutil.which's answer, without
+    shutil's imports: trace's start is paid by every run)."""
+    for folder in os.get_exec_path():
+        candidate = os.path.join(folder or ".", program)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return True
+    return False
