@@ -96,16 +96,13 @@ class LttngError(RuntimeError):
 # How often stop() asks the session daemon whether the consumer has written
 # everything: the lttng command asks every 200 ms, most of a short run's cost.
 STOP_POLL_US = 1000
-# The metadata channel's switch timer: the consumer daemon then fetches new
-# metadata (the event classes a process registers) every 20 ms while the program
-# runs, a request to the session daemon answered with nothing most of the time.
-# Without it, LTTng-tools 2.13 pushes the metadata when the process exits or the
-# session stops, and its consumer then polls every 200 ms for the push to be
-# written (DEFAULT_METADATA_AVAILABILITY_WAIT_TIME; a wait queue since 2.14.0,
-# lttng-tools f40b76aed): 200 ms added to every run. Measured with trace on 2 CPUs
-# (8 interleaved runs, medians): a program sleeping 0.3 s, 879 ms without the
-# timer, 665 with 20 ms, 671 with 100 ms; python -c pass 564, 363 and 524 ms.
-METADATA_SWITCH_TIMER_US = 20_000
+# No switch timer on the metadata channel. With one (20 ms), LTTng-tools 2.13's
+# consumer fetches new metadata while the program runs, which took its 200 ms
+# metadata poll (DEFAULT_METADATA_AVAILABILITY_WAIT_TIME; a wait queue since 2.14.0,
+# lttng-tools f40b76aed) out of most runs' ends; but its timer thread then waits in
+# that poll while a channel's teardown holds the lock the metadata thread needs and
+# waits for the timer thread: the consumer daemon deadlocked (found under the test
+# suite's load; every later LTTng request of the user hung).
 _SIZE = re.compile(r"(\d+)([kKmMgG]?)")
 
 
@@ -641,10 +638,6 @@ class Session:
         subbuf_bytes = size_bytes(self.subbuf_size)
         if subbuf_bytes == 0:
             raise LttngError(f"sub-buffer size {self.subbuf_size!r}: expected a size such as 4M")
-        # A snapshot session writes its metadata in record_snapshot().
-        if METADATA_SWITCH_TIMER_US and not self.snapshot:
-            _ctl("enable_channel", self.name, "metadata", 0, 0,
-                 switch_timer_us=METADATA_SWITCH_TIMER_US)
         _ctl("enable_channel", self.name, self.channel, subbuf_bytes, self.num_subbuf,
              overwrite=self.snapshot, read_timer_us=self.read_timer_us or 0)
         for event in self.events:
