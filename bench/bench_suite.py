@@ -54,7 +54,7 @@ if {is_pinsight}:
     events = pinsight_python.status()["events_emitted"] - events0
 stop()
 assert result.testsRun > 100, result.testsRun
-print(t1 - t0, events)
+print("bench-result", t1 - t0, events)
 """
 
 

@@ -33,7 +33,9 @@ def run(python: str, workload: str, config: str, clock: str) -> float:
                          setup=SETUP[config], is_pinsight=config != "untraced")
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
                           preexec_fn=in_group)
-    return float(proc.stdout.split()[0])
+    # RUNNER prints "bench-result SECONDS EVENTS" (after anything the setup printed).
+    result = [line for line in proc.stdout.splitlines() if line.startswith("bench-result ")]
+    return float(result[-1].split()[1])
 
 
 def main() -> int:

@@ -1,5 +1,6 @@
 #include "backends/monitoring.h"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -19,7 +20,7 @@ inline PyObject *verdict(Verdict v) {
   return result;
 }
 
-inline const void *frame_now() { return compat::current_frame(compat::thread_state()); }
+inline const void *frame_now() { return thread_states::current_frame(); }
 
 inline int offset_of(PyObject *offset) {
   long value = PyLong_AsLong(offset);
@@ -78,29 +79,81 @@ PyObject *on_c_end(PyObject *, PyObject *const *args, Py_ssize_t) {
   Py_RETURN_NONE;
 }
 
-#define PINSIGHT_CALLBACK(name, fn)                                                           \
-  PyMethodDef {                                                                               \
-    name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), METH_FASTCALL, \
-        nullptr                                                                               \
+// CPython calls a callback through its type's vectorcall slot. A builtin
+// function's (cfunction_vectorcall_FASTCALL) looks up the thread state and
+// counts the C recursion depth before and after every call; our callbacks never
+// recurse into Python on their hot paths, so they are objects of a type of our
+// own whose slot is the callback itself.
+struct CallbackObject {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  const char *name;
+};
+
+template <PyObject *(*Fn)(PyObject *, PyObject *const *, Py_ssize_t)>
+PyObject *vectorcall_of(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *) {
+  return Fn(self, args, PyVectorcall_NARGS(nargsf));
+}
+
+void callback_dealloc(PyObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
+  PyObject_Free(self);
+  Py_DECREF(type);  // a heap type's instances own a reference to it
+}
+
+PyObject *callback_repr(PyObject *self) {
+  return PyUnicode_FromFormat("<pinsight-python callback %s>",
+                              reinterpret_cast<CallbackObject *>(self)->name);
+}
+
+PyMemberDef callback_members[] = {{"__vectorcalloffset__", Py_T_PYSSIZET,
+                                   offsetof(CallbackObject, vectorcall), Py_READONLY, nullptr},
+                                  {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot callback_slots[] = {{Py_tp_call, reinterpret_cast<void *>(PyVectorcall_Call)},
+                                {Py_tp_dealloc, reinterpret_cast<void *>(callback_dealloc)},
+                                {Py_tp_repr, reinterpret_cast<void *>(callback_repr)},
+                                {Py_tp_members, callback_members},
+                                {0, nullptr}};
+
+PyType_Spec callback_spec = {
+    "pinsight_python._Callback", sizeof(CallbackObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    callback_slots};
+
+PyTypeObject *callback_type = nullptr;  // made once, never freed
+
+PyObject *new_callback(const char *name, vectorcallfunc call) {
+  if (!callback_type) {
+    callback_type = reinterpret_cast<PyTypeObject *>(PyType_FromSpec(&callback_spec));
+    if (!callback_type) return nullptr;
   }
+  CallbackObject *callback = PyObject_New(CallbackObject, callback_type);
+  if (!callback) return nullptr;
+  callback->vectorcall = call;
+  callback->name = name;
+  return reinterpret_cast<PyObject *>(callback);
+}
+
+#define PINSIGHT_CALLBACK(name, fn) name, vectorcall_of<fn>
 
 // One row per sys.monitoring event we use (Modules/_lsprof.c style).
 struct EventRow {
   const char *event;  // attribute of sys.monitoring.events
   uint32_t group;     // CPythonEvents
-  PyMethodDef def;
+  const char *name;   // the callback's, in its repr
+  vectorcallfunc call;
 };
 
 EventRow event_table[] = {
-    {"PY_START", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_start", on_begin<wire::kStart>)},
-    {"PY_RESUME", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_resume", on_begin<wire::kResume>)},
-    {"PY_THROW", kCPyBegins, PINSIGHT_CALLBACK("_pinsight_py_throw", on_begin<wire::kThrow>)},
-    {"PY_RETURN", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_return", on_end<wire::kReturn>)},
-    {"PY_YIELD", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_yield", on_end<wire::kYield>)},
-    {"PY_UNWIND", kCPyEnds, PINSIGHT_CALLBACK("_pinsight_py_unwind", on_end<wire::kUnwind>)},
-    {"CALL", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_call", on_call)},
-    {"C_RETURN", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_return", on_c_end<false>)},
-    {"C_RAISE", kCPyCalls, PINSIGHT_CALLBACK("_pinsight_c_raise", on_c_end<true>)},
+    {"PY_START", kCPyBegins, PINSIGHT_CALLBACK("py_start", on_begin<wire::kStart>)},
+    {"PY_RESUME", kCPyBegins, PINSIGHT_CALLBACK("py_resume", on_begin<wire::kResume>)},
+    {"PY_THROW", kCPyBegins, PINSIGHT_CALLBACK("py_throw", on_begin<wire::kThrow>)},
+    {"PY_RETURN", kCPyEnds, PINSIGHT_CALLBACK("py_return", on_end<wire::kReturn>)},
+    {"PY_YIELD", kCPyEnds, PINSIGHT_CALLBACK("py_yield", on_end<wire::kYield>)},
+    {"PY_UNWIND", kCPyEnds, PINSIGHT_CALLBACK("py_unwind", on_end<wire::kUnwind>)},
+    {"CALL", kCPyCalls, PINSIGHT_CALLBACK("call", on_call)},
+    {"C_RETURN", kCPyCalls, PINSIGHT_CALLBACK("c_return", on_c_end<false>)},
+    {"C_RAISE", kCPyCalls, PINSIGHT_CALLBACK("c_raise", on_c_end<true>)},
 };
 // 4 first: PInsight's own Python domain takes 3 with no fallback, and 0, 1, 2
 // and 5 are conventionally the debugger's, coverage's, profilers' and optimisers'.
@@ -127,7 +180,7 @@ class MonitoringBackend final : public Backend {
       PyObject *bit = PyObject_GetAttrString(events, event_table[i].event);
       event_bits_[i] = bit ? PyLong_AsUnsignedLong(bit) : 0;
       Py_XDECREF(bit);
-      callbacks_[i] = PyCFunction_New(&event_table[i].def, nullptr);
+      callbacks_[i] = new_callback(event_table[i].name, event_table[i].call);
       if (!bit || !callbacks_[i]) {
         Py_DECREF(events);
         throw ActivationError(std::string("sys.monitoring.events.") + event_table[i].event + ": " +

@@ -54,6 +54,11 @@ PYBIND11_MODULE(_pinsight_python_testing, m) {
       "The calling thread's current frame, as an address comparable with _debug_stack's.");
 
   m.def(
+      "_debug_python_state_direct", [] { return api().python_state_direct(); },
+      "1 when the calling thread's callbacks find its frame through libpython's thread-state "
+      "variable directly, 0 through libpython's call, -1 before the thread's first callback.");
+
+  m.def(
       "_debug_generator_entries", [] { return api().generator_entries(); },
       "How many traced generator instances the tracer follows (suspended or running).");
 

@@ -107,6 +107,11 @@ inline int code_get_extra(PyObject *code, Py_ssize_t index, void **extra) {
 #endif
 }
 
+// Our slot of a code object's extra array, read directly (CodeExtraHead,
+// below): what PyUnstable_Code_GetExtra returns, without a call into libpython
+// on every event. `code` must be a code object.
+inline void *code_own_extra(PyObject *code, Py_ssize_t index);
+
 inline int code_set_extra(PyObject *code, Py_ssize_t index, void *extra) {
 #if PY_VERSION_HEX >= 0x030C0000
   return PyUnstable_Code_SetExtra(code, index, extra);
@@ -123,6 +128,17 @@ struct CodeExtraHead {
   Py_ssize_t ce_size;
   void *ce_extras[1];
 };
+
+inline void *code_own_extra(PyObject *code, Py_ssize_t index) {
+#if PINSIGHT_CPYTHON_VERIFIED
+  const auto *head =
+      static_cast<const CodeExtraHead *>(reinterpret_cast<PyCodeObject *>(code)->co_extra);
+  return head && index < head->ce_size ? head->ce_extras[index] : nullptr;
+#else
+  void *extra = nullptr;  // never guessed: activate() refuses on this CPython
+  return code_get_extra(code, index, &extra) == 0 ? extra : nullptr;
+#endif
+}
 
 // Sets our slot. An array our set creates is trimmed to end at our slot: code
 // objects only we annotate then never call another co_extra user's free

@@ -11,7 +11,9 @@ namespace pinsight::py {
 // the program's to fail (a memory limit, _testcapi.set_nomemory). The
 // callbacks then raise MemoryError where the program would have met it,
 // instead of swallowing it (tests/core/test_never_hang.py).
-inline thread_local bool memory_failed = false;
+// Initial-exec: read by every callback, where the general-dynamic model's
+// __tls_get_addr call would cost more than the read.
+inline thread_local bool memory_failed __attribute__((tls_model("initial-exec"))) = false;
 
 // Clears the pending error, remembering a MemoryError.
 inline void clear_error() {
@@ -21,9 +23,9 @@ inline void clear_error() {
 
 // Whether an allocation failed since the last call, and forgets it.
 inline bool take_memory_failure() {
-  bool failed = memory_failed;
+  if (__builtin_expect(!memory_failed, 1)) return false;  // no store on the hot path
   memory_failed = false;
-  return failed;
+  return true;
 }
 
 // `text` as UTF-8, or `fallback` when it is not a str (error cleared).

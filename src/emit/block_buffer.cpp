@@ -209,33 +209,19 @@ __attribute__((noinline)) Block *create_current(int python_thread_id) {
   return b;
 }
 
-// One record into the block's bytes, at `now` (ns, LTTng's clock).
-inline void encode(Block &b, const Staged &r, uint64_t now) {
-  if (b.count == 0) {
-    b.base_clock = b.last_clock = now;
-    b.last_code = b.last_callable = 0;
-  }
-  uint8_t *p = b.bytes + b.used;
-  *p++ = r.head;
-  p = put_varint(p, zigzag(r.code_id - b.last_code));
-  b.last_code = r.code_id;
-  if ((r.head >> 3) >= PINSIGHT_RECORD_C_CALL_BEGIN) {
-    p = put_varint(p, zigzag(r.callable_id - b.last_callable));
-    b.last_callable = r.callable_id;
-    p = put_varint(p, static_cast<uint32_t>(r.line));
-  }
-  p = put_varint(p, now - b.last_clock);
-  b.last_clock = now;
-  b.used = static_cast<uint32_t>(p - b.bytes);
-  ++b.count;
-}
-
 // The staged records, timed between the segment's anchor and one taken now
 // (their counter ticks lie between the two), into the block's bytes; the new
 // anchor opens the next segment. Timestamps stay in order per thread: the map
 // is monotonic, and clamped to the last one written. A segment goes whole into
 // one block, and a block is written only after every staged record is in it:
 // its event is then later than all of them, as readers expect.
+//
+// Each record: its head, the zigzag delta of its code id, for a native call the
+// zigzag delta of its callable id and its line, then its time's delta (ns, from
+// the block's previous record; the first record's time is the block's
+// base_clock). The block's running state lives in locals through the loop: the
+// bytes written through `p` could alias any field of the Block, which would
+// otherwise be stored and loaded again around every byte.
 void encode_staged(Block &b) {
   uint32_t n = b.staged_count;
   if (n == 0) return;
@@ -251,17 +237,47 @@ void encode_staged(Block &b) {
       span_ticks == 0
           ? 0
           : static_cast<uint64_t>((static_cast<unsigned __int128>(span_ns) << 32) / span_ticks);
-  uint64_t floor_ns = b.count != 0 && b.last_clock > start.ns ? b.last_clock : start.ns;
+  uint32_t count = b.count;
+  uint64_t last_clock = b.last_clock;
+  uint64_t last_code = b.last_code;
+  uint64_t last_callable = b.last_callable;
+  uint64_t floor_ns = count != 0 && last_clock > start.ns ? last_clock : start.ns;
+  if (count == 0) {
+    // The block's first record: its time is the base, its ids' deltas from 0.
+    last_clock = 0;
+    last_code = last_callable = 0;
+  }
+  uint8_t *p = b.bytes + b.used;
+  const Staged *staged = b.staged;
   for (uint32_t i = 0; i < n; ++i) {
-    const Staged &r = b.staged[i];
-    uint64_t into = r.ticks > start.ticks ? r.ticks - start.ticks : 0;
+    const uint64_t ticks = staged[i].ticks;
+    const uint64_t code_id = staged[i].code_id;
+    const uint8_t head = staged[i].head;
+    uint64_t into = ticks > start.ticks ? ticks - start.ticks : 0;
     uint64_t now =
         start.ns + static_cast<uint64_t>((static_cast<unsigned __int128>(into) * rate) >> 32);
     if (now > end.ns) now = end.ns;
     if (now < floor_ns) now = floor_ns;
     floor_ns = now;
-    encode(b, r, now);
+    if (count == 0) b.base_clock = last_clock = now;
+    *p++ = head;
+    p = put_varint(p, zigzag(code_id - last_code));
+    last_code = code_id;
+    if ((head >> 3) >= PINSIGHT_RECORD_C_CALL_BEGIN) {
+      const uint64_t callable_id = staged[i].callable_id;
+      p = put_varint(p, zigzag(callable_id - last_callable));
+      last_callable = callable_id;
+      p = put_varint(p, static_cast<uint32_t>(staged[i].line));
+    }
+    p = put_varint(p, now - last_clock);
+    last_clock = now;
+    ++count;
   }
+  b.used = static_cast<uint32_t>(p - b.bytes);
+  b.count = count;
+  b.last_clock = last_clock;
+  b.last_code = last_code;
+  b.last_callable = last_callable;
   b.anchor = end;
   b.segment_end_ticks = end.ticks + segment_ticks;
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -298,6 +314,26 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
     // of every thread go out now.
     flush_all(true);
   }
+}
+
+void append_function(int kind, int transition, uint64_t code_id, int python_thread_id) {
+  Block *b = current_block;
+  if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
+  uint64_t ticks = cycle_clock::ticks();
+  if (__builtin_expect(b->staged_count == kSegmentRecords || ticks > b->segment_end_ticks, 0)) {
+    encode_staged(*b);
+    ticks = cycle_clock::ticks();  // after the new anchor
+  }
+  b->writing = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // encode_staged() reads neither callable_id nor line of a function record.
+  Staged &r = b->staged[b->staged_count];
+  r.ticks = ticks;
+  r.code_id = code_id;
+  r.head = static_cast<uint8_t>((kind << 3) | transition);
+  ++b->staged_count;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  b->writing = 0;
 }
 
 void note_callable(const char *name) {

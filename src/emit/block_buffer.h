@@ -31,6 +31,9 @@ constexpr uint64_t kIdleFlushNs = 200000000;
 // full and compact payloads' inline paths stay as small as they were.
 void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
             int python_thread_id);
+// A function record (PINSIGHT_RECORD_FUNCTION_*): append's path for the
+// records that name no callable, the most frequent.
+void append_function(int kind, int transition, uint64_t code_id, int python_thread_id);
 
 // A native callee's interned name, as it is first named (slow path): os._exit's
 // is remembered, and a call of it flushes every thread's block first (it ends

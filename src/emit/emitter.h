@@ -82,16 +82,12 @@ inline void ensure_named(const char *callee, uint32_t epoch) {
   if (slot.name != callee || slot.epoch != epoch) name_callable(callee, epoch);
 }
 
-inline void function(bool begin, NamedCode &code, int python_thread_id, int transition) {
+// The compact and full payloads' function events (out of line: the batched
+// payload's path below stays short enough to inline into the callbacks).
+__attribute__((noinline)) inline void function_event(bool begin, NamedCode &code,
+                                                     int python_thread_id, int transition) {
   auto code_id = reinterpret_cast<unsigned long>(code.code);
-  // Every payload names the code object's file in code_info only.
-  ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
   if (compact_payload) {
-    if (batched_payload) {
-      blocks::append(begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
-                     transition, code_id, 0, 0, python_thread_id);
-      return;
-    }
     if (begin) {
       PINSIGHT_TRACEPOINT(compact_function_begin, code_id, python_thread_id, transition);
     } else {
@@ -106,6 +102,17 @@ inline void function(bool begin, NamedCode &code, int python_thread_id, int tran
     PINSIGHT_TRACEPOINT(function_end, code.qualname.c_str(), code.lineno, code_id, python_thread_id,
                         transition);
   }
+}
+
+inline void function(bool begin, NamedCode &code, int python_thread_id, int transition) {
+  // Every payload names the code object's file in code_info only.
+  ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
+  if (batched_payload) {
+    blocks::append_function(begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
+                            transition, reinterpret_cast<uintptr_t>(code.code), python_thread_id);
+    return;
+  }
+  function_event(begin, code, python_thread_id, transition);
 }
 
 // A native call by `caller` at line `line` of `callee` (an interned name, its id).

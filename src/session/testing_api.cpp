@@ -26,11 +26,16 @@ uintptr_t current_frame() {
 
 size_t generator_entries() { return generator_table().size(); }
 
+int python_state_direct() {
+  const ThreadState *state = thread_states::current_ptr;
+  return state ? state->python_state != nullptr : -1;
+}
+
 }  // namespace
 
 const TestingApi &testing_api() {
   static const TestingApi api = {TestingApi::kVersion, &visit_stack, &current_frame,
-                                 &generator_entries};
+                                 &generator_entries, &python_state_direct};
   return api;
 }
 

@@ -20,7 +20,7 @@ struct StackEntryView {
 };
 
 struct TestingApi {
-  static constexpr uint32_t kVersion = 2;
+  static constexpr uint32_t kVersion = 3;
   uint32_t version;
   // Calls visit(entry, context) for each record of the calling thread's shadow
   // stack, outermost first (GIL held).
@@ -29,6 +29,10 @@ struct TestingApi {
   uintptr_t (*current_frame)();
   // Traced generator instances the tracer follows (GeneratorTable; GIL held).
   size_t (*generator_entries)();
+  // Whether the calling thread's callbacks read libpython's thread-state
+  // variable directly (ThreadState::python_state): 1 yes, 0 no, -1 the thread
+  // has had no callback yet.
+  int (*python_state_direct)();
 };
 
 namespace session {

@@ -120,9 +120,7 @@ inline CodeInfo *find(PyObject *code) {
     auto it = beside->find(code);
     return it == beside->end() ? nullptr : it->second;
   }
-  void *extra = nullptr;
-  if (compat::code_get_extra(code, extra_index, &extra) != 0) return nullptr;
-  return static_cast<CodeInfo *>(extra);
+  return static_cast<CodeInfo *>(compat::code_own_extra(code, extra_index));
 }
 
 // The CodeInfo of `code`, created on first sight.

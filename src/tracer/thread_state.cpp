@@ -1,6 +1,7 @@
 #include "tracer/thread_state.h"
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -10,7 +11,7 @@
 
 namespace pinsight::thread_states {
 
-thread_local ThreadState *current_ptr __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread ThreadState *current_ptr __attribute__((tls_model("initial-exec"))) = nullptr;
 std::atomic<ThreadState *> gil_holder{nullptr};
 
 namespace {
@@ -59,6 +60,57 @@ void set_main_thread(unsigned long main_ident) {
   main_thread_ident.store(main_ident, std::memory_order_relaxed);
 }
 
+// Where libpython keeps the calling thread's PyThreadState, found by reading
+// the instructions of the function compat::thread_state() calls: the
+// general-dynamic TLS sequence of a shared libpython (`lea tls_index(%rip),%rdi;
+// call __tls_get_addr`) or the local-exec load of one linked into the
+// executable (`mov %fs:offset,%rax`). Anything else, or a slot whose value is
+// not what the function returns (checked on each thread), leaves it null.
+#if defined(__x86_64__) && defined(__linux__) && PINSIGHT_CPYTHON_VERIFIED && \
+    PY_VERSION_HEX >= 0x030C0000
+extern "C" void *__tls_get_addr(void *);
+
+namespace {
+const uint8_t *python_state_code() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return reinterpret_cast<const uint8_t *>(&PyThreadState_GetUnchecked);
+#else
+  return reinterpret_cast<const uint8_t *>(&_PyThreadState_UncheckedGet);
+#endif
+}
+
+PyThreadState *const *python_state_slot() {
+  const uint8_t *code = python_state_code();
+  static const uint8_t kGeneralDynamic[] = {0x66, 0x48, 0x8d, 0x3d};   // data16 lea X(%rip),%rdi
+  static const uint8_t kTlsCall[] = {0x66, 0x66, 0x48, 0xe8};          // data16 data16 rex.W call
+  static const uint8_t kLocalExec[] = {0x64, 0x48, 0x8b, 0x04, 0x25};  // mov %fs:X,%rax
+  // The sequence starts within the function's first instructions (after a
+  // stack adjustment or an endbr64).
+  for (int at = 0; at <= 8; ++at) {
+    const uint8_t *p = code + at;
+    if (std::memcmp(p, kGeneralDynamic, 4) == 0 && std::memcmp(p + 8, kTlsCall, 4) == 0) {
+      int32_t displacement;
+      std::memcpy(&displacement, p + 4, 4);
+      return static_cast<PyThreadState *const *>(
+          __tls_get_addr(const_cast<uint8_t *>(p + 8 + displacement)));
+    }
+    if (std::memcmp(p, kLocalExec, 5) == 0) {
+      int32_t offset;
+      std::memcpy(&offset, p + 5, 4);
+      char *thread_pointer;
+      asm("mov %%fs:0, %0" : "=r"(thread_pointer));
+      return reinterpret_cast<PyThreadState *const *>(thread_pointer + offset);
+    }
+  }
+  return nullptr;
+}
+}  // namespace
+#else
+namespace {
+PyThreadState *const *python_state_slot() { return nullptr; }
+}  // namespace
+#endif
+
 ThreadState *create_current() {
   auto state = std::make_unique<ThreadState>();
   state->thread_ident = PyThread_get_thread_ident();
@@ -66,6 +118,9 @@ ThreadState *create_current() {
                                 ? 0
                                 : next_thread_id.fetch_add(1, std::memory_order_relaxed);
   state->stack.reserve(64);
+  PyThreadState *const *slot = python_state_slot();
+  PyThreadState *tstate = compat::thread_state();
+  if (slot && tstate && *slot == tstate) state->python_state = slot;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
     registry().insert(state.get());

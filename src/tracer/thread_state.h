@@ -71,6 +71,11 @@ struct ThreadState {
   // only: the pair outlives neither the call nor the generator).
   std::vector<std::pair<const void *, const void *>> pending_throws;
   GilPoint gil;
+  // This thread's instance of libpython's thread-state variable (the one
+  // PyThreadState_GetUnchecked reads), when it could be found
+  // (python_state_slot()); null: ask libpython. Its address is fixed for the
+  // thread's life.
+  PyThreadState *const *python_state = nullptr;
 };
 
 namespace thread_states {
@@ -100,7 +105,19 @@ void forked_child();
 // thread exits, so that a new state at the same address is not taken for it.
 extern std::atomic<ThreadState *> gil_holder;
 
-extern thread_local ThreadState *current_ptr __attribute__((tls_model("initial-exec")));
+// __thread, not thread_local: no dynamic initialization, so other files read it
+// without the thread_local wrapper's check for an initialization function.
+extern __thread ThreadState *current_ptr __attribute__((tls_model("initial-exec")));
+
+// The running frame (compat::current_frame) of the calling thread: through its
+// ThreadState's python_state when it has one, a load instead of libpython's
+// call and its __tls_get_addr on every event.
+inline const void *current_frame() {
+  ThreadState *state = current_ptr;
+  PyThreadState *tstate =
+      state && state->python_state ? *state->python_state : compat::thread_state();
+  return compat::current_frame(tstate);
+}
 
 inline ThreadState *current() {
   ThreadState *state = current_ptr;

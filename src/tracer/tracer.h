@@ -152,11 +152,17 @@ class Tracer {
   bool begins_disabled(const CodeInfo &code) const {
     return code.begins_disabled_epoch == disable_epoch_;
   }
-  Verdict begin_start(CodeInfo &code, ThreadState &state, const void *frame);
+  __attribute__((always_inline)) Verdict begin_start(CodeInfo &code, ThreadState &state,
+                                                     const void *frame);
   void monitor_start(CodeInfo &code, ThreadState &state);         // MONITORING: counts only
   ThreadLexgion &lexgion_of(CodeInfo &code, ThreadState &state);  // decided for this config
   template <bool MayDisable>
-  Verdict begin_execution(CodeInfo &code, ThreadState &state, const void *frame);
+  __attribute__((always_inline)) Verdict begin_execution(CodeInfo &code, ThreadState &state,
+                                                         const void *frame);
+  // An execution rate control or the filters left out (out of line).
+  template <bool MayDisable>
+  Verdict begin_untraced(CodeInfo &code, ThreadState &state, const void *frame,
+                         const ThreadLexgion &lex);
   // imports.cpp: importlib's _find_and_load starts / ends (import events).
   Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
   void end_import(const FrameRecord &record, const ThreadState &state, int transition);
@@ -244,27 +250,16 @@ inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const voi
   return begin_execution<true>(code, state, frame);
 }
 
+// Inlined into the callbacks whatever the compiler's estimate of its size: a
+// call here costs as much as several of the steps it makes.
 template <bool MayDisable>
 inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const void *frame) {
   ++code.executions;
   ThreadLexgion &lex = lexgion_of(code, state);
   const LexgionStep step =
       lexgion_execution(TraceMode::Tracing, lex.events, code.limits, lex.counters);
-  if (!step.traced) {
-    if (shadow_all_.load(std::memory_order_relaxed)) {
-      // Not traced, but allocation samples need to know the frame runs.
-      state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, 0);
-      ++code.open_records;
-      ++open_records_;
-      return Verdict::Continue;
-    }
-    uint8_t why = MayDisable ? never_traced_again(code, lex) : 0;
-    if (why) {
-      code.begins_disabled_epoch = disable_epoch_;
-      code.begins_were_disabled = true;
-      return disable(code, why);
-    }
-    return Verdict::Continue;
+  if (__builtin_expect(!step.traced, 0)) {
+    return begin_untraced<MayDisable>(code, state, frame, lex);
   }
   uint8_t flags = kTraced;
   if (lex.events & kEventPyStart) flags |= kBeginEmitted;
@@ -279,6 +274,26 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
     ++events_emitted_;
     if (code.generator) state.stack.back().started_ns = lifetime_clock_ns();
     emitter::function(true, code, state.python_thread_id, wire::kStart);
+  }
+  return Verdict::Continue;
+}
+
+template <bool MayDisable>
+__attribute__((noinline)) Verdict Tracer::begin_untraced(CodeInfo &code, ThreadState &state,
+                                                         const void *frame,
+                                                         const ThreadLexgion &lex) {
+  if (shadow_all_.load(std::memory_order_relaxed)) {
+    // Not traced, but allocation samples need to know the frame runs.
+    state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, 0);
+    ++code.open_records;
+    ++open_records_;
+    return Verdict::Continue;
+  }
+  uint8_t why = MayDisable ? never_traced_again(code, lex) : 0;
+  if (why) {
+    code.begins_disabled_epoch = disable_epoch_;
+    code.begins_were_disabled = true;
+    return disable(code, why);
   }
   return Verdict::Continue;
 }
