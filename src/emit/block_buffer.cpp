@@ -286,11 +286,12 @@ void encode_staged(Block &b) {
   if (b.used >= kBlockBytes || end.ns - b.base_clock > kMaxBlockAgeNs) write_block(b, false);
 }
 
-}  // namespace
-
-void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
-            int python_thread_id) {
-  Block *b = current_block;
+// The calling thread's next staged record, its time taken (a full or old segment
+// encoded first) and the block marked as being written (a fatal signal's flush
+// then leaves it alone): the caller fills the record, then calls end_staging().
+// Inlined into both appends, which are the callbacks' hot path.
+__attribute__((always_inline)) inline Staged &begin_staging(Block *&b, int python_thread_id) {
+  b = current_block;
   if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
   uint64_t ticks = cycle_clock::ticks();
   if (__builtin_expect(b->staged_count == kSegmentRecords || ticks > b->segment_end_ticks, 0)) {
@@ -301,13 +302,26 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
   std::atomic_signal_fence(std::memory_order_seq_cst);
   Staged &r = b->staged[b->staged_count];
   r.ticks = ticks;
+  return r;
+}
+
+__attribute__((always_inline)) inline void end_staging(Block &b) {
+  ++b.staged_count;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  b.writing = 0;
+}
+
+}  // namespace
+
+void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
+            int python_thread_id) {
+  Block *b;
+  Staged &r = begin_staging(b, python_thread_id);
   r.code_id = code_id;
   r.callable_id = callable_id;
   r.line = line;
   r.head = static_cast<uint8_t>((kind << 3) | transition);
-  ++b->staged_count;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b->writing = 0;
+  end_staging(*b);
   if (kind == PINSIGHT_RECORD_C_CALL_BEGIN &&
       callable_id == reinterpret_cast<uintptr_t>(exit_callable.load(std::memory_order_relaxed))) {
     // The process ends inside this call, without exit handlers: the last blocks
@@ -317,23 +331,12 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
 }
 
 void append_function(int kind, int transition, uint64_t code_id, int python_thread_id) {
-  Block *b = current_block;
-  if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
-  uint64_t ticks = cycle_clock::ticks();
-  if (__builtin_expect(b->staged_count == kSegmentRecords || ticks > b->segment_end_ticks, 0)) {
-    encode_staged(*b);
-    ticks = cycle_clock::ticks();  // after the new anchor
-  }
-  b->writing = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  Block *b;
+  Staged &r = begin_staging(b, python_thread_id);
   // encode_staged() reads neither callable_id nor line of a function record.
-  Staged &r = b->staged[b->staged_count];
-  r.ticks = ticks;
   r.code_id = code_id;
   r.head = static_cast<uint8_t>((kind << 3) | transition);
-  ++b->staged_count;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b->writing = 0;
+  end_staging(*b);
 }
 
 void note_callable(const char *name) {
