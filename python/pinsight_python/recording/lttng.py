@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -153,8 +154,6 @@ def ensure_sessiond(timeout: float = 10.0) -> bool:
     True if one was started."""
     if _client_reaches_sessiond():
         return False
-    import shutil  # here: trace imports this module at its start
-
     binary = shutil.which("lttng-sessiond")
     if binary is None:
         raise LttngError(
@@ -419,8 +418,6 @@ class RelayDaemon:
         return f"net://{host}:{self.live_port}"
 
     def start(self, timeout: float = 10.0) -> RelayDaemon:
-        import shutil
-
         binary = shutil.which("lttng-relayd")
         if binary is None:
             raise LttngError(

@@ -38,6 +38,7 @@ import time
 # the type checker only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     import threading
     from pathlib import Path
     from typing import Callable, Dict, List, Optional, Union
@@ -184,17 +185,15 @@ class Keeper:
     the run and its session if trace dies without doing so."""
 
     def __init__(self, session: str, marker: str) -> None:
+        import socket
         import subprocess
+        import tempfile
         from pathlib import Path
 
         self.session = session
-        # A private directory (as tempfile.mkdtemp makes, without its imports: trace's
-        # start is paid by every run).
-        tmp = os.environ.get("TMPDIR") or "/tmp"
-        self.dir = Path(tmp, f"pinsight-python-run-{os.urandom(6).hex()}")
-        os.mkdir(self.dir, 0o700)
+        self.dir = Path(tempfile.mkdtemp(prefix="pinsight-python-run-"))
         self.socket = self.dir / SOCKET_NAME
-        self.server = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(self.socket))
         self.server.listen(128)
         self._wake_r, self._wake_w = os.pipe()
@@ -246,18 +245,16 @@ class Keeper:
                 pass
             conn.close()
 
-    def _accept_waiting(self) -> Dict[int, _socket.socket]:
+    def _accept_waiting(self) -> Dict[int, socket.socket]:
         """The processes asking to be tracked now, by pid: each connects and sends its
         pid. One request to the session daemon tracks them all."""
-        waiting: Dict[int, _socket.socket] = {}
+        waiting: Dict[int, socket.socket] = {}
         self.server.setblocking(False)
         while True:
             try:
-                # What socket.socket.accept() calls, without importing the socket module.
-                fd, _ = self.server._accept()  # type: ignore[attr-defined]
+                conn, _ = self.server.accept()
             except (BlockingIOError, InterruptedError):
                 return waiting
-            conn = _socket.socket(fileno=fd)
             conn.setblocking(True)
             conn.settimeout(2.0)
             try:
@@ -288,16 +285,10 @@ class Keeper:
         """The processes that recorded no events ("PID ARGV"), also written beside the
         trace for report (under the trace folder's name, which the reader defines);
         removes the run's directory."""
+        import shutil
+
         unrecorded = read_unrecorded(self.dir)
-        for name in (SOCKET_NAME, UNRECORDED):  # all the run's directory holds
-            try:
-                os.unlink(self.dir / name)
-            except FileNotFoundError:
-                pass
-        try:
-            os.rmdir(self.dir)
-        except OSError:
-            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
         if unrecorded and output is not None and output.is_dir():
             from ...reading.analysis import UNRECORDED_FILE
 

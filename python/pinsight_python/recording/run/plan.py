@@ -15,6 +15,7 @@ import argparse
 import atexit
 import os
 import re
+import shutil
 from pathlib import Path
 from types import MappingProxyType
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
@@ -130,8 +131,7 @@ def _device_activity(
     configuration, trace gives the command one that does (removed when trace ends);
     a configuration that does not say is left as it is, with a warning."""
     if config is None:
-        import shutil
-        import tempfile
+        import tempfile  # here: only the CUDA domain needs it, trace's start does not
 
         folder = tempfile.mkdtemp(prefix="pinsight-python-cuda-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
@@ -354,15 +354,5 @@ def _check_runnable(program: str) -> None:
             raise Refused([f"{program}: no such file"], EXIT_NOT_FOUND)
         if os.path.isdir(program) or not os.access(program, os.X_OK):
             raise Refused([f"{program}: not an executable file"], EXIT_NOT_EXECUTABLE)
-    elif not _on_path(program):
+    elif shutil.which(program) is None:
         raise Refused([f"{program}: command not found"], EXIT_NOT_FOUND)
-
-
-def _on_path(program: str) -> bool:
-    """Whether PATH names an executable file `program` (shutil.which's answer, without
-    shutil's imports: trace's start is paid by every run)."""
-    for folder in os.get_exec_path():
-        candidate = os.path.join(folder or ".", program)
-        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
-            return True
-    return False

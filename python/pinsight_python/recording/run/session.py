@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -105,8 +106,6 @@ class Recording:
     def discard(self) -> None:
         """After a destroy that recorded nothing (no target attached): leaves no output
         directory behind, or the user's empty one as it was."""
-        import shutil
-
         output = self.session.output
         if output is None or not output.is_dir():
             return
