@@ -16,14 +16,18 @@ every event we use (the floor of any per-call tool) and on PY_START/PY_RETURN on
 reference tracer (bench/reftracer: a C callback writing the design's full payload
 to the same provider, nothing else); pinsight-python in TRACING with the full,
 compact and batched payloads, and batched with `events=("function",)`
-(batched-function: begins and ends only, trace0's events); on CPython 3.15+,
+(batched-function: begins and ends only, trace0's events; batched-function-inline:
+the same without the writer thread, PINSIGHT_PYTHON_BLOCK_WRITER=inline); on CPython 3.15+,
 CPython's own sampling profiler (sampler: `python -m profiling.sampling run`, 1 kHz,
 the cost of a sampler beside a full timeline; wall time only). The traced ones run
 inside one LTTng session with `pinsight-python trace`'s defaults (contexts,
 channel). ns per event = time added over untraced / events emitted: by
 batched-function for trace0, empty-function and batched-function, by the default
 events for the others. `--configs untraced,batched,...` times only those (untraced
-is always in); `--cpu-time` times the traced thread's CPU time (loaded machines).
+is always in); `--cpu-time` times the traced thread's CPU time (loaded machines);
+`--total-cpu` times all the CPU a tool costs: every thread of the process, from the
+tool's start to its stop (trace0's writer threads and its file; our final flush),
+plus the LTTng consumer daemons' CPU time meanwhile.
 
 Bytes per event: each workload traced once per payload in a session of its own
 (trace's defaults); the bytes LTTng wrote (packet contents, from the trace's
@@ -198,12 +202,19 @@ import pinsight_python
 start = lambda: pinsight_python.activate(("function",), payload="batched")
 stop = pinsight_python.deactivate
 """,
+    # No writer thread: each traced thread encodes and writes its own blocks.
+    "batched-function-inline": """
+import os, pinsight_python
+os.environ["PINSIGHT_PYTHON_BLOCK_WRITER"] = "inline"
+start = lambda: pinsight_python.activate(("function",), payload="batched")
+stop = pinsight_python.deactivate
+""",
 }
 PAYLOADS = ("full", "compact", "batched")
-OURS = (*PAYLOADS, "batched-function")
+OURS = (*PAYLOADS, "batched-function", "batched-function-inline")
 # Configurations that see Python begins and ends only: their ns per event are
 # over batched-function's events.
-FUNCTION_ONLY = ("empty-function", "trace0", "batched-function")
+FUNCTION_ONLY = ("empty-function", "trace0", "batched-function", "batched-function-inline")
 # Not a setup inside the workload's process: CPython's own sampling profiler (3.15+)
 # runs the workload as its child (run mode, 1 kHz, main thread) and reads its stacks
 # from outside; only wall time shows its cost (its CPU is its own process's).
@@ -218,16 +229,23 @@ start = stop = lambda: None
 {setup}
 workload()  # warm up (caches, specialization)
 events0 = 0
+WHOLE = {whole}  # --total-cpu: start() and stop() are timed too
+if WHOLE:
+    t0 = CLOCK()
 start()
 if {is_pinsight}:
     import pinsight_python; events0 = pinsight_python.status()["events_emitted"]
-t0 = CLOCK()
+if not WHOLE:
+    t0 = CLOCK()
 workload()
-t1 = CLOCK()
+if not WHOLE:
+    t1 = CLOCK()
 events = 0
 if {is_pinsight}:
     events = pinsight_python.status()["events_emitted"] - events0
 stop()
+if WHOLE:
+    t1 = CLOCK()
 print("bench-result", t1 - t0, events)
 """
 
@@ -264,8 +282,33 @@ def provider_path() -> str:
 # What the runners time: wall time (perf_counter), or with --cpu-time the traced
 # thread's CPU time (thread_time: on a loaded machine wall time also counts the
 # turns of other processes; a tool's own threads, trace0's writer, are left out
-# as an idle core would hide them).
+# as an idle core would hide them), or with --total-cpu everything a tool costs
+# the machine's CPUs: the process's CPU time, all its threads (trace0's writers),
+# from the tool's start to its stop (trace0's file written, our blocks flushed),
+# plus the LTTng consumer daemons' CPU time meanwhile (they write LTTng's buffers
+# to disk; added to every configuration, ~0 for the untraced ones). On a node
+# whose cores all compute (an MPI rank per core), that is the cost that counts.
 CLOCK = "perf_counter"
+WHOLE = False
+
+
+def consumer_cpu_seconds() -> float:
+    """CPU time so far of this user's lttng-consumerd processes (utime + stime)."""
+    total = 0
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "lttng-consumerd":
+                continue
+            if entry.stat().st_uid != os.geteuid():
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
@@ -275,6 +318,7 @@ def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
         workload=WORKLOADS[workload],
         setup=SETUP.get(config, ""),
         is_pinsight=config in OURS,
+        whole=WHOLE,
     )
     if config == SAMPLER:
         script = tmp / f"sampled_{workload}.py"
@@ -283,7 +327,11 @@ def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
             "-m", "profiling.sampling", "run", "--collapsed",
             "-o", str(tmp / "sampled.stacks"), str(script),
         ])
-    return run_code(code, tmp)
+    if not WHOLE:
+        return run_code(code, tmp)
+    consumed = consumer_cpu_seconds()
+    seconds, events = run_code(code, tmp)
+    return seconds + consumer_cpu_seconds() - consumed, events
 
 
 # The group the traced children run in, the only one the sessions record (as
@@ -420,6 +468,9 @@ def installed(configs: Iterable[str]) -> List[str]:
     """The configurations whose tools are installed (VizTracer and trace0 are extras;
     CPython's sampler came with 3.15)."""
     out = list(configs)
+    if SAMPLER in out and WHOLE:
+        out.remove(SAMPLER)
+        print("--total-cpu: the sampler's CPU is another process's: column skipped")
     if SAMPLER in out and not (importlib.util.find_spec("profiling")
                                and importlib.util.find_spec("profiling.sampling")):
         out.remove(SAMPLER)
@@ -435,7 +486,8 @@ def installed(configs: Iterable[str]) -> List[str]:
     return out
 
 
-def main() -> int:
+def parse_arguments() -> argparse.Namespace:
+    """The command line, checked; sets what the runners time (CLOCK, WHOLE)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds; the minimum is kept")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -445,17 +497,28 @@ def main() -> int:
                         help="bytes per event and discards only, no timed rounds")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time the traced thread's CPU time, not wall time (loaded machines)")
+    parser.add_argument("--total-cpu", action="store_true",
+                        help="time all the CPU a tool costs: every thread of the process from"
+                        " the tool's start to its stop, and LTTng's consumer daemons meanwhile")
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, WHOLE
+    if args.cpu_time and args.total_cpu:
+        parser.error("--cpu-time and --total-cpu are exclusive")
     if args.cpu_time:
         CLOCK = "thread_time"
-
-    wanted = args.configs.split(",")
-    known = [*SETUP, SAMPLER]
-    unknown = [c for c in wanted if c not in known]
+    if args.total_cpu:
+        CLOCK, WHOLE = "process_time", True
+    unknown = [c for c in args.configs.split(",") if c not in [*SETUP, SAMPLER]]
     if unknown:
         parser.error(f"unknown configuration(s) {', '.join(unknown)}; expected some of "
-                     f"{', '.join(known)}")
+                     f"{', '.join([*SETUP, SAMPLER])}")
+    return args
+
+
+def main() -> int:
+    args = parse_arguments()
+    wanted = args.configs.split(",")
+    known = [*SETUP, SAMPLER]
     # untraced is every ratio's base, and the event counts come from ours.
     needed = {"untraced"} | {events_of(c) for c in wanted}
     configs = installed([c for c in known if c in wanted or c in needed])
@@ -552,6 +615,7 @@ def print_costs(
     ratios("batched per event against the fastest (targets: batched <= 1.5x empty-callback,"
            " batched-function <= 1.00x trace0, batched <= 1.00x cProfile)",
            [("batched", "empty-callback"), ("batched-function", "trace0"),
+            ("batched-function-inline", "trace0"),
             ("batched-function", "empty-function"), ("batched", "cProfile"),
             ("batched", "compact")])
 

@@ -8,11 +8,13 @@ test_email's or test_json's), against baselines measured in the same run.
 Configurations, interleaved (every one once per round; the minimum is kept):
 untraced, cProfile, VizTracer and trace0 (the bench extra, if installed), and
 pinsight-python in TRACING with the full, compact and batched payloads and batched with
-function events only (batched-function: trace0's events), inside one LTTng session
+function events only (batched-function: trace0's events; batched-function-inline: the
+same without the writer thread), inside one LTTng session
 with `trace`'s defaults (as bench_core.py). The suite is loaded (its modules imported)
 before tracing starts; only running it is timed. ns per event = time added over
 untraced / events emitted (batched-function's for trace0). `--configs a,b` times only
-those (untraced and what the ratios need are always in).
+those (untraced and what the ratios need are always in). `--cpu-time`: the traced
+thread's CPU time; `--total-cpu`: all the CPU a tool costs, as in bench_core.py.
 """
 
 from __future__ import annotations
@@ -26,14 +28,22 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import FUNCTION_ONLY, GID, SETUP, installed, load_average, run_code
+from bench_core import (
+    FUNCTION_ONLY,
+    GID,
+    SETUP,
+    consumer_cpu_seconds,
+    installed,
+    load_average,
+    run_code,
+)
 
 TESTS = ("test.test_fractions,test.test_difflib,test.test_textwrap,test.test_ipaddress,"
          "test.test_pprint,test.test_argparse,test.test_configparser,test.test_enum,"
          "test.test_dataclasses,test.test_typing")
 CONFIGS = ("untraced", "cProfile", "viztracer", "trace0", "full", "compact", "batched",
-           "batched-function")
-OURS = ("full", "compact", "batched", "batched-function")
+           "batched-function", "batched-function-inline")
+OURS = ("full", "compact", "batched", "batched-function", "batched-function-inline")
 
 RUNNER = """
 import io, time, unittest
@@ -43,16 +53,23 @@ runner = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0)
 start = stop = lambda: None
 {setup}
 events0 = 0
+WHOLE = {whole}  # --total-cpu: start() and stop() are timed too
+if WHOLE:
+    t0 = CLOCK()
 start()
 if {is_pinsight}:
     import pinsight_python; events0 = pinsight_python.status()["events_emitted"]
-t0 = CLOCK()
+if not WHOLE:
+    t0 = CLOCK()
 result = runner.run(suite)
-t1 = CLOCK()
+if not WHOLE:
+    t1 = CLOCK()
 events = 0
 if {is_pinsight}:
     events = pinsight_python.status()["events_emitted"] - events0
 stop()
+if WHOLE:
+    t1 = CLOCK()
 assert result.testsRun > 100, result.testsRun
 print("bench-result", t1 - t0, events)
 """
@@ -65,8 +82,14 @@ def main() -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--cpu-time", action="store_true",
                         help="time the traced thread's CPU time, not wall time (loaded machines)")
+    parser.add_argument("--total-cpu", action="store_true",
+                        help="time all the CPU a tool costs: every thread of the process from"
+                        " the tool's start to its stop, and LTTng's consumer daemons meanwhile")
     args = parser.parse_args()
-    clock = "thread_time" if args.cpu_time else "perf_counter"
+    if args.cpu_time and args.total_cpu:
+        parser.error("--cpu-time and --total-cpu are exclusive")
+    clock = ("thread_time" if args.cpu_time else "process_time" if args.total_cpu
+             else "perf_counter")
     wanted = set(args.configs.split(","))
     unknown = wanted - set(CONFIGS)
     if unknown:
@@ -87,8 +110,11 @@ def main() -> int:
             with lttng.Session(trace, track_vgid=GID):
                 for config in configs:
                     code = RUNNER.format(clock=clock, tests=tests, setup=SETUP[config],
-                                         is_pinsight=config in OURS)
+                                         is_pinsight=config in OURS, whole=args.total_cpu)
+                    consumed = consumer_cpu_seconds()
                     seconds, n = run_code(code, tmp)
+                    if args.total_cpu:
+                        seconds += consumer_cpu_seconds() - consumed
                     runs[config].append(seconds)
                     if config in OURS:
                         events[config] = n
@@ -115,8 +141,9 @@ def print_table(configs: List[str], best: Dict[str, float], events: Dict[str, in
     print("| time / untraced | " + " | ".join(f"{best[c] / base:.2f}x" for c in shown) + " |")
     per: List[Tuple[str, float]] = [(c, (best[c] - base) / count(c) * 1e9) for c in shown]
     print("| ns per event | " + " | ".join(f"{v:.1f}" for _, v in per) + " |")
-    for ours, theirs in (("batched", "cProfile"), ("batched-function", "trace0")):
-        if theirs in best:
+    for ours, theirs in (("batched", "cProfile"), ("batched-function", "trace0"),
+                         ("batched-function-inline", "trace0")):
+        if theirs in best and ours in best:
             ratio = best[ours] / best[theirs]  # the ratios of time / untraced
             print(f"{ours} / {theirs} (time over untraced, {clock}): {ratio:.2f}"
                   " (target <= 1.00)")

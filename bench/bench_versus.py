@@ -30,7 +30,7 @@ PAYLOADS = ("full", "compact")
 
 def run(python: str, workload: str, config: str, clock: str) -> float:
     code = RUNNER.format(clock=clock, provider="", workload=WORKLOADS[workload],
-                         setup=SETUP[config], is_pinsight=config != "untraced")
+                         setup=SETUP[config], is_pinsight=config != "untraced", whole=False)
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
                           preexec_fn=in_group)
     # RUNNER prints "bench-result SECONDS EVENTS" (after anything the setup printed).

@@ -32,6 +32,7 @@ RECORD_EVENTS = (
     "python_pinsight_lttng_ust:compact_c_call_end",
 )
 FINAL = 1  # event_block's flags
+PARTIAL = 2
 
 
 def copy_enumeration(tc, fc):
@@ -184,7 +185,11 @@ class Unbatch(bt2._UserMessageIterator):
             thread = (vpid, int(payload["tid"]))
             made = [(clock, kind, code, callee, line, transition, int(payload["python_thread_id"]))
                     for clock, kind, code, callee, line, transition in records(payload)]
-            self._release(thread, made)
+            # A partial block vouches for the thread's records up to its last one.
+            until = None
+            if int(payload["flags"]) & PARTIAL:
+                until = made[-1][0] if made else -1
+            self._release(thread, made, until)
             if int(payload["flags"]) & FINAL:
                 self._batched.discard(thread)
             else:
@@ -200,8 +205,13 @@ class Unbatch(bt2._UserMessageIterator):
         else:
             self._emit(thread, item)
 
-    def _release(self, thread, made):
+    def _release(self, thread, made, until=None):
         held = self._held.pop(thread, [])
+        if until is not None:
+            later = [item for item in held if item[0] > until]
+            held = [item for item in held if item[0] <= until]
+            if later:
+                self._held[thread] = later
         recs = []
         for rec in made:
             self._order += 1

@@ -166,11 +166,15 @@ def _join_run() -> None:
 
 
 def _threads_not_ours() -> int:
-    """OS threads other than LTTng-UST's listeners ("<name>-ust") and our control
-    thread ("pinsight-ctl"); -1 when /proc cannot tell."""
+    """OS threads other than LTTng-UST's listeners ("<name>-ust"), our control
+    thread ("pinsight-ctl") and the batched payload's writer (named as the process
+    is, known by its tid); -1 when /proc cannot tell."""
     count = 0
+    writer = str(_core._block_writer_tid())
     try:
         for tid in os.listdir("/proc/self/task"):
+            if tid == writer:
+                continue
             with open(f"/proc/self/task/{tid}/comm", "rb") as f:
                 name = f.read().rstrip(b"\n")
             if not (name.endswith(b"-ust") or name == b"pinsight-ctl"):

@@ -80,7 +80,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
          const std::string &hostname, const std::string &argv, bool import_events,
          bool alloc_events, bool gil_events, std::optional<std::vector<std::string>> module_filter,
          const std::vector<std::string> &module_exclude, bool report_config, int payload,
-         bool clock_plugin, bool cycle_clock) {
+         bool clock_plugin, bool cycle_clock, bool block_writer) {
         pinsight::ActivateOptions options;
         options.function_events = function_events;
         options.c_call_events = c_call_events;
@@ -102,6 +102,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
         options.payload = payload;
         options.clock_plugin = clock_plugin;
         options.cycle_clock = cycle_clock;
+        options.block_writer = block_writer;
         session::activate(options);
       },
       py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
@@ -110,7 +111,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("alloc_events") = false, py::arg("gil_events") = false,
       py::arg("module_filter") = py::none(), py::arg("module_exclude") = std::vector<std::string>(),
       py::arg("report_config") = true, py::arg("payload") = -1, py::arg("clock_plugin") = false,
-      py::arg("cycle_clock") = true);
+      py::arg("cycle_clock") = true, py::arg("block_writer") = true);
   m.def(
       "check_config",
       [](const std::string &path) {
@@ -165,6 +166,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
   // joining a `pinsight-python trace` run waits for it).
   m.def("recording", [] { return session::recording(); });
   m.def("_after_fork_child", [] { session::after_fork_child(); });
+  m.def("_block_writer_tid", [] { return session::block_writer_tid(); });
   m.def(
       "_emit_lexgion_counts", [] { session::emit_lexgion_counts(); },
       "atexit: rate control's counts per code object (lexgion_counts), before the control "

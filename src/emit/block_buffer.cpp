@@ -1,15 +1,24 @@
 #include "emit/block_buffer.h"
 
+#include <linux/futex.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "emit/cycle_clock.h"
 #include "emit/write_guard.h"
@@ -20,26 +29,101 @@ namespace pinsight::emitter::blocks {
 namespace {
 
 // A record as append() stages it: fixed size, the counter's ticks for its time.
-struct Staged {
+// Two to a cache line, written whole.
+struct alignas(32) Staged {
   uint64_t ticks;
   uint64_t code_id;
   uint64_t callable_id;
-  int32_t line;
-  uint8_t head;  // (kind << 3) | transition
+  uint64_t line_head;  // the line (low 32 bits) | the head << 32: (kind << 3) | transition
 };
 
-// Records staged before they are encoded into the block: a segment, timed by
-// interpolation between the anchor before its first record and one after its
-// last. Short (kSegmentRecords, or kSegmentNs of counter time) so that the
-// interpolation's rate is the clock's own rate at the time.
+// A staged word. On x86-64 a non-temporal store: the writer thread reads the
+// segment on another core and gives it back; an ordinary store would then wait
+// for that core's copy of the line to be invalidated (measured: n-body with
+// function events, 15% of the traced thread's added CPU). Write-combined, a
+// record's words reach memory before the segment is handed over (the sfence in
+// close_segment), before another thread that takes the GIL reads them (the GIL's
+// release is a locked instruction, which drains write-combining buffers), and
+// in order for this thread's own reads (a flush, a signal handler).
+inline void put(uint64_t *to, uint64_t value) {
+#if defined(__x86_64__)
+  _mm_stream_si64(reinterpret_cast<long long *>(to), static_cast<long long>(value));
+#else
+  *to = value;
+#endif
+}
+
+// The staged words written so far are visible to another thread's loads after
+// a release store that follows this.
+inline void publish_staged() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+// Records are staged in segments: a segment is timed by interpolation between
+// the anchor before its first record and one after its last. Short
+// (kSegmentRecords, or kSegmentNs of counter time) so that the interpolation's
+// rate is the clock's own rate at the time.
 constexpr uint32_t kSegmentRecords = 128;
 constexpr uint64_t kSegmentNs = 1000000;
 
+struct Segment {
+  alignas(64) Staged records[kSegmentRecords];
+  uint32_t count = 0;
+  cycle_clock::Anchor start;
+  cycle_clock::Anchor end;
+};
+
+// The most segments one thread has: the one it fills, and closed ones the
+// writer has not encoded yet. A thread that stages slowly keeps two or three;
+// one that outruns the writer encodes its own (close_segment). A power of two.
+constexpr uint32_t kMaxSegments = 64;
+
+// A single-producer single-consumer ring of segments. It holds every segment
+// of its thread at most, so put() always finds room.
+struct SegmentRing {
+  Segment *slots[kMaxSegments] = {};
+  std::atomic<uint32_t> head{0};  // the producer's: segments put
+  std::atomic<uint32_t> tail{0};  // the consumer's: segments taken
+
+  void put(Segment *s) {
+    uint32_t h = head.load(std::memory_order_relaxed);
+    slots[h % kMaxSegments] = s;
+    head.store(h + 1, std::memory_order_release);
+  }
+  Segment *take() {
+    uint32_t t = tail.load(std::memory_order_relaxed);
+    if (t == head.load(std::memory_order_acquire)) return nullptr;
+    Segment *s = slots[t % kMaxSegments];
+    tail.store(t + 1, std::memory_order_release);
+    return s;
+  }
+  uint32_t size() const {
+    return head.load(std::memory_order_acquire) - tail.load(std::memory_order_acquire);
+  }
+};
+
+// A thread's records: staged by the thread ("the owner's side": the thread, or
+// another thread holding the GIL while it does not run), encoded into `bytes`
+// and written as event_blocks by whoever holds `encoder`: the writer thread
+// (closed segments, in the background), or the owner's side (a flush, or a
+// thread whose segments are all waiting).
 struct Block {
-  Staged staged[kSegmentRecords];
+  // The owner's side.
+  Staged *filling = nullptr;  // the open segment's records (the hot path's)
   uint32_t staged_count = 0;
-  uint64_t segment_end_ticks = 0;  // a record past this starts a new segment
-  cycle_clock::Anchor anchor;      // taken before the staged records
+  uint64_t segment_end_ticks = 0;  // a record past this closes the segment
+  Segment *open = nullptr;
+  cycle_clock::Anchor anchor;         // taken before the open segment's records
+  uint32_t segments = 0;              // allocated
+  SegmentRing closed;                 // to the encoder, in order
+  SegmentRing returned;               // back from the encoder, free
+  volatile sig_atomic_t writing = 0;  // a record or segment is half-done (signal handlers)
+  bool opened = false;                // the empty opening block went out
+
+  // The encoder's side, under `encoder` (0: free; else its holder's tid).
+  std::atomic<int> encoder{0};
   // A segment is encoded whole into a block that is not yet full.
   uint8_t bytes[kBlockBytes + kSegmentRecords * kMaxRecordBytes];
   uint32_t used = 0;
@@ -49,10 +133,9 @@ struct Block {
   uint64_t last_clock = 0;
   uint64_t last_code = 0;
   uint64_t last_callable = 0;
+
   int python_thread_id = -1;
   int tid = 0;
-  volatile sig_atomic_t writing = 0;    // a record is half-staged or half-encoded (signal handlers)
-  bool opened = false;                  // the empty opening block went out
   std::atomic<uint64_t> last_flush{0};  // clock of the last event_block (control thread)
   Block *prev = nullptr;                // the registry of live blocks
   Block *next = nullptr;
@@ -66,10 +149,17 @@ inline uint64_t clock_ns() { return cycle_clock::monotonic_ns(); }
 uint64_t segment_ticks = kSegmentNs;
 
 thread_local Block *current_block __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int own_tid __attribute__((tls_model("initial-exec"))) = 0;
 
-// Guards the registry (creation, thread exit, flushes by other threads); never
-// taken on the hot path. Placement-new'ed again in a forked child, where another
-// thread may have held it.
+int my_tid() {
+  if (own_tid == 0) own_tid = static_cast<int>(syscall(SYS_gettid));
+  return own_tid;
+}
+
+// Guards the registry (creation, thread exit, flushes by other threads, the
+// writer's passes); never taken on the hot path. Placement-new'ed again in a
+// forked child, where another thread may have held it. Taken before any
+// block's encoder, never after.
 std::mutex *registry_mutex = new std::mutex();
 std::atomic<bool> idle_flush{false};
 // The interned name of os._exit (posix._exit), once a call of it was named.
@@ -90,16 +180,350 @@ void unlink(Block *b) {
   b->prev = b->next = nullptr;
 }
 
-__attribute__((noinline)) void encode_staged(Block &b);
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
-void write_block(Block &b, bool final) {
-  encode_staged(b);
+// ---------------------------------------------------------------------------
+// The encoder lock. Its holders: the writer (try only: a thread it would wait
+// for encodes its own), the owner's side (waits: the writer holds it for one
+// block's closed segments), a fatal signal's handler (waits a bounded time,
+// never for its own thread).
+
+inline bool try_lock_encoder(Block &b, int tid) {
+  int free = 0;
+  return b.encoder.compare_exchange_strong(free, tid, std::memory_order_acquire,
+                                           std::memory_order_relaxed);
+}
+
+void lock_encoder(Block &b) {
+  int tid = my_tid();
+  for (unsigned spins = 0; !try_lock_encoder(b, tid); ++spins) {
+    if (spins < 1000) {
+      cpu_relax();
+    } else {
+      sched_yield();  // the writer was preempted while it held it
+    }
+  }
+}
+
+// Async-signal-safe; false if this thread holds it (the signal interrupted an
+// encoding) or its holder does not let go within 10 ms.
+bool lock_encoder_from_signal(Block &b) {
+  int tid = static_cast<int>(syscall(SYS_gettid));
+  if (b.encoder.load(std::memory_order_relaxed) == tid) return false;
+  uint64_t deadline = clock_ns() + 10000000;
+  while (!try_lock_encoder(b, tid)) {
+    if (clock_ns() > deadline) return false;
+    cpu_relax();
+  }
+  return true;
+}
+
+inline void unlock_encoder(Block &b) { b.encoder.store(0, std::memory_order_release); }
+
+// ---------------------------------------------------------------------------
+// Encoding (encoder lock held).
+
+uint8_t *put_varint(uint8_t *p, uint64_t value) {
+  while (value >= 0x80) {
+    *p++ = static_cast<uint8_t>(value) | 0x80;
+    value >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(value);
+  return p;
+}
+
+uint64_t zigzag(uint64_t delta) {
+  auto d = static_cast<int64_t>(delta);
+  return (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
+}
+
+// The encoded records as one event_block. PINSIGHT_BLOCK_PARTIAL when records
+// of the thread staged before this moment may still be on their way (in the
+// open segment, or closed and not yet encoded): readers then take the
+// thread's stream as complete up to the block's last record, not up to the
+// block's own time.
+void emit(Block &b, int flags) {
   PINSIGHT_TRACEPOINT(event_block, b.python_thread_id, b.tid, b.sequence, b.count, b.base_clock,
-                      final ? PINSIGHT_BLOCK_FINAL : 0, b.bytes, static_cast<uint16_t>(b.used));
+                      flags, b.bytes, static_cast<uint16_t>(b.used));
   b.sequence += b.count;
   b.count = 0;
   b.used = 0;
   b.last_flush.store(clock_ns(), std::memory_order_relaxed);
+}
+
+// `n` staged records, timed between the anchors `start` and `end` (their
+// counter ticks lie between the two), into the block's bytes. Timestamps stay
+// in order per thread: the map is monotonic, and clamped to the last one
+// written. A segment goes whole into one block; a block is written when full,
+// or when its first record is old (kMaxBlockAgeNs). `last`: no record of the
+// thread is staged beyond these, so such a block is complete.
+//
+// Each record: its head, the zigzag delta of its code id, for a native call the
+// zigzag delta of its callable id and its line, then its time's delta (ns, from
+// the block's previous record; the first record's time is the block's
+// base_clock). The block's running state lives in locals through the loop: the
+// bytes written through `p` could alias any field of the Block, which would
+// otherwise be stored and loaded again around every byte.
+void encode_records(Block &b, const Staged *staged, uint32_t n, cycle_clock::Anchor start,
+                    cycle_clock::Anchor end, bool last) {
+  if (n == 0) return;
+  // ns per tick in 32.32 fixed point: this segment's own rate.
+  uint64_t span_ticks = end.ticks > start.ticks ? end.ticks - start.ticks : 0;
+  uint64_t span_ns = end.ns > start.ns ? end.ns - start.ns : 0;
+  uint64_t rate =
+      span_ticks == 0
+          ? 0
+          : static_cast<uint64_t>((static_cast<unsigned __int128>(span_ns) << 32) / span_ticks);
+  uint32_t count = b.count;
+  uint64_t last_clock = b.last_clock;
+  uint64_t last_code = b.last_code;
+  uint64_t last_callable = b.last_callable;
+  uint64_t floor_ns = count != 0 && last_clock > start.ns ? last_clock : start.ns;
+  if (count == 0) {
+    // The block's first record: its time is the base, its ids' deltas from 0.
+    last_clock = 0;
+    last_code = last_callable = 0;
+  }
+  uint8_t *p = b.bytes + b.used;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t ticks = staged[i].ticks;
+    const uint64_t code_id = staged[i].code_id;
+    const uint8_t head = static_cast<uint8_t>(staged[i].line_head >> 32);
+    uint64_t into = ticks > start.ticks ? ticks - start.ticks : 0;
+    uint64_t now =
+        start.ns + static_cast<uint64_t>((static_cast<unsigned __int128>(into) * rate) >> 32);
+    if (now > end.ns) now = end.ns;
+    if (now < floor_ns) now = floor_ns;
+    floor_ns = now;
+    if (count == 0) b.base_clock = last_clock = now;
+    *p++ = head;
+    p = put_varint(p, zigzag(code_id - last_code));
+    last_code = code_id;
+    if ((head >> 3) >= PINSIGHT_RECORD_C_CALL_BEGIN) {
+      const uint64_t callable_id = staged[i].callable_id;
+      p = put_varint(p, zigzag(callable_id - last_callable));
+      last_callable = callable_id;
+      p = put_varint(p, static_cast<uint32_t>(staged[i].line_head));
+    }
+    p = put_varint(p, now - last_clock);
+    last_clock = now;
+    ++count;
+  }
+  b.used = static_cast<uint32_t>(p - b.bytes);
+  b.count = count;
+  b.last_clock = last_clock;
+  b.last_code = last_code;
+  b.last_callable = last_callable;
+  // Full, or its first record is old.
+  if (b.used >= kBlockBytes || end.ns - b.base_clock > kMaxBlockAgeNs) {
+    emit(b, last ? 0 : PINSIGHT_BLOCK_PARTIAL);
+  }
+}
+
+// The closed segments, in order, back to the owner once encoded.
+void drain(Block &b) {
+  while (Segment *s = b.closed.take()) {
+    encode_records(b, s->records, s->count, s->start, s->end, false);
+    b.returned.put(s);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The writer thread: encodes closed segments and writes their blocks, so that
+// a traced thread only stages. Without it (not started, a forked child before
+// Python's after-fork hook, creation failed) every thread encodes its own.
+
+struct Writer {
+  std::atomic<bool> running{false};
+  pid_t pid = 0;
+  pthread_t thread{};
+  std::atomic<bool> stopping{false};
+  std::atomic<uint32_t> wake{0};    // futex word
+  std::atomic<bool> dozing{false};  // in a long sleep: a thread whose segments pile up wakes it
+  std::atomic<int> tid{0};          // set by the thread itself
+};
+Writer writer;
+
+// Between passes the writer sleeps for about as long as the fastest thread
+// takes to close a third of its segments (halved or doubled after each pass),
+// within these bounds; past kDozeNs a thread half out of segments wakes it.
+constexpr uint64_t kShortestSleepNs = 100000;
+constexpr uint64_t kLongestSleepNs = 20000000;
+constexpr uint64_t kDozeNs = 1000000;
+
+inline void futex_wake(std::atomic<uint32_t> &word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
+}
+
+void nudge_writer() {
+  if (!writer.dozing.load(std::memory_order_relaxed)) return;
+  if (!writer.dozing.exchange(false, std::memory_order_relaxed)) return;
+  writer.wake.fetch_add(1, std::memory_order_release);
+  futex_wake(writer.wake);
+}
+
+// One pass over the registry: every block's closed segments (unless its own
+// thread is encoding them). The most closed segments one thread had.
+uint32_t writer_pass() {
+  std::lock_guard<std::mutex> lock(*registry_mutex);
+  int tid = my_tid();
+  uint32_t fullest = 0;
+  for (Block *b = registry; b; b = b->next) {
+    uint32_t waiting = b->closed.size();
+    if (waiting == 0) continue;
+    fullest = std::max(fullest, waiting);
+    if (!try_lock_encoder(*b, tid)) continue;
+    drain(*b);
+    unlock_encoder(*b);
+  }
+  return fullest;
+}
+
+void *writer_main(void *) {
+  // Its sleeps are short while threads trace fast: no 50 us of slack on each.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  writer.tid.store(my_tid(), std::memory_order_release);
+  uint64_t sleep_ns = kLongestSleepNs;
+  while (!writer.stopping.load(std::memory_order_acquire)) {
+    uint32_t word = writer.wake.load(std::memory_order_acquire);
+    uint32_t fullest = writer_pass();
+    if (fullest > kMaxSegments / 2) {
+      sleep_ns = std::max(sleep_ns / 2, kShortestSleepNs);
+    } else if (fullest < kMaxSegments / 6) {
+      sleep_ns = std::min(sleep_ns * 2, kLongestSleepNs);
+    }
+    writer.dozing.store(sleep_ns >= kDozeNs, std::memory_order_relaxed);
+    timespec wait = {static_cast<time_t>(sleep_ns / 1000000000),
+                     static_cast<long>(sleep_ns % 1000000000)};
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&writer.wake), FUTEX_WAIT_PRIVATE, word, &wait,
+            nullptr, 0);
+    if (writer.wake.load(std::memory_order_acquire) != word) sleep_ns = kShortestSleepNs;
+  }
+  return nullptr;
+}
+
+void start_writer_thread() {
+  if (writer.running.load() && writer.pid == getpid()) return;
+  writer.running.store(false);
+  writer.stopping.store(false);
+  writer.dozing.store(false);
+  writer.tid.store(0);
+  // Every signal blocked: process-directed signals go to the program's threads.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  int failed = pthread_create(&writer.thread, nullptr, writer_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (failed) return;  // every thread encodes its own records
+  // The process's name: LTTng-UST gives its events this thread's name as their
+  // procname context, and the blocks it writes are the program's threads'.
+  char name[16] = {};
+  FILE *comm = std::fopen("/proc/self/comm", "re");
+  if (comm) {
+    if (std::fgets(name, sizeof name, comm)) name[std::strcspn(name, "\n")] = '\0';
+    std::fclose(comm);
+  }
+  if (name[0]) pthread_setname_np(writer.thread, name);
+  // Its tid known before anything can fork (pinsight_python's fork hook counts
+  // the program's threads without ours).
+  while (writer.tid.load(std::memory_order_acquire) == 0) sched_yield();
+  writer.pid = getpid();
+  writer.running.store(true);
+}
+
+void stop_writer_thread() {
+  if (writer.pid != getpid() || !writer.running.exchange(false)) return;
+  writer.stopping.store(true, std::memory_order_release);
+  writer.wake.fetch_add(1, std::memory_order_release);
+  futex_wake(writer.wake);
+  pthread_join(writer.thread, nullptr);
+  writer.pid = 0;
+  writer.tid.store(0);
+}
+
+// ---------------------------------------------------------------------------
+// The owner's side.
+
+// A free segment for the thread to fill: one the encoder gave back, or a new
+// one while the thread has fewer than kMaxSegments; else none.
+Segment *free_segment(Block &b) {
+  if (Segment *s = b.returned.take()) return s;
+  if (b.segments >= kMaxSegments) return nullptr;
+  Segment *s = new (std::nothrow) Segment();
+  if (s) ++b.segments;
+  return s;
+}
+
+// Everything the thread staged, written now as its latest block (`flags`:
+// PINSIGHT_BLOCK_FINAL or 0); with `only_if_any`, nothing if it staged nothing
+// since its last block. The owner's side, with the encoder lock held.
+void flush_locked(Block &b, int flags, bool only_if_any) {
+  drain(b);
+  if (b.staged_count != 0) {
+    b.writing = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    cycle_clock::Anchor end = cycle_clock::anchor();
+    encode_records(b, b.filling, b.staged_count, b.anchor, end, true);
+    b.staged_count = 0;
+    b.anchor = end;
+    b.segment_end_ticks = end.ticks + segment_ticks;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    b.writing = 0;
+  }
+  if (only_if_any && b.count == 0) return;
+  emit(b, flags);
+}
+
+void flush_block(Block &b, int flags, bool only_if_any) {
+  lock_encoder(b);
+  flush_locked(b, flags, only_if_any);
+  unlock_encoder(b);
+}
+
+// The open segment is full, or old: closed and handed to the writer, or, with
+// no writer or no free segment, encoded here with those still waiting. The
+// next segment opens at the anchor taken now.
+__attribute__((noinline)) void close_segment(Block &b) {
+  b.writing = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cycle_clock::Anchor end = cycle_clock::anchor();
+  if (b.staged_count != 0) {
+    Segment *next = writer.running.load(std::memory_order_relaxed) ? free_segment(b) : nullptr;
+    if (next) {
+      Segment *s = b.open;
+      publish_staged();
+      s->count = b.staged_count;
+      s->start = b.anchor;
+      s->end = end;
+      b.closed.put(s);
+      b.open = next;
+      b.filling = next->records;
+      if (b.closed.size() >= kMaxSegments / 2) nudge_writer();
+    } else {
+      lock_encoder(b);
+      drain(b);
+      encode_records(b, b.filling, b.staged_count, b.anchor, end, true);
+      unlock_encoder(b);
+    }
+    b.staged_count = 0;
+  }
+  b.anchor = end;
+  b.segment_end_ticks = end.ticks + segment_ticks;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  b.writing = 0;
+}
+
+void free_segments(Block *b) {
+  while (Segment *s = b->closed.take()) delete s;
+  while (Segment *s = b->returned.take()) delete s;
+  delete b->open;
 }
 
 // Owns the thread's block; its destructor runs when the OS thread exits (before
@@ -109,12 +533,14 @@ struct Owner {
   ~Owner() {
     if (!block) return;
     {
+      // The writer is between passes: it cannot hold the block's encoder.
       std::lock_guard<std::mutex> lock(*registry_mutex);
       unlink(block);
     }
     current_block = nullptr;
     // Unlinked: no other thread flushes it now.
-    if (block->opened) write_block(*block, true);
+    if (block->opened) flush_block(*block, PINSIGHT_BLOCK_FINAL, false);
+    free_segments(block);
     delete block;
   }
 };
@@ -127,10 +553,11 @@ struct sigaction previous_actions[sizeof kFatalSignals / sizeof kFatalSignals[0]
 
 void on_fatal_signal(int signo, siginfo_t *info, void *context) {
   Block *b = current_block;
-  // A record half-written is the one thing that cannot go out; its block is
-  // then lost if the signal ends the process.
-  if (b && b->opened && !b->writing && (b->count != 0 || b->staged_count != 0)) {
-    write_block(*b, false);
+  // A record or segment half-written is the one thing that cannot go out; the
+  // thread's records are then lost if the signal ends the process.
+  if (b && b->opened && !b->writing && lock_encoder_from_signal(*b)) {
+    flush_locked(*b, 0, true);
+    unlock_encoder(*b);
   }
   for (size_t i = 0; i < sizeof kFatalSignals / sizeof kFatalSignals[0]; ++i) {
     if (kFatalSignals[i] != signo) continue;
@@ -169,20 +596,10 @@ void install_signal_handlers() {
   }
 }
 
-void flush_at_exit() { flush_all(true); }
-
-uint8_t *put_varint(uint8_t *p, uint64_t value) {
-  while (value >= 0x80) {
-    *p++ = static_cast<uint8_t>(value) | 0x80;
-    value >>= 7;
-  }
-  *p++ = static_cast<uint8_t>(value);
-  return p;
-}
-
-uint64_t zigzag(uint64_t delta) {
-  auto d = static_cast<int64_t>(delta);
-  return (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
+void flush_at_exit() {
+  // Joined first: nothing writes blocks while LTTng-UST goes away.
+  stop_writer_thread();
+  flush_all(true);
 }
 
 // Slow path: the thread's first record, or its first since its stream closed.
@@ -190,7 +607,10 @@ __attribute__((noinline)) Block *create_current(int python_thread_id) {
   Block *b = current_block;
   if (!b) {
     b = new Block();
-    b->tid = static_cast<int>(syscall(SYS_gettid));
+    b->open = new Segment();
+    b->segments = 1;
+    b->filling = b->open->records;
+    b->tid = my_tid();
     b->python_thread_id = python_thread_id;
     {
       std::lock_guard<std::mutex> lock(*registry_mutex);
@@ -202,106 +622,28 @@ __attribute__((noinline)) Block *create_current(int python_thread_id) {
   // The empty opening block: readers hold this thread's other events from here
   // on until its blocks say what happened meanwhile.
   b->opened = true;
-  b->staged_count = 0;
-  write_block(*b, false);
+  flush_block(*b, 0, false);
   b->anchor = cycle_clock::anchor();
   b->segment_end_ticks = b->anchor.ticks + segment_ticks;
   return b;
 }
 
-// The staged records, timed between the segment's anchor and one taken now
-// (their counter ticks lie between the two), into the block's bytes; the new
-// anchor opens the next segment. Timestamps stay in order per thread: the map
-// is monotonic, and clamped to the last one written. A segment goes whole into
-// one block, and a block is written only after every staged record is in it:
-// its event is then later than all of them, as readers expect.
-//
-// Each record: its head, the zigzag delta of its code id, for a native call the
-// zigzag delta of its callable id and its line, then its time's delta (ns, from
-// the block's previous record; the first record's time is the block's
-// base_clock). The block's running state lives in locals through the loop: the
-// bytes written through `p` could alias any field of the Block, which would
-// otherwise be stored and loaded again around every byte.
-void encode_staged(Block &b) {
-  uint32_t n = b.staged_count;
-  if (n == 0) return;
-  b.writing = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b.staged_count = 0;
-  cycle_clock::Anchor start = b.anchor;
-  cycle_clock::Anchor end = cycle_clock::anchor();
-  // ns per tick in 32.32 fixed point: this segment's own rate.
-  uint64_t span_ticks = end.ticks > start.ticks ? end.ticks - start.ticks : 0;
-  uint64_t span_ns = end.ns > start.ns ? end.ns - start.ns : 0;
-  uint64_t rate =
-      span_ticks == 0
-          ? 0
-          : static_cast<uint64_t>((static_cast<unsigned __int128>(span_ns) << 32) / span_ticks);
-  uint32_t count = b.count;
-  uint64_t last_clock = b.last_clock;
-  uint64_t last_code = b.last_code;
-  uint64_t last_callable = b.last_callable;
-  uint64_t floor_ns = count != 0 && last_clock > start.ns ? last_clock : start.ns;
-  if (count == 0) {
-    // The block's first record: its time is the base, its ids' deltas from 0.
-    last_clock = 0;
-    last_code = last_callable = 0;
-  }
-  uint8_t *p = b.bytes + b.used;
-  const Staged *staged = b.staged;
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint64_t ticks = staged[i].ticks;
-    const uint64_t code_id = staged[i].code_id;
-    const uint8_t head = staged[i].head;
-    uint64_t into = ticks > start.ticks ? ticks - start.ticks : 0;
-    uint64_t now =
-        start.ns + static_cast<uint64_t>((static_cast<unsigned __int128>(into) * rate) >> 32);
-    if (now > end.ns) now = end.ns;
-    if (now < floor_ns) now = floor_ns;
-    floor_ns = now;
-    if (count == 0) b.base_clock = last_clock = now;
-    *p++ = head;
-    p = put_varint(p, zigzag(code_id - last_code));
-    last_code = code_id;
-    if ((head >> 3) >= PINSIGHT_RECORD_C_CALL_BEGIN) {
-      const uint64_t callable_id = staged[i].callable_id;
-      p = put_varint(p, zigzag(callable_id - last_callable));
-      last_callable = callable_id;
-      p = put_varint(p, static_cast<uint32_t>(staged[i].line));
-    }
-    p = put_varint(p, now - last_clock);
-    last_clock = now;
-    ++count;
-  }
-  b.used = static_cast<uint32_t>(p - b.bytes);
-  b.count = count;
-  b.last_clock = last_clock;
-  b.last_code = last_code;
-  b.last_callable = last_callable;
-  b.anchor = end;
-  b.segment_end_ticks = end.ticks + segment_ticks;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b.writing = 0;
-  // Full, or its first record is old.
-  if (b.used >= kBlockBytes || end.ns - b.base_clock > kMaxBlockAgeNs) write_block(b, false);
-}
-
-// The calling thread's next staged record, its time taken (a full or old segment
-// encoded first) and the block marked as being written (a fatal signal's flush
-// then leaves it alone): the caller fills the record, then calls end_staging().
-// Inlined into both appends, which are the callbacks' hot path.
+// The calling thread's next staged record, its time taken (a full or old
+// segment closed first) and the block marked as being written (a fatal
+// signal's flush then leaves it alone): the caller fills the record, then calls
+// end_staging(). Inlined into both appends, which are the callbacks' hot path.
 __attribute__((always_inline)) inline Staged &begin_staging(Block *&b, int python_thread_id) {
   b = current_block;
   if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
   uint64_t ticks = cycle_clock::ticks();
   if (__builtin_expect(b->staged_count == kSegmentRecords || ticks > b->segment_end_ticks, 0)) {
-    encode_staged(*b);
+    close_segment(*b);
     ticks = cycle_clock::ticks();  // after the new anchor
   }
   b->writing = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  Staged &r = b->staged[b->staged_count];
-  r.ticks = ticks;
+  Staged &r = b->filling[b->staged_count];
+  put(&r.ticks, ticks);
   return r;
 }
 
@@ -317,10 +659,10 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
             int python_thread_id) {
   Block *b;
   Staged &r = begin_staging(b, python_thread_id);
-  r.code_id = code_id;
-  r.callable_id = callable_id;
-  r.line = line;
-  r.head = static_cast<uint8_t>((kind << 3) | transition);
+  put(&r.code_id, code_id);
+  put(&r.callable_id, callable_id);
+  put(&r.line_head, static_cast<uint32_t>(line) | static_cast<uint64_t>((kind << 3) | transition)
+                                                      << 32);
   end_staging(*b);
   if (kind == PINSIGHT_RECORD_C_CALL_BEGIN &&
       callable_id == reinterpret_cast<uintptr_t>(exit_callable.load(std::memory_order_relaxed))) {
@@ -333,9 +675,11 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
 void append_function(int kind, int transition, uint64_t code_id, int python_thread_id) {
   Block *b;
   Staged &r = begin_staging(b, python_thread_id);
-  // encode_staged() reads neither callable_id nor line of a function record.
-  r.code_id = code_id;
-  r.head = static_cast<uint8_t>((kind << 3) | transition);
+  // Written whole (write-combined stores fill a line); encode_records() reads
+  // neither the callable nor the line of a function record.
+  put(&r.code_id, code_id);
+  put(&r.callable_id, 0);
+  put(&r.line_head, static_cast<uint64_t>((kind << 3) | transition) << 32);
   end_staging(*b);
 }
 
@@ -353,10 +697,20 @@ void enable() {
   });
 }
 
+bool writer_allowed = true;
+
+void start_writer() {
+  if (writer_allowed) start_writer_thread();
+}
+void stop_writer() { stop_writer_thread(); }
+int writer_tid() { return writer.running.load() && writer.pid == getpid() ? writer.tid.load() : 0; }
+
 void flush_all(bool final) {
+  // Held, the writer is between passes and no thread of the GIL's encodes:
+  // every encoder lock is free, or taken back at once.
   std::lock_guard<std::mutex> lock(*registry_mutex);
   for (Block *b = registry; b; b = b->next) {
-    if (b->opened && (b->count != 0 || b->staged_count != 0 || final)) write_block(*b, final);
+    if (b->opened) flush_block(*b, final ? PINSIGHT_BLOCK_FINAL : 0, !final);
     // A thread's next record, if any, opens its stream again.
     if (final) b->opened = false;
   }
@@ -364,7 +718,7 @@ void flush_all(bool final) {
 
 void flush_current() {
   Block *b = current_block;
-  if (b && b->opened && (b->count != 0 || b->staged_count != 0)) write_block(*b, false);
+  if (b && b->opened) flush_block(*b, 0, true);
 }
 
 bool any_idle() {
@@ -381,7 +735,7 @@ void flush_idle() {
   std::lock_guard<std::mutex> lock(*registry_mutex);
   for (Block *b = registry; b; b = b->next) {
     if (b->opened && now - b->last_flush.load(std::memory_order_relaxed) > kIdleFlushNs) {
-      write_block(*b, false);
+      flush_block(*b, 0, false);
     }
   }
 }
@@ -390,18 +744,26 @@ void set_idle_flush(bool wanted) { idle_flush.store(wanted, std::memory_order_re
 bool idle_flush_wanted() { return idle_flush.load(std::memory_order_relaxed); }
 
 void forked_child() {
-  // The parent's other threads do not exist here: their blocks (their records
-  // are the parent's, flushed or not by the parent) are forgotten, not freed
-  // (their memory may be half-updated).
+  // The parent's other threads, its writer among them, do not exist here: their
+  // blocks (their records are the parent's, flushed or not by the parent) are
+  // forgotten, not freed (their memory may be half-updated).
   registry_mutex = new (registry_mutex) std::mutex();
   registry = nullptr;
+  writer.running.store(false);
+  writer.pid = 0;
+  writer.tid.store(0);
+  own_tid = 0;
   Block *b = current_block;
   if (!b) return;
+  // Flushed before the fork (flush_current): anything still closed is the
+  // parent's.
+  b->encoder.store(0);
+  while (Segment *s = b->closed.take()) b->returned.put(s);
   b->count = 0;
   b->staged_count = 0;
   b->used = 0;
   b->sequence = 0;
-  b->tid = static_cast<int>(syscall(SYS_gettid));
+  b->tid = my_tid();
   b->opened = false;  // the next record opens the child's stream
   link(b);
 }

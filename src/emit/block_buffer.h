@@ -1,15 +1,23 @@
 // The batched payload's per-thread block: compact frame and native-call
-// records staged at fixed size, timed per run of records (emit/cycle_clock.h),
+// records staged at fixed size in segments, timed per segment (emit/cycle_clock.h),
 // packed (format/wire.h) into a buffer of the thread's own, and written as one
 // event_block event when full, when its first record is 100 ms old, or at a
 // flush. One LTTng event per block instead of per call: LTTng's
 // reserve/commit and context are most of a per-event trace's price.
 //
-// Ownership: a block is written by its thread, under the GIL (callbacks hold
-// it). Other threads flush it only while holding the GIL (flush_all,
-// flush_idle), or at fork in the forking thread, so no lock is taken on the
-// hot path. A fatal signal's handler flushes the faulting thread's block
-// unless it interrupted a record being written.
+// Who does what: a traced thread only stages its records; a closed segment goes
+// to the writer thread over a single-producer ring, and the writer encodes it
+// and writes the blocks (so the traced thread's cost per record is staging
+// alone, trace0's design). With no writer (none started, or a forked child
+// before Python's after-fork hook) or when a thread's segments are all waiting,
+// the thread encodes its own: never a lost record, never a wait on the writer.
+//
+// Ownership: a thread's staging side is its own, under the GIL (callbacks hold
+// it); other threads flush it only while holding the GIL (flush_all,
+// flush_idle), or at fork in the forking thread, so no lock is taken on the hot
+// path. Its encoding side (the encoded bytes, the LTTng write) belongs to the
+// holder of the block's encoder lock. A fatal signal's handler flushes the
+// faulting thread's block unless it interrupted a record being staged or encoded.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +51,15 @@ void note_callable(const char *name);
 // Once, when the batched payload is first chosen: the fatal-signal handlers and
 // the flush at process exit.
 void enable();
+// The writer thread, while the payload is batched (idempotent; in a forked
+// child, a new one). Stopped, every thread encodes its own records.
+// activate()'s choice (PINSIGHT_PYTHON_BLOCK_WRITER): start_writer() starts none
+// when false.
+extern bool writer_allowed;
+void start_writer();
+void stop_writer();
+// Its tid while it runs in this process, else 0.
+int writer_tid();
 // Every live thread's block (GIL held, or at process exit). final: no record
 // follows for now (process exit, deactivate, a mode without records): readers
 // then wait for none; a later record opens the thread's stream again.

@@ -133,13 +133,23 @@ NamedCallable named_callables[1u << kNamedCallableBits];
 
 void flush_blocks(bool last) { blocks::flush_all(last); }
 
+void after_fork_in_python() {
+  if (batched_payload) blocks::start_writer();
+}
+
+int block_writer_tid() { return blocks::writer_tid(); }
+
 void set_payload(PayloadKind payload) {
   bool compact = payload != PayloadKind::Full;
   bool batched = payload == PayloadKind::Batched;
   if (compact_payload == compact && batched_payload == batched) return;
   // Records written so far go out before events of the other payload.
+  if (batched_payload && !batched) blocks::stop_writer();
   if (batched_payload) flush_blocks(/*last=*/!batched);
-  if (batched) blocks::enable();
+  if (batched) {
+    blocks::enable();
+    blocks::start_writer();
+  }
   batched_payload = batched;
   compact_payload = compact;
   // Names written under the other payload may be far back: write them again.
@@ -155,6 +165,16 @@ PayloadKind payload() {
 void set_idle_flush(bool wanted) { blocks::set_idle_flush(wanted); }
 
 void allow_cycle_clock(bool allowed) { cycle_clock::allowed = allowed; }
+
+void allow_block_writer(bool allowed) {
+  blocks::writer_allowed = allowed;
+  if (!batched_payload) return;
+  if (allowed) {
+    blocks::start_writer();
+  } else {
+    blocks::stop_writer();
+  }
+}
 
 void advance_naming_epoch() {
   // 0 is the epoch of a code object never named: skip it on wrap-around.

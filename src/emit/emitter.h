@@ -40,6 +40,9 @@ PayloadKind payload();
 // Whether the batched payload may time records with the CPU's cycle counter;
 // decided for the process when batched is first chosen (emit/cycle_clock.h).
 void allow_cycle_clock(bool allowed);
+// Whether the batched payload's blocks are written by a writer thread (the
+// default) or by each traced thread (emit/block_buffer.h). Applies at once.
+void allow_block_writer(bool allowed);
 // The batched payload's idle flush (the control thread's, of threads that
 // wrote nothing for a while): wanted while batched records are written.
 void set_idle_flush(bool wanted);
@@ -47,6 +50,11 @@ void set_idle_flush(bool wanted);
 // batched payload (mode change, reload, deactivate). last: no record follows
 // for now (blocks::flush_all's final).
 void flush_blocks(bool last);
+// In a forked child, from Python's after-fork hook (where a thread may be
+// started): the batched payload's writer thread again (the parent's is not here).
+void after_fork_in_python();
+// The batched payload's writer thread's tid, 0 when none runs in this process.
+int block_writer_tid();
 // Advanced about once a second by the control thread (advance_naming_epoch):
 // a code object's or callable's names go out again with its first event after
 // each tick, so a trace that starts late lacks names (the full payload: files)

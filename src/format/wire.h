@@ -57,8 +57,15 @@ enum {
   PINSIGHT_RECORD_C_CALL_BEGIN = 2,
   PINSIGHT_RECORD_C_CALL_END = 3
 };
-/* event_block's flags: the thread's last block (it exited, or the process did). */
-enum { PINSIGHT_BLOCK_FINAL = 1 };
+/*
+ * event_block's flags. FINAL: the thread's last block (it exited, or the process
+ * did). PARTIAL: written while records the thread staged earlier may still be on
+ * their way (by the writer thread, or a full block of a longer flush): the
+ * thread's records are complete up to this block's last record, not up to the
+ * block's own time; later blocks bring the rest. Without it, every record of the
+ * thread older than the block is in it or an earlier block.
+ */
+enum { PINSIGHT_BLOCK_FINAL = 1, PINSIGHT_BLOCK_PARTIAL = 2 };
 
 #ifdef __cplusplus
 namespace pinsight::wire {

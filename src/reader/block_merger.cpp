@@ -108,10 +108,18 @@ void BlockMerger::on_block(Thread &t, const RawEvent &e, const EventBatch &batch
     held_ += records_.size();
     heads_.push({t.queue.front().ts_ns, &t});
   }
+  // Nothing older than this block's time can come from the thread, or, for a
+  // partial block (records staged earlier may be on their way), nothing older
+  // than its last record.
+  uint64_t until = e.ts_ns;
+  if (e.transition & PINSIGHT_BLOCK_PARTIAL) {
+    until = std::max(t.batched ? t.flushed_until : 0,
+                     records_.empty() ? t.last_record_ns : records_.back().ts_ns);
+  }
   if (t.batched) open_.erase({t.flushed_until, &t});
   t.batched = !(e.transition & PINSIGHT_BLOCK_FINAL);
   if (t.batched) {
-    t.flushed_until = e.ts_ns;
+    t.flushed_until = until;
     open_.insert({t.flushed_until, &t});
   }
 }

@@ -189,10 +189,16 @@ class UnbatchConverter {
     BlockRecord record;
     while (reader.next(record)) records_.push_back(record);
 
-    // The held events first at equal times: they came before the block.
+    // The held events first at equal times: they came before the block. A
+    // partial block vouches for the thread's records up to its last one only:
+    // held events after it wait for the next block.
+    uint64_t flags = read(ic.flags);
+    uint64_t until = UINT64_MAX;
+    if (flags & PINSIGHT_BLOCK_PARTIAL) until = records_.empty() ? 0 : records_.back().clock;
     size_t h = 0, r = 0;
-    while (h < t.held.size() || r < records_.size()) {
-      if (r == records_.size() || (h < t.held.size() && t.held[h].clock <= records_[r].clock)) {
+    auto releasable = [&] { return h < t.held.size() && t.held[h].clock <= until; };
+    while (releasable() || r < records_.size()) {
+      if (r == records_.size() || (releasable() && t.held[h].clock <= records_[r].clock)) {
         emit_copy(t, t.held[h].clock, t.held[h].message);
         bt_message_put_ref(t.held[h].message);
         t.held[h].message = nullptr;
@@ -201,8 +207,8 @@ class UnbatchConverter {
         emit_record(t, records_[r++], python_thread_id, context);
       }
     }
-    t.held.clear();
-    t.batched = !(read(ic.flags) & PINSIGHT_BLOCK_FINAL);
+    t.held.erase(t.held.begin(), t.held.begin() + static_cast<std::ptrdiff_t>(h));
+    t.batched = !(flags & PINSIGHT_BLOCK_FINAL);
   }
 
   Thread &thread(int64_t vpid, int64_t vtid) {

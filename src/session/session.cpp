@@ -321,6 +321,7 @@ void activate(const ActivateOptions &options) {
   state.report_config.store(options.report_config);
   state.clock_plugin = options.clock_plugin;
   emitter::allow_cycle_clock(options.cycle_clock);
+  emitter::allow_block_writer(options.block_writer);
   apply_module_options(*config);
   state.imports_requested = options.import_events;
   state.alloc_requested = options.alloc_events;
@@ -477,6 +478,7 @@ void after_fork_child() {
   if (tracer().active()) {
     emit_process_info(tracer().backend_name());
     control::start(&on_reload_signal);
+    emitter::after_fork_in_python();
   }
 }
 
@@ -491,6 +493,8 @@ void emit_lexgion_counts() {
 }
 
 void stop_control_thread() { control::stop(); }
+
+int block_writer_tid() { return emitter::block_writer_tid(); }
 
 void finish_alloc() { alloc::finish(); }
 

@@ -57,6 +57,9 @@ struct ActivateOptions {
   // PINSIGHT_PYTHON_CYCLE_CLOCK is not 0: the batched payload may time its
   // records with the CPU's cycle counter (emit/cycle_clock.h).
   bool cycle_clock = true;
+  // The batched payload's blocks written by a writer thread (emit/block_buffer.h),
+  // not by each traced thread itself.
+  bool block_writer = true;
 };
 
 struct Status {
@@ -110,6 +113,9 @@ bool reload(std::string *error);
 void after_fork_child();
 // Before the interpreter finalizes (atexit) and on detach.
 void stop_control_thread();
+// The batched payload's writer thread's tid (0: none runs here): pinsight_python's
+// fork hook counts the program's threads without ours.
+int block_writer_tid();
 // Rate control's counts (lexgion_counts) of every rate-controlled code object
 // that ran: atexit, before the control thread stops, and at deactivate().
 void emit_lexgion_counts();

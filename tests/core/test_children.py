@@ -218,9 +218,13 @@ def test_bare_fork_children_have_their_own_balanced_trace(tracer: Tracer) -> Non
         assert_process_balanced(trace, pid, left)
 
 
-def test_fork_in_main_prints_nothing_more_than_untraced(tracer: Tracer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("payload", ["full", "batched"])
+def test_fork_in_main_prints_nothing_more_than_untraced(
+    tracer: Tracer, tmp_path: Path, payload: str
+) -> None:
     # CPython 3.12+ warns when os.fork() runs with other threads; LTTng-UST's and
-    # our own threads must not make a traced program print that warning.
+    # our own threads (the control thread; batched, the block writer, named as the
+    # process) must not make a traced program print that warning.
     code = """
 import os
 pid = os.fork()
@@ -230,7 +234,7 @@ os.waitpid(pid, 0)
 print("done")
 """
     plain = untraced(code, tmp_path)
-    run = tracer.run(code, activate=None, env=ON)
+    run = tracer.run(code, activate=None, env={**ON, "PINSIGHT_PYTHON_PAYLOAD": payload})
     assert run.stderr == plain.stderr
     assert (run.returncode, run.stdout) == (plain.returncode, plain.stdout)
 

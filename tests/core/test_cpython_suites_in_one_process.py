@@ -63,9 +63,15 @@ ONE_PROCESS_SUITES = (
 SANITIZER_STAGE_SUITES = ONE_PROCESS_SUITES[:7]
 
 
+# The batched payload's blocks, segments and writer thread under the same churn
+# (and, in the sanitizer stage, under the sanitizers): the suites that crashed before.
+BATCHED_SUITES = SANITIZER_STAGE_SUITES
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(2 * RUN_TIMEOUT + 120)
-def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("payload", ["full", "batched"])
+def test_cpython_suites_in_one_process(tmp_path: Path, payload: str) -> None:
     if importlib.util.find_spec("test.libregrtest") is None:
         pytest.fail(f"{sys.executable} lacks CPython's test package (pyenv's builds ship it)")
     known = TWO_TOOL_FAILURES.get((sys.version_info[:2], DEFAULT_BACKEND), frozenset())
@@ -74,23 +80,35 @@ def test_cpython_suites_in_one_process(tmp_path: Path) -> None:
     ignore = known
     sanitized = bool(os.environ.get("PINSIGHT_PYTHON_SANITIZER_STAGE"))
     suites = SANITIZER_STAGE_SUITES if sanitized else ONE_PROCESS_SUITES
+    if payload == "batched":
+        suites = BATCHED_SUITES
     with isolated(tmp_path / "trace", snapshot=True, subbuf_size="1M", num_subbuf=4) as (
         session,
         run_as,
     ):
         untraced, traced = side_by_side(
             lambda: run_suites(tmp_path / "untraced", {}, ignore, suites=suites, jobs=1),
-            lambda: run_suites(tmp_path / "traced", SHIM, ignore, run_as, suites=suites, jobs=1),
+            lambda: run_suites(tmp_path / "traced", {**SHIM, "PINSIGHT_PYTHON_PAYLOAD": payload},
+                               ignore, run_as, suites=suites, jobs=1),
         )
         session.record_snapshot()
-    assert untraced.tests_run > (500 if sanitized else 1000), summary(untraced)
+    assert untraced.tests_run > (500 if sanitized or payload == "batched" else 1000), summary(
+        untraced)
     report = f"untraced:\n{summary(untraced)}\ntraced:\n{summary(traced)}"
     # A crash of the one process fails every suite after it: compare the verdicts.
     assert traced.returncode == untraced.returncode, report
     assert traced.failed_files == untraced.failed_files, report
     assert sorted(traced.failed_tests) == sorted(untraced.failed_tests), report
     assert traced.tests_run == untraced.tests_run, report
-    begun = read_trace(tmp_path / "trace").named("function_begin")
+    trace = read_trace(tmp_path / "trace")
+    if payload == "batched":
+        # The suites' functions are named, and their records came in blocks, most
+        # of them written by the writer thread (partial).
+        named = trace.named("code_info")
+        assert any("/test/" in (e.fields["filename"] or "") for e in named), len(named)
+        assert any(e.fields["flags"] & 2 for e in trace.named("event_block"))
+        return
+    begun = trace.named("function_begin")
     assert any("/test/" in (e.file or "") for e in begun), len(begun)
 
 

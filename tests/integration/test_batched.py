@@ -121,6 +121,10 @@ def payload_traces(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Trace]
             WORKLOAD,
             activate=f"pinsight_python.activate(payload={payload!r}, config={str(config)!r})",
         ).trace
+    # Each traced thread writes its own blocks, with no writer thread.
+    traces["batched-inline"] = tracer.run(
+        WORKLOAD, activate="pinsight_python.activate(payload='batched')",
+        env={"PINSIGHT_PYTHON_BLOCK_WRITER": "inline"}).trace
     return traces
 
 
@@ -153,12 +157,16 @@ def test_batched_trace_is_blocks(payload_traces: Dict[str, Trace]) -> None:
         assert [b["flags"] for b in blocks].count(1) == 1 and blocks[-1]["flags"] == 1
 
 
-@pytest.mark.parametrize("rate", [False, True], ids=["all", "rate-control"])
+@pytest.mark.parametrize("rate", [False, True, "inline"], ids=["all", "rate-control", "inline"])
 def test_batched_and_compact_read_alike(
-    payload_traces: Dict[str, Trace], tmp_path: Path, rate: bool
+    payload_traces: Dict[str, Trace], tmp_path: Path, rate: object
 ) -> None:
-    suffix = "-rate" if rate else ""
-    traces = {name: payload_traces[name + suffix] for name in ("compact", "batched")}
+    if rate == "inline":
+        traces = {"compact": payload_traces["compact"], "batched": payload_traces["batched-inline"]}
+        rate = False
+    else:
+        suffix = "-rate" if rate else ""
+        traces = {name: payload_traces[name + suffix] for name in ("compact", "batched")}
     reports = {name: report(t) for name, t in traces.items()}
     for rep in reports.values():
         assert not rep["missing_events"]
@@ -558,7 +566,7 @@ def test_blocks_follow_mode_changes_and_deactivation(tracer: Tracer) -> None:
     # The main thread's stream: opened, closed (flag 1) when the mode left TRACING,
     # opened again, closed at deactivate(), opened again, closed at exit; numbered
     # without a gap throughout.
-    assert [b["flags"] for b in main if b["record_count"] == 0 or b["flags"]].count(1) == 3
+    assert [b["flags"] for b in main if b["record_count"] == 0 or b["flags"] & 1].count(1) == 3
     expected = 0
     for b in main:
         assert b["first_sequence"] == expected
@@ -566,7 +574,7 @@ def test_blocks_follow_mode_changes_and_deactivation(tracer: Tracer) -> None:
     # The records before the switch to STANDBY went out before its mode_change.
     (standby,) = [e.ts for e in trace.named("mode_change") if e.fields["mode"] == "STANDBY"]
     finals = [e.ts for e in trace.named("event_block")
-              if e.fields["flags"] and e.fields["tid"] == e.ctx["vpid"]]
+              if e.fields["flags"] & 1 and e.fields["tid"] == e.ctx["vpid"]]
     assert len(finals) == 3 and finals[0] <= standby
 
 
@@ -599,6 +607,72 @@ def test_os_exit_flushes_every_block(tracer: Tracer) -> None:
     by_process = [{f["name"]: f["calls"] for f in p["functions"]} for p in rep["processes"]]
     assert sorted(f.get("work", 0) for f in by_process) == [5, 50]
     assert all(f.get("posix._exit") == 1 for f in by_process)
+
+
+WRITER_PROGRAM = """
+import threading
+from pinsight_python import _pinsight_python as core
+pinsight_python.activate(payload="batched")
+writer = core._block_writer_tid()
+calls = [0, 0, 0]
+
+def leaf(i, slot):
+    calls[slot] += 1
+    return i
+
+def pair(i):  # a generator_end event per instance, between the thread's records
+    yield i
+
+def work(slot):
+    for i in range(150000):
+        leaf(i, slot)
+        if i % 500 == 0:
+            sum(pair(i))
+
+threads = [threading.Thread(target=work, args=(k,)) for k in (1, 2)]
+for t in threads:
+    t.start()
+work(0)
+for t in threads:
+    t.join()
+named = open(f"/proc/self/task/{writer}/comm").read().strip() if writer else ""
+print(writer, named == open("/proc/self/comm").read().strip(), sum(calls))
+"""
+
+
+@pytest.mark.parametrize("writer", ["thread", "inline"])
+def test_writer_thread_writes_the_blocks(tracer: Tracer, writer: str) -> None:
+    """A writer thread encodes the closed segments of every thread and writes their
+    blocks (partial ones: the thread's later records are still staged); with
+    PINSIGHT_PYTHON_BLOCK_WRITER=inline each thread writes its own. Either way every
+    call the program counted is in the trace, balanced, on its own thread, and the
+    generator ends (events of their own, between the records) are read in their place:
+    no record comes after a later event of its thread (no late records)."""
+    run = tracer.run(WRITER_PROGRAM, activate=None, env={"PINSIGHT_PYTHON_BLOCK_WRITER": writer})
+    writer_tid, named_as_process, counted = run.stdout.split()
+    assert int(counted) == 450000
+    blocks = list(run.trace.named("event_block"))
+    partial = [b for b in blocks if b.fields["flags"] & 2]
+    if writer == "thread":
+        # Named as the process: LTTng-UST gives its events that procname.
+        assert int(writer_tid) > 0 and named_as_process == "True"
+        assert len(partial) > 10
+        # Written by the writer for each of the program's threads, whose tid the
+        # block carries (a thread whose segments all wait writes its own).
+        by_writer = [b for b in partial if b.ctx["vtid"] == int(writer_tid)]
+        assert len({b.fields["tid"] for b in by_writer}) == 3
+        assert int(writer_tid) not in {b.fields["tid"] for b in blocks}
+    else:
+        assert int(writer_tid) == 0 and not partial
+        assert {b.ctx["vtid"] for b in blocks} <= {b.fields["tid"] for b in blocks}
+    rep = report(run.trace)
+    assert not rep["missing_events"], rep["missing_events"]
+    (proc,) = rep["processes"]
+    assert proc["unbalanced"]["implicitly_closed"] == 0
+    assert proc["unbalanced"]["open_at_end"] == 0
+    assert calls(rep)["leaf"] == 450000
+    assert len(list(run.trace.named("generator_end"))) == 3 * 300
+    assert analysis.read_trace(str(run.trace.path)).raw.late_records == 0
 
 
 INTERLEAVED = """

@@ -142,6 +142,19 @@ def test_cycle_clock_is_on_unless_0() -> None:
         settings.cycle_clock({settings.ENV_CYCLE_CLOCK: "no"})
 
 
+def test_block_writer_is_a_thread_unless_inline() -> None:
+    assert settings.block_writer({}) is True
+    assert settings.block_writer({settings.ENV_BLOCK_WRITER: "thread"}) is True
+    assert settings.block_writer({settings.ENV_BLOCK_WRITER: " inline "}) is False
+    with pytest.raises(settings.SettingsError,
+                       match="PINSIGHT_PYTHON_BLOCK_WRITER='none': expected thread or inline"):
+        settings.block_writer({settings.ENV_BLOCK_WRITER: "none"})
+    # activate() refuses it with the same words, before anything is traced.
+    with pytest.raises(settings.SettingsError, match="PINSIGHT_PYTHON_BLOCK_WRITER"):
+        settings.activate_options(("function",), "", None, "auto", None, (), None,
+                                  {settings.ENV_BLOCK_WRITER: "none"})
+
+
 def test_from_environment_reports_every_error_and_keeps_the_good_values(tmp_path: Path) -> None:
     config = tmp_path / "pinsight_trace_config.txt"
     config.write_text("")

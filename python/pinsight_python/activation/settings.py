@@ -47,6 +47,7 @@ __all__ = [
     "BACKENDS",
     "DEFAULT_CONFIG_FILE",
     "ENV_BACKEND",
+    "ENV_BLOCK_WRITER",
     "ENV_CLOCK_PLUGIN",
     "ENV_CONFIG",
     "ENV_CYCLE_CLOCK",
@@ -71,6 +72,7 @@ __all__ = [
     "activation_config",
     "activation_mode",
     "activation_payload",
+    "block_writer",
     "check_config_path",
     "core_index",
     "cycle_clock",
@@ -104,6 +106,10 @@ ENV_CLOCK_PLUGIN = "LTTNG_UST_CLOCK_PLUGIN"
 # 0: the batched payload times its records with clock_gettime, not the CPU's cycle
 # counter (docs/architecture.md, "The batched payload's clock").
 ENV_CYCLE_CLOCK = "PINSIGHT_PYTHON_CYCLE_CLOCK"
+# inline: each traced thread encodes and writes its own batched blocks, with no
+# writer thread (nodes whose every core computes); thread, the default: a writer
+# thread does (docs/architecture.md, "The writer thread").
+ENV_BLOCK_WRITER = "PINSIGHT_PYTHON_BLOCK_WRITER"
 
 
 
@@ -396,7 +402,7 @@ class ActivateOptions:
     Immutable; a plain class rather than a frozen dataclass or a NamedTuple for the
     import cost (see Settings)."""
 
-    __slots__ = ("backend", "clock_plugin", "config_path", "cycle_clock", "events",
+    __slots__ = ("backend", "block_writer", "clock_plugin", "config_path", "cycle_clock", "events",
                  "mode", "module_exclude", "module_filter", "payload", "report_config")
 
     events: Tuple[Event, ...]
@@ -411,6 +417,7 @@ class ActivateOptions:
     report_config: bool
     clock_plugin: bool  # LTTNG_UST_CLOCK_PLUGIN set: the core refuses batched
     cycle_clock: bool  # PINSIGHT_PYTHON_CYCLE_CLOCK: batched records timed by the CPU's counter
+    block_writer: bool  # PINSIGHT_PYTHON_BLOCK_WRITER: batched blocks written by a thread of ours
 
     def __init__(self, **fields: object) -> None:
         missing = set(self.__slots__) - set(fields)
@@ -452,6 +459,7 @@ class ActivateOptions:
             "report_config": self.report_config,
             "clock_plugin": self.clock_plugin,
             "cycle_clock": self.cycle_clock,
+            "block_writer": self.block_writer,
         }
 
 
@@ -496,6 +504,7 @@ def activate_options(
         report_config=not environ.get(ENV_CONFIG_REPORTED),
         clock_plugin=lttng_clock_plugin(environ),
         cycle_clock=cycle_clock(environ),
+        block_writer=block_writer(environ),
     )
 
 
@@ -526,6 +535,15 @@ def cycle_clock(environ: Mapping[str, str]) -> bool:
     if text not in ("", "0", "1"):
         raise SettingsError(f"{ENV_CYCLE_CLOCK}={text!r}: expected 0 or 1")
     return text != "0"
+
+
+def block_writer(environ: Mapping[str, str]) -> bool:
+    """Whether the batched payload's blocks are encoded and written by a writer
+    thread (thread, the default) or by each traced thread itself (inline)."""
+    text = environ.get(ENV_BLOCK_WRITER, "").strip()
+    if text not in ("", "thread", "inline"):
+        raise SettingsError(f"{ENV_BLOCK_WRITER}={text!r}: expected thread or inline")
+    return text != "inline"
 
 
 def _variable(environ: Mapping[str, str], name: str) -> object:
