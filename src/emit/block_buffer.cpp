@@ -37,15 +37,18 @@ struct alignas(32) Staged {
   uint64_t line_head;  // the line (low 32 bits) | the head << 32: (kind << 3) | transition
 };
 
-// A staged word. On x86-64 a non-temporal store: the writer thread reads the
-// segment on another core and gives it back; an ordinary store would then wait
-// for that core's copy of the line to be invalidated (measured: n-body with
-// function events, 15% of the traced thread's added CPU). Write-combined, a
-// record's words reach memory before the segment is handed over (the sfence in
-// close_segment), before another thread that takes the GIL reads them (the GIL's
-// release is a locked instruction, which drains write-combining buffers), and
-// in order for this thread's own reads (a flush, a signal handler).
-inline void put(uint64_t *to, uint64_t value) {
+// A staged word, while a writer thread reads the thread's segments
+// (Block::streaming): on x86-64 a non-temporal store. The writer reads each
+// segment on its core and hands it back; an ordinary store into a line the
+// other core holds would wait for that copy to be invalidated (n-body with
+// function events: 15% of the traced thread's added CPU). Without a writer the
+// thread encodes its segments itself, from its cache: ordinary stores (the
+// non-temporal ones made that 1.65x slower). Write-combined, a record's words
+// reach memory before the segment is handed over (the sfence in close_segment),
+// before another thread that takes the GIL reads them (the GIL's release is a
+// locked instruction, which drains write-combining buffers), and in order for
+// this thread's own reads (a flush, a signal handler).
+inline void stream(uint64_t *to, uint64_t value) {
 #if defined(__x86_64__)
   _mm_stream_si64(reinterpret_cast<long long *>(to), static_cast<long long>(value));
 #else
@@ -121,6 +124,7 @@ struct Block {
   SegmentRing returned;               // back from the encoder, free
   volatile sig_atomic_t writing = 0;  // a record or segment is half-done (signal handlers)
   bool opened = false;                // the empty opening block went out
+  bool streaming = false;             // a writer runs: records are staged write-combined
 
   // The encoder's side, under `encoder` (0: free; else its holder's tid).
   std::atomic<int> encoder{0};
@@ -516,6 +520,7 @@ __attribute__((noinline)) void close_segment(Block &b) {
   }
   b.anchor = end;
   b.segment_end_ticks = end.ticks + segment_ticks;
+  b.streaming = writer.running.load(std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   b.writing = 0;
 }
@@ -625,15 +630,17 @@ __attribute__((noinline)) Block *create_current(int python_thread_id) {
   flush_block(*b, 0, false);
   b->anchor = cycle_clock::anchor();
   b->segment_end_ticks = b->anchor.ticks + segment_ticks;
+  b->streaming = writer.running.load(std::memory_order_relaxed);
   return b;
 }
 
-// The calling thread's next staged record, its time taken (a full or old
-// segment closed first) and the block marked as being written (a fatal
-// signal's flush then leaves it alone): the caller fills the record, then calls
-// end_staging(). Inlined into both appends, which are the callbacks' hot path.
-__attribute__((always_inline)) inline Staged &begin_staging(Block *&b, int python_thread_id) {
-  b = current_block;
+// The calling thread's next record staged: its time taken (a full or old
+// segment closed first), its words written while the block is marked as being
+// written (a fatal signal's flush then leaves it alone). Inlined into both
+// appends, which are the callbacks' hot path.
+__attribute__((always_inline)) inline void stage(int python_thread_id, uint64_t code_id,
+                                                 uint64_t callable_id, uint64_t line_head) {
+  Block *b = current_block;
   if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
   uint64_t ticks = cycle_clock::ticks();
   if (__builtin_expect(b->staged_count == kSegmentRecords || ticks > b->segment_end_ticks, 0)) {
@@ -643,27 +650,31 @@ __attribute__((always_inline)) inline Staged &begin_staging(Block *&b, int pytho
   b->writing = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   Staged &r = b->filling[b->staged_count];
-  put(&r.ticks, ticks);
-  return r;
+  if (b->streaming) {
+    stream(&r.ticks, ticks);
+    stream(&r.code_id, code_id);
+    stream(&r.callable_id, callable_id);
+    stream(&r.line_head, line_head);
+  } else {
+    r.ticks = ticks;
+    r.code_id = code_id;
+    r.callable_id = callable_id;
+    r.line_head = line_head;
+  }
+  ++b->staged_count;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  b->writing = 0;
 }
 
-__attribute__((always_inline)) inline void end_staging(Block &b) {
-  ++b.staged_count;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b.writing = 0;
+inline uint64_t line_head(int line, int kind, int transition) {
+  return static_cast<uint32_t>(line) | static_cast<uint64_t>((kind << 3) | transition) << 32;
 }
 
 }  // namespace
 
 void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
             int python_thread_id) {
-  Block *b;
-  Staged &r = begin_staging(b, python_thread_id);
-  put(&r.code_id, code_id);
-  put(&r.callable_id, callable_id);
-  put(&r.line_head, static_cast<uint32_t>(line) | static_cast<uint64_t>((kind << 3) | transition)
-                                                      << 32);
-  end_staging(*b);
+  stage(python_thread_id, code_id, callable_id, line_head(line, kind, transition));
   if (kind == PINSIGHT_RECORD_C_CALL_BEGIN &&
       callable_id == reinterpret_cast<uintptr_t>(exit_callable.load(std::memory_order_relaxed))) {
     // The process ends inside this call, without exit handlers: the last blocks
@@ -673,14 +684,9 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
 }
 
 void append_function(int kind, int transition, uint64_t code_id, int python_thread_id) {
-  Block *b;
-  Staged &r = begin_staging(b, python_thread_id);
   // Written whole (write-combined stores fill a line); encode_records() reads
   // neither the callable nor the line of a function record.
-  put(&r.code_id, code_id);
-  put(&r.callable_id, 0);
-  put(&r.line_head, static_cast<uint64_t>((kind << 3) | transition) << 32);
-  end_staging(*b);
+  stage(python_thread_id, code_id, 0, line_head(0, kind, transition));
 }
 
 void note_callable(const char *name) {
