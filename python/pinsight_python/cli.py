@@ -136,6 +136,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if extras:  # said by the subcommand, with its usage, not the top level's
         args.subparser.error(_unrecognized(args.subparser, extras))
     prog = f"pinsight-python {args.command}"
+    # Run as the program (its arguments from sys.argv): it exits when this returns.
+    args.is_program = argv is None
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

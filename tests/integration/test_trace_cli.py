@@ -474,3 +474,28 @@ def test_tracing_without_any_session_says_so_once(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     line = single_line(proc.stderr, "no LTTng session")
     assert "records python_pinsight_lttng_ust events yet" in line
+
+
+def test_usr1_as_trace_ends_does_not_end_it(tmp_path: Path) -> None:
+    # A job script that keeps sending SIGUSR1 to trace, from the command's start
+    # until trace is gone: while the command runs each is forwarded; after it has
+    # ended (the session torn down, the summary written, the interpreter finalizing)
+    # none may end trace, whose status stays the command's.
+    write(tmp_path, "prog.py", "import os, time\nopen(f'ready-{os.getpid()}', 'w').close()\n"
+          "time.sleep(0.5)\nprint('done', flush=True)\n")
+    proc = job_script(tmp_path, f"""
+{TRACE} -o t -- {PY} prog.py &
+pid=$!
+{WAIT_READY.format(n=1)}
+sent=0
+while kill -USR1 $pid 2>/dev/null; do sent=$((sent + 1)); sleep 0.005; done
+wait $pid
+echo status=$? sent=$sent
+""")
+    assert status_of(proc.stdout.replace(" sent=", "\nsent=")) == 0, proc.stderr
+    assert "done" in proc.stdout
+    sent = re.search(r"sent=(\d+)", proc.stdout)
+    assert sent and int(sent.group(1)) > 20, proc.stdout
+    assert "trace written to" in proc.stderr, proc.stderr
+    _, session = trace_report(proc.stderr)
+    assert not session_exists(session)

@@ -121,4 +121,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return trace_run.run(args)
+    # The program itself (cli.main with no arguments) exits right after: the signals
+    # trace answers stay noted until then (a SIGUSR1 as it ends would kill it).
+    return trace_run.run(args, restore_handlers=not getattr(args, "is_program", False))

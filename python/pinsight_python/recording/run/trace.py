@@ -33,11 +33,16 @@ def _note(message: str) -> None:
     run_session.note(PROG, message)
 
 
-def run(args: argparse.Namespace) -> int:
-    """The run of ``pinsight-python trace`` with these options; its exit status."""
-    # Until the command starts, the signals we answer are only noted (a handler
-    # that records them), so that LTTng's own programs, the session daemon among
-    # them, start with the mask we were given.
+def run(args: argparse.Namespace, restore_handlers: bool = True) -> int:
+    """The run of ``pinsight-python trace`` with these options; its exit status.
+
+    The signals trace answers are only noted (a handler that records them) until the
+    command starts; SIGUSR1 and SIGUSR2 are ignored once it has ended: one that comes
+    while trace writes its summary, or as it exits, cannot end it. `restore_handlers`
+    puts their handlers back when it returns; the program itself (cli.main with no
+    arguments) leaves them ignored, and exits."""
+    # Noted, not answered, before the command starts: LTTng's own programs, the
+    # session daemon among them, start with the mask we were given.
     noted: List[int] = []
     answered = (*RELAYED_SIGNALS, *FORWARDED_SIGNALS)
     previous: Dict[signal.Signals, Any] = {
@@ -46,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run_trace(args, noted, previous)
     finally:
-        _restore_handlers(previous)
+        if restore_handlers:
+            _restore_handlers(previous)
 
 
 def _restore_handlers(previous: Dict[signal.Signals, Any]) -> None:
@@ -107,10 +113,16 @@ def _run_trace(
         keeper.stop()
         recorder.destroy()
     unrecorded = keeper.finish(plan.output)
-    # What came after the command's end has no one to go to.
+    # What came after the command's end has no one to go to: dropped. From here on
+    # the signals that end a run (SIGINT, SIGTERM, ...) act as they did before the
+    # run; SIGUSR1 and SIGUSR2, whose default ends a process and which a job script
+    # sends to reach the command, are ignored (SIG_IGN, not a Python handler: the
+    # interpreter's finalization puts a Python handler's signal back to its default).
     supervisor.drain(answer=False)
+    _restore_handlers({signo: h for signo, h in handlers.items() if signo in RELAYED_SIGNALS})
+    for signo in FORWARDED_SIGNALS:
+        signal.signal(signo, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-    _restore_handlers(handlers)
 
     ended = how_it_ended(supervisor.returncode, supervisor.stopped_by)
     if plan.output is None:
