@@ -528,22 +528,24 @@ def lttng_clock_plugin(environ: Mapping[str, str]) -> bool:
     return ENV_CLOCK_PLUGIN in environ
 
 
+def _two_way(environ: Mapping[str, str], name: str, first: str, second: str, off: str) -> bool:
+    """A variable of two values (unset: on); False when it is `off`."""
+    text = environ.get(name, "").strip()
+    if text not in ("", first, second):
+        raise SettingsError(f"{name}={text!r}: expected {first} or {second}")
+    return text != off
+
+
 def cycle_clock(environ: Mapping[str, str]) -> bool:
     """Whether the batched payload may time its records with the CPU's cycle counter
     (where the counter is invariant; 1, the default) or must call clock_gettime (0)."""
-    text = environ.get(ENV_CYCLE_CLOCK, "").strip()
-    if text not in ("", "0", "1"):
-        raise SettingsError(f"{ENV_CYCLE_CLOCK}={text!r}: expected 0 or 1")
-    return text != "0"
+    return _two_way(environ, ENV_CYCLE_CLOCK, "0", "1", off="0")
 
 
 def block_writer(environ: Mapping[str, str]) -> bool:
     """Whether the batched payload's blocks are encoded and written by a writer
     thread (thread, the default) or by each traced thread itself (inline)."""
-    text = environ.get(ENV_BLOCK_WRITER, "").strip()
-    if text not in ("", "thread", "inline"):
-        raise SettingsError(f"{ENV_BLOCK_WRITER}={text!r}: expected thread or inline")
-    return text != "inline"
+    return _two_way(environ, ENV_BLOCK_WRITER, "thread", "inline", off="inline")
 
 
 def _variable(environ: Mapping[str, str], name: str) -> object:
