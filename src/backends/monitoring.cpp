@@ -65,8 +65,8 @@ PyObject *on_end(PyObject *, PyObject *const *args, Py_ssize_t) {
 
 PyObject *on_call(PyObject *, PyObject *const *args, Py_ssize_t) {
   try {
-    return verdict_or_memory_error(
-        Tracer::instance().on_call(args[0], frame_now(), offset_of(args[1]), args[2]));
+    return verdict_or_memory_error(Tracer::instance().on_call(
+        args[0], frame_now(), [args] { return offset_of(args[1]); }, args[2]));
   } catch (...) {
     Tracer::instance().internal_failure("out of memory in a CALL callback");
     Py_RETURN_NONE;

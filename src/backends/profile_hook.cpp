@@ -173,8 +173,9 @@ int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
           if (PyCFunction_Check(arg) && PyCFunction_GET_SELF(arg)) {
             if (ThreadState *state = thread_states::current_ptr) note_throw(*state, arg);
           }
-          tracer.on_call(reinterpret_cast<PyObject *>(compat::frame_code(frame)),
-                         compat::frame_key(frame), compat::frame_lasti(frame), arg);
+          tracer.on_call(
+              reinterpret_cast<PyObject *>(compat::frame_code(frame)), compat::frame_key(frame),
+              [frame] { return compat::frame_lasti(frame); }, arg);
         }
         break;
       case PyTrace_C_RETURN:

@@ -61,7 +61,10 @@ class Tracer {
   // ---- hot paths: inline, below ----
   Verdict on_begin(PyObject *code, const void *frame, int transition);
   Verdict on_end(PyObject *code, const void *frame, int transition);
-  Verdict on_call(PyObject *code, const void *frame, int offset, PyObject *callable);
+  // offset(): the CALL's bytecode offset, asked for only when the call gets a
+  // record (most calls are to Python functions and need none).
+  template <typename OffsetFn>
+  Verdict on_call(PyObject *code, const void *frame, OffsetFn offset, PyObject *callable);
   void on_c_end(const void *frame, PyObject *callable, bool raised);
 
   // ---- driven by the session ----
@@ -375,7 +378,9 @@ inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition)
   return Verdict::Continue;
 }
 
-inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, PyObject *callable) {
+template <typename OffsetFn>
+inline Verdict Tracer::on_call(PyObject *code, const void *frame, OffsetFn offset,
+                               PyObject *callable) {
   if (mode_.load(std::memory_order_relaxed) != TraceMode::Tracing) return disable(code);
   ThreadState *state = thread_states::current_ptr;
   if (!state || state->stack.empty()) return Verdict::Continue;
@@ -405,7 +410,7 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, int offset, Py
   uint8_t flags = 0;
   if (events & kEventCStart) flags |= kBeginEmitted;
   if (events & kEventCReturn) flags |= kEmitEnd;
-  state->stack.emplace_back(frame, caller, native.identity, native.name, caller->line_at(offset),
+  state->stack.emplace_back(frame, caller, native.identity, native.name, caller->line_at(offset()),
                             RecordKind::CCall, flags);
   ++open_records_;
   if (flags & kBeginEmitted) {
