@@ -6,6 +6,9 @@
 # build/pinsight-cuda, then runs the tests that need the GPU: a ctypes-launched pair
 # of kernels and a small PyTorch model's training steps (skipped without torch), both
 # traced as a user runs them (LD_PRELOAD=libpinsight.so pinsight-python trace -- ...).
+# LIBRARY_PATH from the caller reaches the build after LLVM's libomp folder, and CPATH,
+# LDFLAGS, CMAKE_PREFIX_PATH reach it as CMake takes them: where setup.sh cannot run
+# (a lent GPU machine, .gpu/run.sh), LTTng-UST and libomp come from a private prefix.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -18,9 +21,12 @@ pinsight_src=${PINSIGHT_SOURCE:-$root/../shared/pinsight}
 cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
 cmake=$(command -v cmake || echo .venv-sanitize/bin/cmake)
 # gcc: clang 14 rejects upstream's src/ompt_callback.c.
+# PINSIGHT_OPENMP stays ON: PInsight's core uses global_thread_num, which only its
+# OpenMP domain defines (a build without it does not load).
+mkdir -p build # a fresh checkout has none
 "$cmake" -S "$pinsight_src" -B build/pinsight-cuda -DCMAKE_C_COMPILER=gcc -DPINSIGHT_CUDA=ON \
   -DCUDAToolkit_ROOT="$cuda_home" -DPINSIGHT_MPI=OFF -DPINSIGHT_OPENMP=ON >build/pinsight-cuda.log 2>&1 &&
-  LIBRARY_PATH=/usr/lib/llvm-14/lib "$cmake" --build build/pinsight-cuda -j >>build/pinsight-cuda.log 2>&1 ||
+  LIBRARY_PATH=/usr/lib/llvm-14/lib${LIBRARY_PATH:+:$LIBRARY_PATH} "$cmake" --build build/pinsight-cuda -j >>build/pinsight-cuda.log 2>&1 ||
   die "building libpinsight.so with CUDA failed: see build/pinsight-cuda.log"
 lib=$(find build/pinsight-cuda -name libpinsight.so -print -quit)
 [[ -n $lib ]] || die "no libpinsight.so under build/pinsight-cuda"
