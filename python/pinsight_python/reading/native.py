@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .analysis import Symbol, TraceData, format_ns
 
-__all__ = ["native_lines", "native_section"]
+__all__ = ["display_name", "native_lines", "native_section"]
 
 # (caller symbol or -1, native callee symbol or -1, how attributed, domain, region)
 Key = Tuple[int, int, str, str, str]
@@ -32,6 +32,57 @@ _ATTRIBUTED = {
     "no_launch": "device activity whose launch is not in the trace (launched through the "
                  "driver API, or before tracing)",
 }
+
+
+# Text tables cut any region name past this (the JSON keeps it whole).
+_NAME_CHARS = 100
+
+
+def display_name(name: str, demangled: bool = False) -> str:
+    """A region's name as text tables show it. A demangled C++ kernel's is its qualified
+    name alone (``at::native::reduce_kernel``), without the return type, template
+    arguments and parameters that make PyTorch's run to kilobytes (Nsight Systems'
+    short kernel names); the JSON keeps the whole name and the mangled one. Any name
+    still longer than the table allows is cut with an ellipsis."""
+    if demangled:
+        short = _qualified_name(name[: -len(" const")] if name.endswith(" const") else name)
+    else:
+        short = name
+    return short if len(short) <= _NAME_CHARS else short[: _NAME_CHARS - 1] + "\u2026"
+
+
+def _qualified_name(name: str) -> str:
+    """``void ns::f<int>(float*)`` -> ``ns::f``; the name itself when it does not parse."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):  # the parameter list: the last balanced (...)
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return _without_templates(name[:i]) or name
+    return name
+
+
+def _without_templates(head: str) -> str:
+    """The head of a C++ signature without its return type and template arguments;
+    empty when its brackets do not balance."""
+    parts: List[str] = []
+    nesting = 0  # <...>, (...), {...}: template arguments, (anonymous namespace), lambdas
+    start = 0
+    for i, c in enumerate(head):
+        if c in "<({":
+            if nesting == 0 and c == "<":
+                parts.append(head[start:i])
+            nesting += 1
+        elif c in ">)}":
+            nesting -= 1
+            if nesting < 0:
+                return ""
+            if nesting == 0 and c == ">":
+                start = i + 1
+        elif c == " " and nesting == 0:  # the return type ends here
+            parts, start = [], i + 1
+    return "" if nesting else "".join([*parts, head[start:]]).strip()
 
 
 @dataclass
@@ -132,7 +183,8 @@ def native_lines(section: Dict[str, Any]) -> List[str]:
     width = max([len(_caller_text(r["caller"])) + 3 for r in rows] + [6])
     via_width = max([len(r["via"] or "-") for r in rows] + [3])
     labels = section["native_labels"]
-    names = [f"[{labels.get(r['domain'], r['domain'])}] {r['name']}" for r in rows]
+    names = [f"[{labels.get(r['domain'], r['domain'])}] {display_name(r['name'], 'mangled' in r)}"
+             for r in rows]
     name_width = max([len(n) for n in names] + [6])
     lines.append(f"  {'caller':<{width}}  {'via':<{via_width}}  {'region':<{name_width}}  "
                  f"{'count':>8}  {'total':>10}  {'of caller':>9}")
@@ -160,8 +212,8 @@ def native_lines(section: Dict[str, Any]) -> List[str]:
         lines.append(f"  {mark} {_ATTRIBUTED[how]}")
     for entry in unmatched:
         label = labels.get(entry["domain"], entry["domain"])
-        lines.append(f"  unmatched: {entry['count']:,} [{label}] "
-                     f"{entry['name']} begin(s) without an end (not counted as regions)")
+        lines.append(f"  unmatched: {entry['count']:,} [{label}] {display_name(entry['name'])} "
+                     "begin(s) without an end (not counted as regions)")
     if section["native_ends_without_begin"]:
         lines.append(f"  {section['native_ends_without_begin']:,} native end(s) without a begin")
     return lines

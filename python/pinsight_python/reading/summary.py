@@ -23,6 +23,7 @@ from .analysis import (
     missing_events,
     read_trace,
 )
+from .native import display_name
 from .report import rate_json, rate_text
 
 __all__ = ["summarize", "summary_lines"]
@@ -137,13 +138,17 @@ def _native_lines(trace: TraceData, top: int) -> List[str]:
     """The heaviest native regions (PInsight's OpenMP, MPI...) and their Python callers."""
     totals: Dict[Tuple[int, str, str], int] = defaultdict(int)
     labels = trace.raw.native_labels
+    demangled = set()
     for r in trace.raw.native:
         totals[(r.caller, labels.get(r.domain, r.domain), r.region)] += r.total_ns
+        if r.mangled is not None:
+            demangled.add(r.region)
     if not totals:
         return []
     best = sorted(totals, key=lambda k: -totals[k])[:top]
     listed = ", ".join(
-        f"[{domain}] {region} {format_ns(totals[(caller, domain, region)])} under "
+        f"[{domain}] {display_name(region, region in demangled)} "
+        f"{format_ns(totals[(caller, domain, region)])} under "
         + (trace.symbols[caller].qualname if caller >= 0 else "no Python caller")
         for caller, domain, region in best)
     return [f"native time by Python caller: {listed}"]
