@@ -254,6 +254,14 @@ inline PyObject *frame_globals(PyFrameObject *frame) {
 #endif
 }
 
+// Types whose attributes cannot be set (3.10+); before, only static types are known
+// to be fixed.
+#ifdef Py_TPFLAGS_IMMUTABLETYPE
+constexpr unsigned long kImmutableTypeFlag = Py_TPFLAGS_IMMUTABLETYPE;
+#else
+constexpr unsigned long kImmutableTypeFlag = 0;
+#endif
+
 // Byte offset of the instruction the frame last started, -1 before its first.
 inline int frame_lasti(PyFrameObject *frame) {
 #if PY_VERSION_HEX >= 0x030B0000
