@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import collections
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, SETUP, in_group, installed, load_average
+from bench_core import GID, SETUP, installed, load_average, run_code
 
 CONFIGS = ("untraced", "cProfile", "trace0", "batched", "batched-function")
 OURS = ("batched", "batched-function")
@@ -77,16 +76,10 @@ print("bench-result", t1 - t0, events)
 """
 
 
-def run(config: str, args: argparse.Namespace) -> Tuple[float, int]:
+def run(config: str, args: argparse.Namespace, tmp: Path) -> Tuple[float, int]:
     code = RUNNER.format(setup=SETUP.get(config, ""), device=args.device, width=args.width,
                          batch=args.batch, steps=args.steps, is_pinsight=config in OURS)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=False, preexec_fn=in_group)
-    result = [line for line in proc.stdout.splitlines() if line.startswith("bench-result ")]
-    if proc.returncode != 0 or not result:
-        raise RuntimeError(f"{config}: the benchmark's child failed:\n{proc.stderr}")
-    _, seconds, events = result[-1].split()
-    return float(seconds), int(events)
+    return run_code(code, tmp)
 
 
 def main() -> int:
@@ -128,7 +121,7 @@ def main() -> int:
             trace = tmp / f"trace-{round_}"
             with lttng.Session(trace, track_vgid=GID):
                 for config in configs:
-                    seconds, n = run(config, args)
+                    seconds, n = run(config, args, tmp)
                     runs[config].append(seconds)
                     if config in OURS:
                         events[config] = n

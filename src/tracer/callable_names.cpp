@@ -371,7 +371,8 @@ bool lookup_method_def(PyObject *callable, PyObject *bound_self, NativeCallable 
 // failure builds and clears an AttributeError (about 1.7 us per call for an
 // operator.itemgetter). Such instances are seldom weakly referenceable, so they
 // cannot be cached by identity; the answer is, per type (key: a null
-// PyMethodDef), for types that cannot change (static or immutable ones).
+// PyMethodDef; null when the type names its instances), for types that cannot
+// change (static or immutable ones).
 const char *nameless_instance_name(PyObject *callable) {
   PyTypeObject *type = Py_TYPE(callable);
   if (type->tp_getattro != PyObject_GenericGetAttr || type->tp_dictoffset != 0) return nullptr;
@@ -381,8 +382,8 @@ const char *nameless_instance_name(PyObject *callable) {
   auto key = MethodKey(nullptr, type);
   auto it = method_defs.find(key);
   if (it != method_defs.end()) return it->second;
-  if (type_lookup(type, "__qualname__") || type_lookup(type, "__name__")) return nullptr;
-  const char *name = intern(type_name(type));
+  const bool named = type_lookup(type, "__qualname__") || type_lookup(type, "__name__");
+  const char *name = named ? nullptr : intern(type_name(type));
   auto *owner = reinterpret_cast<PyObject *>(type);
   if (immortal(owner)) {
     method_defs[key] = name;
