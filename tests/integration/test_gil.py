@@ -199,6 +199,11 @@ def threads_by_tid(report: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
     return {t["vtid"]: t for t in proc["threads"]}
 
 
+def is_lock_operation(callee: str) -> bool:
+    """`_thread.lock.acquire`, `_thread.lock.__enter__`, `_thread.RLock.__enter__`, ..."""
+    return re.fullmatch(r"_thread\.(lock|RLock)\.(acquire|__enter__)", callee) is not None
+
+
 SHAPES = ["sum_genexpr", "map", "sorted_key", "list_genexpr", "any_all", "reduce"]
 
 
@@ -220,9 +225,15 @@ def test_two_python_threads_wait_is_wall_minus_cpu(
         assert expected_wait > 0.2 * measured["wall"] * 1e9, measured
         assert abs(gil["gil_wait_ns"] - expected_wait) <= 0.1 * measured["wall"] * 1e9, (
             name, gil, measured)
-        assert gil["released_ns"] == 0, gil  # pure Python: nothing released the GIL
+        # Pure Python: nothing in the loops releases the GIL. The thread's start and
+        # end in threading.py take locks another thread may hold at that moment
+        # (Event.set in _bootstrap_inner, _active_limbo_lock in _delete): a wait
+        # there is a real release, by a lock, outside the measured window.
+        releasers = {n["callee"] for n in gil["native"] if n["released_ns"] > 0}
+        assert all(is_lock_operation(c) for c in releasers), (name, gil["native"])
+        assert gil["released_ns"] <= 0.02 * gil["wall_ns"], (name, gil, gil["native"])
         # held + waited + released = the thread's wall time (first to last event)
-        assert gil["gil_held_ns"] + gil["gil_wait_ns"] == gil["wall_ns"]
+        assert gil["gil_held_ns"] + gil["gil_wait_ns"] + gil["released_ns"] == gil["wall_ns"]
         if calls not in ("call", "nocall"):
             continue  # the waits are seen in the generators and callbacks (none: in the caller)
         (work,) = [f for f in gil["functions"] if f["name"] == "work"]
