@@ -10,12 +10,14 @@
 
 namespace pinsight {
 
+// The two fields every record reads come first: the tracer's per-code state
+// puts its hot fields right after them (tracer/code_info.h).
 struct NamedCode {
   PyObject *code = nullptr;  // borrowed: the identity written as code_id
+  uint32_t named_epoch = 0;  // 0: never named
+  int lineno = 0;
   std::string qualname;
   std::string filename;
-  int lineno = 0;
-  uint32_t named_epoch = 0;  // 0: never named
 };
 
 }  // namespace pinsight

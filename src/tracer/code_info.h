@@ -39,43 +39,48 @@ enum DisabledBits : uint8_t {
 // - the live list below: unlinked by free_code_info.
 // Nothing else keeps one past the callback that looked it up.
 // NamedCode's `code` is borrowed: this CodeInfo dies with the code object.
-struct CodeInfo : NamedCode {
-  std::string module;  // __name__ of the globals the code first ran with
-  // importlib._bootstrap._find_and_load: its frames are module loads.
-  bool import_loader = false;
-  // A generator, coroutine or async generator: its instances' lifetimes are timed.
-  bool generator = false;
-  // Names setprofile (sys.setprofile, threading's, _setprofileallthreads): code
-  // that may install a profiler, whose native calls go unwatched (see
-  // Backend::calls_per_code).
-  bool names_setprofile = false;
-  // Our CALL is on in this code object (per-code backends, Tracer::watch_calls).
-  bool calls_watched = false;
-
+// Laid out for the callbacks: a traced begin and its end read and write only
+// the fields up to `limits`' rates, in the first three cache lines (a code
+// object's state is cold whenever the program runs thousands of functions,
+// as a test suite does); names and bookkeeping of the slow paths follow.
+struct alignas(64) CodeInfo : NamedCode {
+  // ---- hot: every begin and end ----
   // Decision under config generation `generation` (see Tracer::decide).
   uint64_t generation = UINT64_MAX;
-  LexgionSettings limits;                    // copy: the Config it came from may be freed on reload
-  const LexgionSettings *lexgion = nullptr;  // in the Config of `generation` (RCU)
-  bool module_selected = true;
-  ThreadLexgion main_thread;  // python_thread_id 0, the common case, inline
-  std::unique_ptr<std::unordered_map<int, ThreadLexgion>> other_threads;
-
+  uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
+  uint64_t traced = 0;      // starts whose function_begin was emitted
   // Balance bookkeeping: frames of this code with a record on some thread's
   // shadow stack, and traced generator frames suspended at a yield. A return
   // location may be disabled only when both are zero (see tracer.cpp).
   uint32_t open_records = 0;
   uint32_t suspended_traced = 0;
-  // Begins of this code were disabled (DISABLE returned) in this epoch.
-  uint64_t begins_disabled_epoch = 0;
+  // importlib._bootstrap._find_and_load: its frames are module loads.
+  bool import_loader = false;
+  // A generator, coroutine or async generator: its instances' lifetimes are timed.
+  bool generator = false;
+  // Our CALL is on in this code object (per-code backends, Tracer::watch_calls).
+  bool calls_watched = false;
+  bool module_selected = true;
   // Some location of this code returned DISABLE (kDisabled*): the locations
   // Tracer::rearm re-enables, for our tool only.
   uint8_t disabled = 0;
+  ThreadLexgion main_thread;  // python_thread_id 0, the common case, inline
+  // Copy: the Config it came from may be freed on reload. Its rates come first.
+  LexgionSettings limits;
 
-  uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
-  uint64_t traced = 0;      // starts whose function_begin was emitted
+  // ---- the slow paths' ----
+  std::string module;  // __name__ of the globals the code first ran with
+  // Names setprofile (sys.setprofile, threading's, _setprofileallthreads): code
+  // that may install a profiler, whose native calls go unwatched (see
+  // Backend::calls_per_code).
+  bool names_setprofile = false;
   // Its begins were disabled once (rate control gave up on it): later starts
   // were not seen, and `executions` is a lower bound.
   bool begins_were_disabled = false;
+  const LexgionSettings *lexgion = nullptr;  // in the Config of `generation` (RCU)
+  std::unique_ptr<std::unordered_map<int, ThreadLexgion>> other_threads;
+  // Begins of this code were disabled (DISABLE returned) in this epoch.
+  uint64_t begins_disabled_epoch = 0;
   // Tracer's count of periods in which starts went uncounted (STANDBY, OFF,
   // a debugger's) when this CodeInfo was made: one more since, and
   // `executions` is a lower bound too.
