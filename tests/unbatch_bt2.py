@@ -30,7 +30,9 @@ RECORD_EVENTS = (
     "python_pinsight_lttng_ust:compact_function_end",
     "python_pinsight_lttng_ust:compact_c_call_begin",
     "python_pinsight_lttng_ust:compact_c_call_end",
+    "python_pinsight_lttng_ust:generator_end",  # as compact's: no names, lineno 0
 )
+GENERATOR_END = 4
 FINAL = 1  # event_block's flags
 PARTIAL = 2
 
@@ -116,7 +118,8 @@ def unzigzag(v):
 
 
 def records(block):
-    """(clock value, kind, code_id, callable_id, line, transition) of a block's records."""
+    """(clock value, kind, code_id, callable_id, line, transition) of a block's records;
+    a generator's end: (clock value, kind, code_id, lifetime_ns, segments, how)."""
     data = bytes(int(b) for b in block["records"])
     clock = int(block["base_clock"])
     code = callable_id = 0
@@ -130,13 +133,19 @@ def records(block):
         value, at = read_varint(data, at)
         code = (code + unzigzag(value)) & 0xFFFFFFFFFFFFFFFF
         line = 0
-        if kind >= 2:
+        if kind in (2, 3):
             value, at = read_varint(data, at)
             callable_id = (callable_id + unzigzag(value)) & 0xFFFFFFFFFFFFFFFF
             line, at = read_varint(data, at)
+        elif kind == GENERATOR_END:
+            lifetime, at = read_varint(data, at)
+            segments, at = read_varint(data, at)
         value, at = read_varint(data, at)
         clock += value
-        yield clock, kind, code, callable_id, line, head & 7
+        if kind == GENERATOR_END:
+            yield clock, kind, code, lifetime, segments, head & 7
+        else:
+            yield clock, kind, code, callable_id if kind >= 2 else 0, line, head & 7
 
 
 def first_stream(path):
@@ -236,8 +245,15 @@ class Unbatch(bt2._UserMessageIterator):
             payload = out.event.payload_field
             payload["code_id"] = code
             payload["python_thread_id"] = python_thread_id
-            payload["transition"] = transition
-            if kind >= 2:
+            if kind == GENERATOR_END:
+                payload["qualname"] = payload["filename"] = ""
+                payload["lineno"] = 0
+                payload["lifetime_ns"] = callee
+                payload["segments"] = line
+                payload["how"] = transition
+            else:
+                payload["transition"] = transition
+            if kind in (2, 3):
                 payload["callable_id"] = callee
                 payload["caller_lineno"] = line
         else:
@@ -281,7 +297,7 @@ class Source(bt2._UserSourceComponent, message_iterator_class=Unbatch):
             classes[ec.name] = sc.create_event_class(
                 name=ec.name,
                 payload_field_class=copy_class(tc, payload) if payload is not None else None)
-        missing = [name for name in RECORD_EVENTS if name not in classes]
+        missing = [name for name in RECORD_EVENTS[:GENERATOR_END] if name not in classes]
         if missing:
             raise SystemExit(f"{path}: the trace's metadata lacks {', '.join(missing)}")
         environment = {name: (str(v) if isinstance(v, bt2._StringValueConst) else int(v))

@@ -6,9 +6,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
+#include <map>
+#include <random>
+
 #include "bindings/config_probes.h"
 #include "common/compat.h"
 #include "session/testing_api.h"
+#include "tracer/pointer_map.h"
 
 namespace py = pybind11;
 
@@ -61,6 +66,48 @@ PYBIND11_MODULE(_pinsight_python_testing, m) {
   m.def(
       "_debug_generator_entries", [] { return api().generator_entries(); },
       "How many traced generator instances the tracer follows (suspended or running).");
+
+  m.def(
+      "_pointer_map_check",
+      [](uint64_t seed, int operations, int key_space) {
+        // Random puts, erases and finds on PointerMap and on std::map side by
+        // side; keys are 16-byte-aligned addresses, as objects' are.
+        std::mt19937_64 random(seed);
+        pinsight::PointerMap<uint64_t> map;
+        std::map<const void *, uint64_t> expected;
+        int mismatches = 0;
+        size_t largest = 0;
+        for (int i = 0; i < operations; ++i) {
+          auto *key = reinterpret_cast<const void *>(
+              0x7f0000000000ull + 16 * (random() % static_cast<uint64_t>(key_space)));
+          uint64_t action = random() % 4;  // put twice as often as erase: the table fills
+          if (action <= 1) {
+            uint64_t value = random();
+            map.put(key, value);
+            expected[key] = value;
+          } else if (action == 2) {
+            bool erased = map.erase(key);
+            mismatches += erased != (expected.erase(key) == 1);
+          }
+          const uint64_t *found = map.find(key);
+          auto it = expected.find(key);
+          mismatches += (found == nullptr) != (it == expected.end());
+          if (found && it != expected.end()) mismatches += *found != it->second;
+          mismatches += map.size() != expected.size();
+          largest = std::max(largest, map.size());
+        }
+        size_t seen = 0;
+        map.for_each([&](const void *key, uint64_t &value) {
+          ++seen;
+          auto it = expected.find(key);
+          mismatches += it == expected.end() || it->second != value;
+        });
+        mismatches += seen != expected.size();
+        return py::make_tuple(mismatches, largest);
+      },
+      py::arg("seed"), py::arg("operations"), py::arg("key_space"),
+      "(mismatches, the most entries held) of PointerMap against std::map over random "
+      "operations.");
 
   m.def(
       "_unverified_cpython",

@@ -309,11 +309,15 @@ void encode_records(Block &b, const Staged *staged, uint32_t n, cycle_clock::Anc
     *p++ = head;
     p = put_varint(p, zigzag(code_id - last_code));
     last_code = code_id;
-    if ((head >> 3) >= PINSIGHT_RECORD_C_CALL_BEGIN) {
+    const int kind = head >> 3;
+    if (kind == PINSIGHT_RECORD_C_CALL_BEGIN || kind == PINSIGHT_RECORD_C_CALL_END) {
       const uint64_t callable_id = staged[i].callable_id;
       p = put_varint(p, zigzag(callable_id - last_callable));
       last_callable = callable_id;
       p = put_varint(p, static_cast<uint32_t>(staged[i].line_head));
+    } else if (kind == PINSIGHT_RECORD_GENERATOR_END) {
+      p = put_varint(p, staged[i].callable_id);                       // lifetime_ns
+      p = put_varint(p, static_cast<uint32_t>(staged[i].line_head));  // segments
     }
     p = put_varint(p, now - last_clock);
     last_clock = now;

@@ -36,7 +36,9 @@ constexpr uint64_t kMaxBlockAgeNs = 100000000;
 constexpr uint64_t kIdleFlushNs = 200000000;
 
 // One record of the calling thread (kind: PINSIGHT_RECORD_*). Out of line: the
-// full and compact payloads' inline paths stay as small as they were.
+// full and compact payloads' inline paths stay as small as they were. A
+// generator's end passes its lifetime_ns as callable_id, its segments as line
+// and its `how` as transition.
 void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
             int python_thread_id);
 // A function record (PINSIGHT_RECORD_FUNCTION_*): append's path for the

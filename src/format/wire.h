@@ -47,15 +47,17 @@ enum {
  * The batched payload's records (event_block's `records`): per record a kind
  * byte, (record kind << 3) | transition, then LEB128 varints: the code_id's
  * change from the block's previous record (zigzag), for a native call the
- * callable_id's change (zigzag) and the call site's line, and last the clock's
- * advance in ns since the previous record (the first: since base_clock).
- * Deltas start from 0 in every block, so a block decodes on its own.
+ * callable_id's change (zigzag) and the call site's line, for a generator's end
+ * its lifetime_ns and segments (the transition is generator_end's `how`), and
+ * last the clock's advance in ns since the previous record (the first: since
+ * base_clock). Deltas start from 0 in every block, so a block decodes on its own.
  */
 enum {
   PINSIGHT_RECORD_FUNCTION_BEGIN = 0,
   PINSIGHT_RECORD_FUNCTION_END = 1,
   PINSIGHT_RECORD_C_CALL_BEGIN = 2,
-  PINSIGHT_RECORD_C_CALL_END = 3
+  PINSIGHT_RECORD_C_CALL_END = 3,
+  PINSIGHT_RECORD_GENERATOR_END = 4 /* generator_end's fields, without the names */
 };
 /*
  * event_block's flags. FINAL: the thread's last block (it exited, or the process

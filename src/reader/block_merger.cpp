@@ -68,12 +68,20 @@ void BlockMerger::on_block(Thread &t, const RawEvent &e, const EventBatch &batch
     r.kind = kind == PINSIGHT_RECORD_FUNCTION_BEGIN ? EventKind::FunctionBegin
              : kind == PINSIGHT_RECORD_FUNCTION_END ? EventKind::FunctionEnd
              : kind == PINSIGHT_RECORD_C_CALL_BEGIN ? EventKind::CCallBegin
-                                                    : EventKind::CCallEnd;
+             : kind == PINSIGHT_RECORD_C_CALL_END   ? EventKind::CCallEnd
+                                                    : EventKind::GeneratorEnd;
     r.transition = record.transition;
     r.code_id = record.code_id;
-    r.extra = record.callable_id;
-    r.lineno = static_cast<int32_t>(record.line);
-    r.aux = 0;
+    if (r.kind == EventKind::GeneratorEnd) {
+      // As a compact generator_end event: code_info names it.
+      r.extra = record.lifetime_ns;
+      r.lineno = 0;
+      r.aux = static_cast<int32_t>(record.segments);
+    } else {
+      r.extra = record.callable_id;
+      r.lineno = static_cast<int32_t>(record.line);
+      r.aux = 0;
+    }
     r.host = e.host;
     r.vpid = e.vpid;
     r.vtid = e.vtid;
@@ -89,7 +97,7 @@ void BlockMerger::on_block(Thread &t, const RawEvent &e, const EventBatch &batch
     }
     if (r.kind == EventKind::FunctionBegin || r.kind == EventKind::CCallBegin) {
       ++t.depth;
-    } else if (t.depth > 0) {
+    } else if (r.kind != EventKind::GeneratorEnd && t.depth > 0) {
       --t.depth;
     }
   }

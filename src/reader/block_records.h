@@ -16,7 +16,9 @@ struct BlockRecord {
   uint64_t code_id;
   uint64_t callable_id;  // native calls only (0 for a function's records)
   uint64_t line;         // the call site's line, native calls only
-  uint64_t clock;        // base_clock plus the advances so far
+  uint64_t lifetime_ns;  // a generator's end only, as its segments
+  uint64_t segments;
+  uint64_t clock;  // base_clock plus the advances so far
 };
 
 class BlockRecordReader {
@@ -32,20 +34,24 @@ class BlockRecordReader {
     uint8_t head = *p_++;
     r.kind = head >> 3;
     r.transition = head & 7;
-    if (r.kind > PINSIGHT_RECORD_C_CALL_END) return fail();
+    if (r.kind > PINSIGHT_RECORD_GENERATOR_END) return fail();
+    const bool call =
+        r.kind == PINSIGHT_RECORD_C_CALL_BEGIN || r.kind == PINSIGHT_RECORD_C_CALL_END;
     uint64_t value = 0;
     if (!varint(&value)) return fail();
     code_ += unzigzag(value);
-    r.line = 0;
-    if (r.kind >= PINSIGHT_RECORD_C_CALL_BEGIN) {
+    r.line = r.lifetime_ns = r.segments = 0;
+    if (call) {
       if (!varint(&value)) return fail();
       callable_ += unzigzag(value);
       if (!varint(&r.line)) return fail();
+    } else if (r.kind == PINSIGHT_RECORD_GENERATOR_END) {
+      if (!varint(&r.lifetime_ns) || !varint(&r.segments)) return fail();
     }
     if (!varint(&value)) return fail();
     clock_ += value;
     r.code_id = code_;
-    r.callable_id = r.kind >= PINSIGHT_RECORD_C_CALL_BEGIN ? callable_ : 0;
+    r.callable_id = call ? callable_ : 0;
     r.clock = clock_;
     return true;
   }

@@ -16,11 +16,14 @@ namespace {
 
 constexpr const char *kBlock = "python_pinsight_lttng_ust:event_block";
 // Indexed by the record's kind (PINSIGHT_RECORD_*).
-constexpr const char *kRecordEvents[4] = {
+constexpr int kRecordKinds = PINSIGHT_RECORD_GENERATOR_END + 1;
+constexpr const char *kRecordEvents[kRecordKinds] = {
     "python_pinsight_lttng_ust:compact_function_begin",
     "python_pinsight_lttng_ust:compact_function_end",
     "python_pinsight_lttng_ust:compact_c_call_begin",
     "python_pinsight_lttng_ust:compact_c_call_end",
+    // As the compact payload writes it (no names: code_info has them), lineno 0.
+    "python_pinsight_lttng_ust:generator_end",
 };
 
 bool is_signed(const bt_field *field) {
@@ -62,7 +65,17 @@ struct InputClass {
 };
 
 // What a compact event's payload member holds, in the order of its members.
-enum class Slot : uint8_t { kCodeId, kPythonThreadId, kTransition, kCallableId, kCallerLineno };
+enum class Slot : uint8_t {
+  kCodeId,
+  kPythonThreadId,
+  kTransition,
+  kCallableId,
+  kCallerLineno,
+  kLifetime,
+  kSegments,
+  kZero,         // an integer the record does not hold (generator_end's lineno)
+  kEmptyString,  // a name the record does not hold (generator_end's)
+};
 
 struct RecordClass {
   int64_t id = -1;
@@ -268,6 +281,10 @@ class UnbatchConverter {
   void emit_record(Thread &t, const BlockRecord &r, int64_t python_thread_id,
                    const bt_field *block_context) {
     const RecordClass &rc = record_classes_[r.kind];
+    if (rc.id < 0) {
+      throw ReaderError(std::string("the trace's metadata lacks ") + kRecordEvents[r.kind] +
+                        ", which its records need");
+    }
     begin(t, rc.id, r.clock);
     if (context_plain_) {
       // The usual context, vpid and vtid: written without reading the block's.
@@ -294,6 +311,15 @@ class UnbatchConverter {
           break;
         case Slot::kCallerLineno:
           value = r.line;
+          break;
+        case Slot::kLifetime:
+          value = r.lifetime_ns;
+          break;
+        case Slot::kSegments:
+          value = r.segments;
+          break;
+        case Slot::kZero:
+        case Slot::kEmptyString:  // its terminating NUL: one byte
           break;
       }
       writer_->put_le(value, bytes);
@@ -346,16 +372,19 @@ class UnbatchConverter {
       }
     }
     std::string missing;
-    for (int kind = 0; kind < 4; ++kind) {
+    for (int kind = 0; kind < kRecordKinds; ++kind) {
       int64_t id = writer_->event_id(std::string(kRecordEvents[kind]));
+      bool generator = kind == PINSIGHT_RECORD_GENERATOR_END;
       if (id < 0) {
-        missing += (missing.empty() ? "" : ", ") + std::string(kRecordEvents[kind]);
+        // A session that left generator_end out has no such record to write
+        // (emit_record says so if one comes).
+        if (!generator) missing += (missing.empty() ? "" : ", ") + std::string(kRecordEvents[kind]);
         continue;
       }
       RecordClass &rc = record_classes_[kind];
       rc.id = id;
       const bt_field_class *payload = writer_->payload_class(id);
-      bool call = kind >= PINSIGHT_RECORD_C_CALL_BEGIN;
+      bool call = kind == PINSIGHT_RECORD_C_CALL_BEGIN || kind == PINSIGHT_RECORD_C_CALL_END;
       uint64_t count = payload ? bt_field_class_structure_get_member_count(payload) : 0;
       for (uint64_t i = 0; i < count; ++i) {
         const bt_field_class_structure_member *m =
@@ -367,12 +396,24 @@ class UnbatchConverter {
           slot = Slot::kCodeId;
         } else if (name == "python_thread_id") {
           slot = Slot::kPythonThreadId;
-        } else if (name == "transition") {
+        } else if (name == (generator ? "how" : "transition")) {
           slot = Slot::kTransition;
         } else if (call && name == "callable_id") {
           slot = Slot::kCallableId;
         } else if (call && name == "caller_lineno") {
           slot = Slot::kCallerLineno;
+        } else if (generator && name == "lifetime_ns") {
+          slot = Slot::kLifetime;
+        } else if (generator && name == "segments") {
+          slot = Slot::kSegments;
+        } else if (generator && name == "lineno") {
+          slot = Slot::kZero;
+        } else if (generator && (name == "qualname" || name == "filename")) {
+          if (bt_field_class_get_type(fc) != BT_FIELD_CLASS_TYPE_STRING) {
+            throw ReaderError(std::string(kRecordEvents[kind]) + "'s " + name + " is not a string");
+          }
+          rc.members.emplace_back(Slot::kEmptyString, 1);
+          continue;
         } else {
           throw ReaderError(std::string(kRecordEvents[kind]) + " has a member '" + name +
                             "' that the batched payload's records do not hold");
@@ -390,7 +431,7 @@ class UnbatchConverter {
   std::string out_dir_;
   std::unique_ptr<CtfWriter> writer_;
   std::unordered_map<const bt_event_class *, InputClass> input_classes_;
-  RecordClass record_classes_[4];
+  RecordClass record_classes_[kRecordKinds];
   int64_t out_vpid_ = -1, out_vtid_ = -1;
   std::vector<unsigned> context_bytes_;  // per context member: an integer's size
   bool context_plain_ = false;           // the context is vpid and vtid alone

@@ -1,8 +1,8 @@
 #include "tracer/generators.h"
 
 #include <chrono>
-#include <iterator>
 #include <string>
+#include <vector>
 
 #include "common/py_util.h"
 #include "emit/emitter.h"
@@ -132,11 +132,10 @@ void emit_lifetime(const GeneratorTable::Entry &entry, int python_thread_id, int
 
 bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags,
                              uint64_t started_ns) {
-  auto it = by_frame_.find(frame);
-  if (it != by_frame_.end()) {
-    it->second.flags = flags;
-    if (it->second.running) {
-      it->second.running = false;
+  if (Entry *entry = by_frame_.find(frame)) {
+    entry->flags = flags;
+    if (entry->running) {
+      entry->running = false;
       ++code.suspended_traced;
     }
     return true;
@@ -144,54 +143,56 @@ bool GeneratorTable::suspend(const void *frame, CodeInfo &code, uint8_t flags,
   PyObject *generator = generator_at(frame);
   if (!generator) return false;
   // Python code may run here before 3.12 (a collection started by the
-  // allocation): no iterator is held across it.
+  // allocation): no entry is held across it.
   PyObject *weakref = PyWeakref_NewRef(generator, dead_callback);
   if (!weakref) {
     py::clear_error();
     return false;
   }
   compat::hide_from_tracemalloc(weakref);
-  by_frame_[frame] = Entry{&code, weakref, started_ns, 1, flags, false};
-  by_weakref_[weakref] = frame;
+  by_frame_.put(frame, Entry{&code, weakref, started_ns, 1, flags, false});
+  by_weakref_.put(weakref, frame);
   ++code.suspended_traced;
   return true;
 }
 
 bool GeneratorTable::resume(const void *frame, uint8_t *flags) {
-  auto it = by_frame_.find(frame);
-  if (it == by_frame_.end() || it->second.running) return false;
-  it->second.running = true;
-  ++it->second.segments;
-  --it->second.code->suspended_traced;
-  *flags = it->second.flags;
+  Entry *entry = by_frame_.find(frame);
+  if (!entry || entry->running) return false;
+  entry->running = true;
+  ++entry->segments;
+  --entry->code->suspended_traced;
+  *flags = entry->flags;
   return true;
 }
 
 void GeneratorTable::finish(const void *frame, int python_thread_id, int how) {
-  auto it = by_frame_.find(frame);
-  if (it == by_frame_.end()) return;
-  emit_lifetime(it->second, python_thread_id, how);
-  erase(it);
+  Entry *entry = by_frame_.find(frame);
+  if (!entry) return;
+  emit_lifetime(*entry, python_thread_id, how);
+  erase(frame, entry);
 }
 
-void GeneratorTable::erase(std::unordered_map<const void *, Entry>::iterator it) {
-  Entry entry = it->second;
-  by_frame_.erase(it);
+void GeneratorTable::erase(const void *frame, Entry *found) {
+  Entry entry = *found;
+  by_frame_.erase(frame);
   by_weakref_.erase(entry.weakref);
   if (!entry.running) --entry.code->suspended_traced;
   Py_DECREF(entry.weakref);  // a weak reference's own death calls no callback
 }
 
 void GeneratorTable::forget_code(const CodeInfo &code) {
-  for (auto it = by_frame_.begin(); it != by_frame_.end();) {
-    auto next = std::next(it);
-    if (it->second.code == &code) erase(it);
-    it = next;
-  }
+  std::vector<const void *> frames;
+  by_frame_.for_each([&](const void *frame, Entry &entry) {
+    if (entry.code == &code) frames.push_back(frame);
+  });
+  for (const void *frame : frames) erase(frame, by_frame_.find(frame));
 }
 
 void GeneratorTable::clear() {
-  while (!by_frame_.empty()) erase(by_frame_.begin());
+  std::vector<const void *> frames;
+  by_frame_.for_each([&](const void *frame, Entry &) { frames.push_back(frame); });
+  for (const void *frame : frames) erase(frame, by_frame_.find(frame));
 }
 
 void GeneratorTable::generator_died(PyObject *weakref) {
@@ -199,13 +200,14 @@ void GeneratorTable::generator_died(PyObject *weakref) {
   // alive); nothing of it will run again under this identity. If its
   // finalizer runs a handler (a finally around the yield), that last segment
   // finds no entry and goes untraced, balanced.
-  auto found = by_weakref_.find(weakref);
-  if (found == by_weakref_.end()) return;
-  auto it = by_frame_.find(found->second);
-  if (it == by_frame_.end()) return;
+  const void *const *found = by_weakref_.find(weakref);
+  if (!found) return;
+  const void *frame = *found;
+  Entry *entry = by_frame_.find(frame);
+  if (!entry) return;
   const ThreadState *state = thread_states::current_ptr;
-  emit_lifetime(it->second, state ? state->python_thread_id : -1, wire::kGeneratorCollected);
-  erase(it);
+  emit_lifetime(*entry, state ? state->python_thread_id : -1, wire::kGeneratorCollected);
+  erase(frame, entry);
 }
 
 }  // namespace pinsight

@@ -11,10 +11,10 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 
 #include "common/compat.h"
 #include "tracer/code_info.h"
+#include "tracer/pointer_map.h"
 
 namespace pinsight {
 
@@ -55,10 +55,11 @@ class GeneratorTable {
   void generator_died(PyObject *weakref);
 
  private:
-  void erase(std::unordered_map<const void *, Entry>::iterator it);
+  // Removes the entry of `frame` (present), found at `entry`.
+  void erase(const void *frame, Entry *entry);
 
-  std::unordered_map<const void *, Entry> by_frame_;
-  std::unordered_map<PyObject *, const void *> by_weakref_;
+  PointerMap<Entry> by_frame_;
+  PointerMap<const void *> by_weakref_;
 };
 
 // The Tracer's table (the weak references' callback finds it here).
