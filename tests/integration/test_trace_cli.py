@@ -55,10 +55,18 @@ while not os.path.exists("stop") and time.monotonic() < deadline:
 
 def job_script(tmp_path: Path, body: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run `body` with bash, as a batch system runs a job script: no job control, so a
-    background `trace` is in the script's process group."""
+    background `trace` is in the script's process group, and SIGHUP and SIGTERM at their
+    default actions whatever the test run inherited (under nohup, SIGHUP is ignored, and
+    an ignored signal stays ignored in every child)."""
     script = write(tmp_path, "job.sh", "set -u\n" + body)
+
+    def default_signals() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     return subprocess.run(["bash", str(script)], cwd=tmp_path, env=clean_env(), text=True,
-                          capture_output=True, timeout=timeout, check=False)
+                          capture_output=True, timeout=timeout, check=False,
+                          preexec_fn=default_signals)
 
 
 WAIT_READY = """
@@ -157,6 +165,31 @@ echo status=$?
     signo = signal.Signals[f"SIG{signame}"]
     assert status_of(proc.stdout) == 128 + signo, proc.stderr
     single_line(proc.stderr, rf"the command was killed by signal {signo} \(SIG{signame}\)")
+    _, session = trace_report(proc.stderr)
+    assert not session_exists(session)
+    pid = int(next(tmp_path.glob("ready-*")).name[6:])
+    assert begins(events_of(read_trace(tmp_path / "t"), pid), "step") > 0
+
+
+def test_hup_ignored_on_entry_stays_ignored_as_under_nohup(tmp_path: Path) -> None:
+    """`nohup pinsight-python trace -- ...`: the command ignores SIGHUP as it would
+    untraced, so a hang-up ends neither it nor `trace`, and the run finishes normally."""
+    write(tmp_path, "loop.py", LOOP)
+    proc = job_script(tmp_path, f"""
+trap '' HUP
+{TRACE} -o t --no-summary -- {PY} loop.py &
+pid=$!
+{WAIT_READY.format(n=1)}
+kill -HUP $pid
+sleep 0.5
+kill -0 $pid && kill -0 $(ls ready-* | cut -d- -f2) && echo alive
+touch stop
+wait $pid
+echo status=$?
+""")
+    assert "alive" in proc.stdout.split(), proc.stderr
+    assert status_of(proc.stdout) == 0, proc.stderr
+    single_line(proc.stderr, r"SIGHUP was relayed to it, and it finished normally \(status 0\)")
     _, session = trace_report(proc.stderr)
     assert not session_exists(session)
     pid = int(next(tmp_path.glob("ready-*")).name[6:])
