@@ -140,10 +140,13 @@ def test_batched_trace_is_blocks(payload_traces: Dict[str, Trace]) -> None:
     kinds = collections.Counter(e.short for e in batched.events)
     assert kinds["event_block"] >= 2
     assert not [k for k in kinds if k.startswith("compact_") or k.startswith("function_")]
+    assert "generator_end" not in kinds  # a record too
     assert kinds["code_info"] and kinds["callable_info"]  # the names, as compact's
     compact = payload_traces["compact"]
     records = sum(e.fields["record_count"] for e in batched.named("event_block"))
-    assert records == sum(1 for e in compact.events if e.short.startswith("compact_"))
+    assert compact.named("generator_end")
+    assert records == sum(1 for e in compact.events
+                          if e.short.startswith("compact_") or e.short == "generator_end")
     threads = blocks_by_thread(batched)
     assert len(threads) == 2
     for blocks in threads.values():
@@ -736,9 +739,12 @@ def decoded_records(block: Dict[str, Any]) -> List[Tuple[int, int, int, int]]:
         kind = data[pos] >> 3
         pos += 1
         code += signed()
-        if kind >= 2:
+        if kind in (2, 3):
             callable_id += signed()
             varint()  # the call site's line
+        elif kind == 4:  # a generator's end: its lifetime and segments
+            varint()
+            varint()
         clock += varint()
         out.append((kind, code, callable_id, clock))
     assert pos == len(data)
