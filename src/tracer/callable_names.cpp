@@ -131,6 +131,18 @@ Guard *guard_of(PyObject *obj) {
   return &guard;
 }
 
+// Remembers `name` under `key` for as long as `owner` lives: for good when it
+// is immortal, until its guard's callback otherwise; not at all when it can be
+// neither (the next call names it again).
+void remember_method(const MethodKey &key, PyObject *owner, const char *name) {
+  if (immortal(owner)) {
+    method_defs[key] = name;
+  } else if (Guard *guard = guard_of(owner)) {
+    method_defs[key] = name;
+    guard->methods.push_back(key);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Naming.
 
@@ -353,12 +365,7 @@ bool lookup_method_def(PyObject *callable, PyObject *bound_self, NativeCallable 
     name = it->second;
   } else {
     name = builtin_name(fn, bound_self ? reinterpret_cast<PyObject *>(Py_TYPE(bound_self)) : self);
-    if (immortal(owner)) {
-      method_defs[key] = name;
-    } else if (Guard *guard = guard_of(owner)) {
-      method_defs[key] = name;
-      guard->methods.push_back(key);
-    }
+    remember_method(key, owner, name);
   }
   out->name = name;
   out->identity = end_identity(callable);
@@ -384,13 +391,7 @@ const char *nameless_instance_name(PyObject *callable) {
   if (it != method_defs.end()) return it->second;
   const bool named = type_lookup(type, "__qualname__") || type_lookup(type, "__name__");
   const char *name = named ? nullptr : intern(type_name(type));
-  auto *owner = reinterpret_cast<PyObject *>(type);
-  if (immortal(owner)) {
-    method_defs[key] = name;
-  } else if (Guard *guard = guard_of(owner)) {
-    method_defs[key] = name;
-    guard->methods.push_back(key);
-  }
+  remember_method(key, reinterpret_cast<PyObject *>(type), name);
   return name;
 }
 

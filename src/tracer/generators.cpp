@@ -181,18 +181,22 @@ void GeneratorTable::erase(const void *frame, Entry *found) {
   Py_DECREF(entry.weakref);  // a weak reference's own death calls no callback
 }
 
-void GeneratorTable::forget_code(const CodeInfo &code) {
+template <typename Keep>
+void GeneratorTable::erase_unless(Keep keep) {
+  // Collected first: erasing moves other entries within the table.
   std::vector<const void *> frames;
   by_frame_.for_each([&](const void *frame, Entry &entry) {
-    if (entry.code == &code) frames.push_back(frame);
+    if (!keep(entry)) frames.push_back(frame);
   });
   for (const void *frame : frames) erase(frame, by_frame_.find(frame));
 }
 
+void GeneratorTable::forget_code(const CodeInfo &code) {
+  erase_unless([&](const Entry &entry) { return entry.code != &code; });
+}
+
 void GeneratorTable::clear() {
-  std::vector<const void *> frames;
-  by_frame_.for_each([&](const void *frame, Entry &) { frames.push_back(frame); });
-  for (const void *frame : frames) erase(frame, by_frame_.find(frame));
+  erase_unless([](const Entry &) { return false; });
 }
 
 void GeneratorTable::generator_died(PyObject *weakref) {

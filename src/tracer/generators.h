@@ -57,6 +57,9 @@ class GeneratorTable {
  private:
   // Removes the entry of `frame` (present), found at `entry`.
   void erase(const void *frame, Entry *entry);
+  // Removes every entry for which keep(entry) is false.
+  template <typename Keep>
+  void erase_unless(Keep keep);
 
   PointerMap<Entry> by_frame_;
   PointerMap<const void *> by_weakref_;

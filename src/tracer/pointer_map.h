@@ -77,14 +77,6 @@ class PointerMap {
     }
   }
 
-  // Some key, or null when empty (for draining the map).
-  const void *any_key() const {
-    for (const Slot &slot : slots_) {
-      if (slot.key != nullptr) return slot.key;
-    }
-    return nullptr;
-  }
-
  private:
   struct Slot {
     const void *key = nullptr;
