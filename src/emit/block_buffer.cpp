@@ -28,34 +28,6 @@ namespace pinsight::emitter::blocks {
 
 namespace {
 
-// A record as append() stages it: fixed size, the counter's ticks for its time.
-// Two to a cache line, written whole.
-struct alignas(32) Staged {
-  uint64_t ticks;
-  uint64_t code_id;
-  uint64_t callable_id;
-  uint64_t line_head;  // the line (low 32 bits) | the head << 32: (kind << 3) | transition
-};
-
-// A staged word, while a writer thread reads the thread's segments
-// (Block::streaming): on x86-64 a non-temporal store. The writer reads each
-// segment on its core and hands it back; an ordinary store into a line the
-// other core holds would wait for that copy to be invalidated (n-body with
-// function events: 15% of the traced thread's added CPU). Without a writer the
-// thread encodes its segments itself, from its cache: ordinary stores (the
-// non-temporal ones made that 1.65x slower). Write-combined, a record's words
-// reach memory before the segment is handed over (the sfence in close_segment),
-// before another thread that takes the GIL reads them (the GIL's release is a
-// locked instruction, which drains write-combining buffers), and in order for
-// this thread's own reads (a flush, a signal handler).
-inline void stream(uint64_t *to, uint64_t value) {
-#if defined(__x86_64__)
-  _mm_stream_si64(reinterpret_cast<long long *>(to), static_cast<long long>(value));
-#else
-  *to = value;
-#endif
-}
-
 // The staged words written so far are visible to another thread's loads after
 // a release store that follows this.
 inline void publish_staged() {
@@ -68,7 +40,6 @@ inline void publish_staged() {
 // the anchor before its first record and one after its last. Short
 // (kSegmentRecords, or kSegmentNs of counter time) so that the interpolation's
 // rate is the clock's own rate at the time.
-constexpr uint32_t kSegmentRecords = 128;
 constexpr uint64_t kSegmentNs = 1000000;
 
 struct Segment {
@@ -112,19 +83,13 @@ struct SegmentRing {
 // and written as event_blocks by whoever holds `encoder`: the writer thread
 // (closed segments, in the background), or the owner's side (a flush, or a
 // thread whose segments are all waiting).
-struct Block {
-  // The owner's side.
-  Staged *filling = nullptr;  // the open segment's records (the hot path's)
-  uint32_t staged_count = 0;
-  uint64_t segment_end_ticks = 0;  // a record past this closes the segment
+struct Block : StageCursor {
+  // The owner's side, besides the cursor.
   Segment *open = nullptr;
-  cycle_clock::Anchor anchor;         // taken before the open segment's records
-  uint32_t segments = 0;              // allocated
-  SegmentRing closed;                 // to the encoder, in order
-  SegmentRing returned;               // back from the encoder, free
-  volatile sig_atomic_t writing = 0;  // a record or segment is half-done (signal handlers)
-  bool opened = false;                // the empty opening block went out
-  bool streaming = false;             // a writer runs: records are staged write-combined
+  cycle_clock::Anchor anchor;  // taken before the open segment's records
+  uint32_t segments = 0;       // allocated
+  SegmentRing closed;          // to the encoder, in order
+  SegmentRing returned;        // back from the encoder, free
 
   // The encoder's side, under `encoder` (0: free; else its holder's tid).
   std::atomic<int> encoder{0};
@@ -152,7 +117,7 @@ inline uint64_t clock_ns() { return cycle_clock::monotonic_ns(); }
 // Segment thresholds in counter ticks (cycle_clock::calibrate()).
 uint64_t segment_ticks = kSegmentNs;
 
-thread_local Block *current_block __attribute__((tls_model("initial-exec"))) = nullptr;
+inline Block *current_block() { return static_cast<Block *>(current_cursor); }
 __thread int own_tid __attribute__((tls_model("initial-exec"))) = 0;
 
 int my_tid() {
@@ -546,7 +511,7 @@ struct Owner {
       std::lock_guard<std::mutex> lock(*registry_mutex);
       unlink(block);
     }
-    current_block = nullptr;
+    current_cursor = nullptr;
     // Unlinked: no other thread flushes it now.
     if (block->opened) flush_block(*block, PINSIGHT_BLOCK_FINAL, false);
     free_segments(block);
@@ -561,7 +526,7 @@ constexpr int kFatalSignals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTE
 struct sigaction previous_actions[sizeof kFatalSignals / sizeof kFatalSignals[0]];
 
 void on_fatal_signal(int signo, siginfo_t *info, void *context) {
-  Block *b = current_block;
+  Block *b = current_block();
   // A record or segment half-written is the one thing that cannot go out; the
   // thread's records are then lost if the signal ends the process.
   if (b && b->opened && !b->writing && lock_encoder_from_signal(*b)) {
@@ -613,7 +578,7 @@ void flush_at_exit() {
 
 // Slow path: the thread's first record, or its first since its stream closed.
 __attribute__((noinline)) Block *create_current(int python_thread_id) {
-  Block *b = current_block;
+  Block *b = current_block();
   if (!b) {
     b = new Block();
     b->open = new Segment();
@@ -626,7 +591,7 @@ __attribute__((noinline)) Block *create_current(int python_thread_id) {
       link(b);
     }
     owner.block = b;
-    current_block = b;
+    current_cursor = b;
   }
   // The empty opening block: readers hold this thread's other events from here
   // on until its blocks say what happened meanwhile.
@@ -638,43 +603,22 @@ __attribute__((noinline)) Block *create_current(int python_thread_id) {
   return b;
 }
 
-// The calling thread's next record staged: its time taken (a full or old
-// segment closed first), its words written while the block is marked as being
-// written (a fatal signal's flush then leaves it alone). Inlined into both
-// appends, which are the callbacks' hot path.
-__attribute__((always_inline)) inline void stage(int python_thread_id, uint64_t code_id,
-                                                 uint64_t callable_id, uint64_t line_head) {
-  Block *b = current_block;
-  if (__builtin_expect(b == nullptr || !b->opened, 0)) b = create_current(python_thread_id);
-  uint64_t ticks = cycle_clock::ticks();
-  if (__builtin_expect(b->staged_count == kSegmentRecords || ticks > b->segment_end_ticks, 0)) {
-    close_segment(*b);
-    ticks = cycle_clock::ticks();  // after the new anchor
-  }
-  b->writing = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  Staged &r = b->filling[b->staged_count];
-  if (b->streaming) {
-    stream(&r.ticks, ticks);
-    stream(&r.code_id, code_id);
-    stream(&r.callable_id, callable_id);
-    stream(&r.line_head, line_head);
-  } else {
-    r.ticks = ticks;
-    r.code_id = code_id;
-    r.callable_id = callable_id;
-    r.line_head = line_head;
-  }
-  ++b->staged_count;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b->writing = 0;
-}
-
-inline uint64_t line_head(int line, int kind, int transition) {
-  return static_cast<uint32_t>(line) | static_cast<uint64_t>((kind << 3) | transition) << 32;
-}
-
 }  // namespace
+
+__thread StageCursor *current_cursor __attribute__((tls_model("initial-exec"))) = nullptr;
+
+StageCursor *stage_slow(int python_thread_id, uint64_t *ticks) {
+  Block *b = current_block();
+  if (b == nullptr || !b->opened) {
+    b = create_current(python_thread_id);
+    *ticks = cycle_clock::ticks();  // after the stream's anchor
+  }
+  if (b->staged_count == kSegmentRecords || *ticks > b->segment_end_ticks) {
+    close_segment(*b);
+    *ticks = cycle_clock::ticks();  // after the new anchor
+  }
+  return b;
+}
 
 void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
             int python_thread_id) {
@@ -685,12 +629,6 @@ void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, in
     // of every thread go out now.
     flush_all(true);
   }
-}
-
-void append_function(int kind, int transition, uint64_t code_id, int python_thread_id) {
-  // Written whole (write-combined stores fill a line); encode_records() reads
-  // neither the callable nor the line of a function record.
-  stage(python_thread_id, code_id, 0, line_head(0, kind, transition));
 }
 
 void note_callable(const char *name) {
@@ -727,7 +665,7 @@ void flush_all(bool final) {
 }
 
 void flush_current() {
-  Block *b = current_block;
+  Block *b = current_block();
   if (b && b->opened) flush_block(*b, 0, true);
 }
 
@@ -763,7 +701,7 @@ void forked_child() {
   writer.pid = 0;
   writer.tid.store(0);
   own_tid = 0;
-  Block *b = current_block;
+  Block *b = current_block();
   if (!b) return;
   // Flushed before the fork (flush_current): anything still closed is the
   // parent's.
