@@ -61,6 +61,9 @@ class Tracer {
   // ---- hot paths: inline, below ----
   Verdict on_begin(PyObject *code, const void *frame, int transition);
   Verdict on_end(PyObject *code, const void *frame, int transition);
+  // Every end on_end's inline part leaves: a yield, a generator's or import's
+  // end, a window's last, a stale native call, no record.
+  Verdict on_end_slow(PyObject *code, const void *frame, int transition);
   // offset(): the CALL's bytecode offset, asked for only when the call gets a
   // record (most calls are to Python functions and need none).
   template <typename OffsetFn>
@@ -325,7 +328,36 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
   return Verdict::Continue;
 }
 
-inline Verdict Tracer::on_end(PyObject *code, const void *frame, int transition) {
+// Inline: the end of a plain function's traced frame, most ends; the rest out of line.
+__attribute__((always_inline)) inline Verdict Tracer::on_end(PyObject *code, const void *frame,
+                                                             int transition) {
+  ThreadState *state = thread_states::current_ptr;
+  if (__builtin_expect(state != nullptr && !state->stack.empty() && transition != wire::kYield,
+                       1)) {
+    const FrameRecord &top = state->stack.back();
+    if (top.frame == frame && top.kind == RecordKind::Function &&
+        !(top.flags & (kImportEmitted | kEndsWindow)) && !top.code->generator) {
+      gil_accounting::note_thread(*state);
+      CodeInfo &info = *top.code;
+      const uint8_t flags = top.flags;
+      state->stack.pop_back();
+      --info.open_records;
+      --open_records_;
+      if (flags & kEmitEnd) {
+        ++events_emitted_;
+        emitter::function(false, info, state->python_thread_id, transition);
+      }
+      if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
+        reconcile_events();  // drained: STANDBY/OFF can now switch everything off
+      }
+      return Verdict::Continue;
+    }
+  }
+  return on_end_slow(code, frame, transition);
+}
+
+__attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, const void *frame,
+                                                             int transition) {
   ThreadState *state = thread_states::current_ptr;
   if (state && !state->stack.empty()) {
     gil_accounting::note_thread(*state);
