@@ -173,6 +173,14 @@ class Tracer {
   Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
   void end_import(const FrameRecord &record, const ThreadState &state, int transition);
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
+  // A function record just popped: its counts, and its end event if it has one.
+  void end_function_record(CodeInfo &info, uint8_t flags, const ThreadState &state, int transition);
+  // After a record's end: with none left open, STANDBY/OFF can switch everything off.
+  void reconcile_if_drained() {
+    if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
+      reconcile_events();
+    }
+  }
 
   // Never destroyed: at exit, after the interpreter has finalized, a
   // destructor could not release the Python objects the backend holds.
@@ -328,6 +336,16 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
   return Verdict::Continue;
 }
 
+inline void Tracer::end_function_record(CodeInfo &info, uint8_t flags, const ThreadState &state,
+                                        int transition) {
+  --info.open_records;
+  --open_records_;
+  if (flags & kEmitEnd) {
+    ++events_emitted_;
+    emitter::function(false, info, state.python_thread_id, transition);
+  }
+}
+
 // Inline: the end of a plain function's traced frame, most ends; the rest out of line.
 __attribute__((always_inline)) inline Verdict Tracer::on_end(PyObject *code, const void *frame,
                                                              int transition) {
@@ -341,15 +359,8 @@ __attribute__((always_inline)) inline Verdict Tracer::on_end(PyObject *code, con
       CodeInfo &info = *top.code;
       const uint8_t flags = top.flags;
       state->stack.pop_back();
-      --info.open_records;
-      --open_records_;
-      if (flags & kEmitEnd) {
-        ++events_emitted_;
-        emitter::function(false, info, state->python_thread_id, transition);
-      }
-      if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
-        reconcile_events();  // drained: STANDBY/OFF can now switch everything off
-      }
+      end_function_record(info, flags, *state, transition);
+      reconcile_if_drained();
       return Verdict::Continue;
     }
   }
@@ -372,12 +383,7 @@ __attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, con
                          top.flags);
       state->stack.pop_back();
       CodeInfo &info = *record.code;
-      --info.open_records;
-      --open_records_;
-      if (record.flags & kEmitEnd) {
-        ++events_emitted_;
-        emitter::function(false, info, state->python_thread_id, transition);
-      }
+      end_function_record(info, record.flags, *state, transition);
       if (record.flags & kImportEmitted) end_import(record, *state, transition);
       if (transition == wire::kYield) {
         generators_.suspend(frame, info, record.flags & static_cast<uint8_t>(~kGeneratorEntry),
@@ -386,9 +392,7 @@ __attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, con
         if (info.generator) generator_ended(record, *state, transition);
         if (record.flags & kEndsWindow) window_ended(info);
       }
-      if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
-        reconcile_events();  // drained: STANDBY/OFF can now switch everything off
-      }
+      reconcile_if_drained();
       return Verdict::Continue;
     }
   }
@@ -473,9 +477,7 @@ inline void Tracer::on_c_end(const void *frame, PyObject *callable, bool raised)
     }
     if (matched) break;
   }
-  if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
-    reconcile_events();
-  }
+  reconcile_if_drained();
 }
 
 }  // namespace pinsight
