@@ -119,6 +119,31 @@ print(os.getpid(), pinsight_python.status()["reloads"], pinsight_python.status()
 """
 
 
+def test_usr1_without_a_configuration_says_it_only_flushes(tmp_path: Path) -> None:
+    # No --config, no PINSIGHT_PYTHON_CONFIG, no file in the working directory: trace's
+    # note says what the processes do with the signal, as they would (no contradiction
+    # between "forwarded ... that reload the configuration" and "nothing to reload").
+    write(tmp_path, "prog.py", LOOP)
+    proc = job_script(tmp_path, f"""
+{TRACE} -o t -- {PY} prog.py &
+pid=$!
+{WAIT_READY.format(n=1)}
+kill -USR1 $pid
+sleep 1
+touch stop
+wait $pid
+echo status=$?
+""")
+    assert status_of(proc.stdout) == 0, proc.stderr
+    usr1 = single_line(proc.stderr, r"SIGUSR1 forwarded")
+    assert "to 1 process(es) of the command that handle it" in usr1, usr1
+    assert "without a configuration file: nothing to reload" in usr1, usr1
+    # The program's own note (said once, per-event payloads) agrees.
+    assert "reload the configuration" not in proc.stderr, proc.stderr
+    _, session = trace_report(proc.stderr)
+    assert not session_exists(session)
+
+
 def test_usr1_to_trace_reloads_every_traced_process_and_usr2_is_forwarded(
     tmp_path: Path,
 ) -> None:
@@ -140,7 +165,8 @@ echo status=$?
     # Both processes reloaded once, into the new mode; trace itself kept running.
     assert sorted(r[1:3] for r in rows) == [["1", "MONITORING"], ["1", "MONITORING"]], proc
     assert sum(r[3:] == ["usr2"] for r in rows) == 1  # the parent's handler ran
-    single_line(proc.stderr, r"SIGUSR1 forwarded to 2 process\(es\)")
+    usr1 = single_line(proc.stderr, r"SIGUSR1 forwarded to 2 process\(es\)")
+    assert "that reload the configuration" in usr1, usr1
     single_line(proc.stderr, r"SIGUSR2 forwarded to 1 process\(es\)")
     _, session = trace_report(proc.stderr)
     assert not session_exists(session)

@@ -173,7 +173,13 @@ class Supervisor:
                 sent.append(pid)
             except OSError:
                 pass  # ended meanwhile
-        what = "reload the configuration" if signo == signal.SIGUSR1 else "handle it"
+        if signo != signal.SIGUSR1:
+            what = "handle it"
+        elif self.plan.config is None:
+            # As the processes will say it: no file to reload (batched ones flush).
+            what = "handle it (they run without a configuration file: nothing to reload)"
+        else:
+            what = "reload the configuration"
         _note(f"{name} forwarded to {len(sent)} process(es) of the command that {what}"
               + (f": {', '.join(map(str, sent))}" if sent else ""))
         if signo == signal.SIGUSR1 and self.plan.config is not None:
