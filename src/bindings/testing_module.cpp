@@ -80,14 +80,19 @@ PYBIND11_MODULE(_pinsight_python_testing, m) {
         for (int i = 0; i < operations; ++i) {
           auto *key = reinterpret_cast<const void *>(
               0x7f0000000000ull + 16 * (random() % static_cast<uint64_t>(key_space)));
-          uint64_t action = random() % 4;  // put twice as often as erase: the table fills
+          // put twice as often as erase (by key, or through find's pointer): the table fills
+          uint64_t action = random() % 4;
           if (action <= 1) {
             uint64_t value = random();
             map.put(key, value);
             expected[key] = value;
-          } else if (action == 2) {
+          } else if (action == 2 && random() % 2) {
             bool erased = map.erase(key);
             mismatches += erased != (expected.erase(key) == 1);
+          } else if (action == 2) {
+            uint64_t *at = map.find(key);
+            if (at) map.erase_found(at);
+            mismatches += (at != nullptr) != (expected.erase(key) == 1);
           }
           const uint64_t *found = map.find(key);
           auto it = expected.find(key);

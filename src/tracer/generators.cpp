@@ -170,12 +170,12 @@ void GeneratorTable::finish(const void *frame, int python_thread_id, int how) {
   Entry *entry = by_frame_.find(frame);
   if (!entry) return;
   emit_lifetime(*entry, python_thread_id, how);
-  erase(frame, entry);
+  erase(entry);
 }
 
-void GeneratorTable::erase(const void *frame, Entry *found) {
+void GeneratorTable::erase(Entry *found) {
   Entry entry = *found;
-  by_frame_.erase(frame);
+  by_frame_.erase_found(found);
   by_weakref_.erase(entry.weakref);
   if (!entry.running) --entry.code->suspended_traced;
   Py_DECREF(entry.weakref);  // a weak reference's own death calls no callback
@@ -188,7 +188,7 @@ void GeneratorTable::erase_unless(Keep keep) {
   by_frame_.for_each([&](const void *frame, Entry &entry) {
     if (!keep(entry)) frames.push_back(frame);
   });
-  for (const void *frame : frames) erase(frame, by_frame_.find(frame));
+  for (const void *frame : frames) erase(by_frame_.find(frame));
 }
 
 void GeneratorTable::forget_code(const CodeInfo &code) {
@@ -211,7 +211,7 @@ void GeneratorTable::generator_died(PyObject *weakref) {
   if (!entry) return;
   const ThreadState *state = thread_states::current_ptr;
   emit_lifetime(*entry, state ? state->python_thread_id : -1, wire::kGeneratorCollected);
-  erase(frame, entry);
+  erase(entry);
 }
 
 }  // namespace pinsight

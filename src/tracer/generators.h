@@ -55,8 +55,8 @@ class GeneratorTable {
   void generator_died(PyObject *weakref);
 
  private:
-  // Removes the entry of `frame` (present), found at `entry`.
-  void erase(const void *frame, Entry *entry);
+  // Removes the entry by_frame_.find() returned.
+  void erase(Entry *found);
   // Removes every entry for which keep(entry) is false.
   template <typename Keep>
   void erase_unless(Keep keep);

@@ -54,19 +54,14 @@ class PointerMap {
       if (slots_[i].key == nullptr) return false;
       i = (i + 1) & mask_;
     }
-    // Backward shift: every later entry of the run moves up if its home allows,
-    // so no tombstone is left for lookups to step over.
-    for (size_t j = (i + 1) & mask_; slots_[j].key != nullptr; j = (j + 1) & mask_) {
-      size_t h = home(slots_[j].key);
-      bool movable = i <= j ? (h <= i || h > j) : (h <= i && h > j);
-      if (movable) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
-    }
-    slots_[i].key = nullptr;
-    --size_;
+    erase_slot(i);
     return true;
+  }
+
+  // Erases the entry whose value find() just returned, without probing again.
+  void erase_found(Value *found) {
+    auto *slot = reinterpret_cast<Slot *>(reinterpret_cast<char *>(found) - offsetof(Slot, value));
+    erase_slot(static_cast<size_t>(slot - slots_.data()));
   }
 
   // Calls f(key, value&) for every entry; f must not change the map.
@@ -82,6 +77,21 @@ class PointerMap {
     const void *key = nullptr;
     Value value{};
   };
+
+  void erase_slot(size_t i) {
+    // Backward shift: every later entry of the run moves up if its home allows,
+    // so no tombstone is left for lookups to step over.
+    for (size_t j = (i + 1) & mask_; slots_[j].key != nullptr; j = (j + 1) & mask_) {
+      size_t h = home(slots_[j].key);
+      bool movable = i <= j ? (h <= i || h > j) : (h <= i && h > j);
+      if (movable) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i].key = nullptr;
+    --size_;
+  }
 
   size_t home(const void *key) const {
     // Fibonacci hashing: the low bits of an object's address are all alike.
