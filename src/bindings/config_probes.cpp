@@ -46,7 +46,8 @@ py::dict simulate(const py::object &config_argument, const std::string &qualname
   for (int64_t i = 0; i < n_calls; ++i) {
     const TraceMode now = i < monitoring_calls ? TraceMode::Monitoring : mode;
     const bool exhausted_before = lexgion_exhausted(settings, counters);
-    const LexgionStep step = lexgion_execution(now, events, settings, counters);
+    const LexgionStep step =
+        lexgion_execution(now, events, settings, counters, lexgion_traces_every(settings));
     if (exhausted_before && step.traced) {
       throw std::logic_error("lexgion_exhausted was true before traced execution " +
                              std::to_string(i));

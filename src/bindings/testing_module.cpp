@@ -13,6 +13,7 @@
 #include "bindings/config_probes.h"
 #include "common/compat.h"
 #include "session/testing_api.h"
+#include "tracer/code_info.h"
 #include "tracer/pointer_map.h"
 
 namespace py = pybind11;
@@ -66,6 +67,21 @@ PYBIND11_MODULE(_pinsight_python_testing, m) {
   m.def(
       "_debug_generator_entries", [] { return api().generator_entries(); },
       "How many traced generator instances the tracer follows (suspended or running).");
+
+  m.def(
+      "_code_counts_past_32_bits",
+      [] {
+        // CodeInfo's per-begin counts are 32-bit words carried into high words.
+        pinsight::CodeInfo info;
+        info.executions_low = UINT32_MAX;
+        info.traced_low = UINT32_MAX - 1;
+        info.count_execution();
+        info.count_traced();
+        info.count_traced();
+        info.count_execution();
+        return py::make_tuple(info.executions(), info.traced());
+      },
+      "(executions, traced) of a CodeInfo counted across 2^32: (2**32 + 1, 2**32).");
 
   m.def(
       "_pointer_map_check",

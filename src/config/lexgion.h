@@ -88,6 +88,13 @@ inline bool lexgion_window_ended(const LexgionSettings &settings, const LexgionC
          counters.counter > 0 && counters.num_exes_after_last_trace == 0;
 }
 
+// Settings under which lexgion_begin traces every execution (PInsight's
+// defaults: from the first, at rate 1, no cap): trace_starts_at <= counter-1,
+// no cap and num_exes_after_last_trace >= 1 >= tracing_rate always hold.
+inline bool lexgion_traces_every(const LexgionSettings &settings) {
+  return settings.trace_starts_at <= 0 && settings.max_num_traces < 0 && settings.tracing_rate <= 1;
+}
+
 // What one execution (a function start) of a lexgion on a thread does.
 struct LexgionStep {
   bool traced = false;       // emit this execution (TRACING only)
@@ -97,13 +104,22 @@ struct LexgionStep {
 // The one rate-control decision, for the mode in force and the events the
 // thread may emit for this lexgion: MONITORING counts the execution (so a
 // later TRACING honours trace_starts_at and tracing_rate), TRACING counts and
-// decides, OFF and STANDBY do nothing.
+// decides, OFF and STANDBY do nothing. traces_every: lexgion_traces_every(settings),
+// computed once per code object, so the common TRACING step reads no settings.
 inline LexgionStep lexgion_execution(TraceMode mode, uint32_t events,
-                                     const LexgionSettings &settings, LexgionCounters &counters) {
+                                     const LexgionSettings &settings, LexgionCounters &counters,
+                                     bool traces_every = false) {
   LexgionStep step;
   if (events == 0 || mode < TraceMode::Monitoring) return step;
   if (mode == TraceMode::Monitoring) {
     lexgion_count(counters);
+    return step;
+  }
+  if (traces_every) {  // lexgion_begin's counts when it traces; no window can end
+    ++counters.counter;
+    ++counters.trace_counter;
+    counters.num_exes_after_last_trace = 0;
+    step.traced = true;
     return step;
   }
   step.traced = lexgion_begin(settings, counters);

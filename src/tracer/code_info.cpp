@@ -9,7 +9,7 @@
 namespace pinsight::code_registry {
 
 Py_ssize_t extra_index = -1;
-std::unordered_map<const PyObject *, CodeInfo *> *beside = nullptr;
+PointerMap<CodeInfo *> *beside = nullptr;
 
 namespace {
 CodeInfo *live_head = nullptr;
@@ -58,10 +58,10 @@ std::string module_name(PyObject *globals) {
 }
 // The code watcher's (3.14+): `code` is about to be freed.
 void forget_code(PyObject *code) {
-  auto it = beside->find(code);
-  if (it == beside->end()) return;
-  CodeInfo *info = it->second;
-  beside->erase(it);
+  CodeInfo **found = beside->find(code);
+  if (!found) return;
+  CodeInfo *info = *found;
+  beside->erase_found(found);
   free_code_info(info);
 }
 
@@ -84,7 +84,7 @@ bool init() {
   if (initialized()) return true;
   if constexpr (compat::kCodeExtraIsState) {
     if (!compat::watch_code_destruction(forget_code)) return false;
-    beside = new std::unordered_map<const PyObject *, CodeInfo *>();  // for the process's life
+    beside = new PointerMap<CodeInfo *>();  // for the process's life
     return true;
   }
   extra_index = compat::request_code_extra_index(free_code_info);
@@ -109,7 +109,7 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   info->names_setprofile = code_names_setprofile(pycode);
   CodeInfo *result = nullptr;
   if (compat::kCodeExtraIsState) {
-    beside->emplace(code, info.get());
+    beside->put(code, info.get());
   }
   if (compat::kCodeExtraIsState || compat::code_set_own_extra(code, extra_index, info.get()) == 0) {
     result = info.release();

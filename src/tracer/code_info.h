@@ -3,6 +3,7 @@
 // path and no table that fills up.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,21 +14,45 @@
 #include "config/config.h"
 #include "config/lexgion.h"
 #include "emit/named_code.h"
+#include "tracer/pointer_map.h"
 
 namespace pinsight {
 
 // The rate-control state of one code object on one Python thread, with the
-// events decided for that thread under config generation `generation`.
+// events decided for that thread under config generation `generation` (its low
+// 32 bits: 2^32 reloads in one process would be needed to mistake one for another).
 struct ThreadLexgion {
   LexgionCounters counters;
   uint32_t events = 0;
-  uint64_t generation = UINT64_MAX;
+  uint32_t generation = UINT32_MAX;  // UINT32_MAX: never decided
 };
 
 // Why a code object's locations were disabled (CodeInfo::disabled).
 enum DisabledBits : uint8_t {
   kDisabledShared = 1u << 0,     // holds for every thread: re-armed on mode change and reload
   kDisabledPerThread = 1u << 1,  // holds for the only live thread: re-armed for a new thread too
+};
+
+// What a traced begin and its end read and write of a code object's state,
+// together: CodeInfo puts NamedCode's code and naming epoch right after it, in
+// the same cache line (a code object's state is cold whenever the program runs
+// thousands of functions, as a test suite does). Counts are kept in 32 bits
+// here and carried into CodeInfo's high words.
+struct CodeHotState {
+  ThreadLexgion main_thread;    // python_thread_id 0, the common case, inline
+  uint32_t executions_low = 0;  // every start seen, in MONITORING and TRACING
+  uint32_t traced_low = 0;      // starts whose function_begin was emitted
+  // Frames of this code with a record on some thread's shadow stack. A return
+  // location may be disabled only when this and suspended_traced are zero
+  // (see tracer.cpp).
+  uint32_t open_records = 0;
+  // importlib._bootstrap._find_and_load: its frames are module loads.
+  bool import_loader = false;
+  // A generator, coroutine or async generator: its instances' lifetimes are timed.
+  bool generator = false;
+  // Rate control traces every execution under `limits` (lexgion_traces_every):
+  // begins skip reading them.
+  bool traces_every = false;
 };
 
 // Who may hold a CodeInfo*, and why it cannot outlive its code object:
@@ -39,36 +64,24 @@ enum DisabledBits : uint8_t {
 // - the live list below: unlinked by free_code_info.
 // Nothing else keeps one past the callback that looked it up.
 // NamedCode's `code` is borrowed: this CodeInfo dies with the code object.
-// Laid out for the callbacks: a traced begin and its end read and write only
-// the fields up to `limits`' rates, in the first three cache lines (a code
-// object's state is cold whenever the program runs thousands of functions,
-// as a test suite does); names and bookkeeping of the slow paths follow.
-struct alignas(64) CodeInfo : NamedCode {
-  // ---- hot: every begin and end ----
-  // Decision under config generation `generation` (see Tracer::decide).
+// Laid out for the callbacks: CodeHotState, then NamedCode's code and
+// named_epoch, fill the first cache line; names and the slow paths' fields follow.
+struct alignas(64) CodeInfo : CodeHotState, NamedCode {
+  // Decision under config generation `generation` (see Tracer::decide_thread).
   uint64_t generation = UINT64_MAX;
-  uint64_t executions = 0;  // every start seen, in MONITORING and TRACING
-  uint64_t traced = 0;      // starts whose function_begin was emitted
-  // Balance bookkeeping: frames of this code with a record on some thread's
-  // shadow stack, and traced generator frames suspended at a yield. A return
-  // location may be disabled only when both are zero (see tracer.cpp).
-  uint32_t open_records = 0;
+  uint32_t executions_high = 0;  // carries of executions_low
+  uint32_t traced_high = 0;      // carries of traced_low
+  // Traced generator frames suspended at a yield (see open_records).
   uint32_t suspended_traced = 0;
-  // importlib._bootstrap._find_and_load: its frames are module loads.
-  bool import_loader = false;
-  // A generator, coroutine or async generator: its instances' lifetimes are timed.
-  bool generator = false;
   // Our CALL is on in this code object (per-code backends, Tracer::watch_calls).
   bool calls_watched = false;
   bool module_selected = true;
   // Some location of this code returned DISABLE (kDisabled*): the locations
   // Tracer::rearm re-enables, for our tool only.
   uint8_t disabled = 0;
-  ThreadLexgion main_thread;  // python_thread_id 0, the common case, inline
-  // Copy: the Config it came from may be freed on reload. Its rates come first.
+  // Copy: the Config it came from may be freed on reload.
   LexgionSettings limits;
 
-  // ---- the slow paths' ----
   std::string module;  // __name__ of the globals the code first ran with
   // Names setprofile (sys.setprofile, threading's, _setprofileallthreads): code
   // that may install a profiler, whose native calls go unwatched (see
@@ -99,13 +112,28 @@ struct alignas(64) CodeInfo : NamedCode {
     return (*other_threads)[python_thread_id];
   }
   int line_at(int offset);
+
+  // The hot paths' counts (carried past 2^32 into the high words).
+  void count_execution() {
+    if (__builtin_expect(++executions_low == 0, 0)) ++executions_high;
+  }
+  void count_traced() {
+    if (__builtin_expect(++traced_low == 0, 0)) ++traced_high;
+  }
+  uint64_t executions() const { return uint64_t{executions_high} << 32 | executions_low; }
+  uint64_t traced() const { return uint64_t{traced_high} << 32 | traced_low; }
+  void reset_counts() { executions_low = executions_high = traced_low = traced_high = 0; }
 };
+
+static_assert(sizeof(CodeHotState) + offsetof(NamedCode, named_epoch) + sizeof(uint32_t) <= 64,
+              "a traced begin and end touch one cache line of CodeInfo");
 
 namespace code_registry {
 
 extern Py_ssize_t extra_index;  // -1 until init() (before 3.14)
 // 3.14+ (compat::kCodeExtraIsState): each code object's CodeInfo, beside it.
-extern std::unordered_map<const PyObject *, CodeInfo *> *beside;
+// Open addressing: every traced begin looks its code up here.
+extern PointerMap<CodeInfo *> *beside;
 bool init();
 inline bool initialized() { return extra_index >= 0 || beside; }
 // Called (GIL held) before a CodeInfo that some record still names is freed.
@@ -122,8 +150,8 @@ uint64_t created_count();
 // The CodeInfo of `code` if it has one; never creates.
 inline CodeInfo *find(PyObject *code) {
   if constexpr (compat::kCodeExtraIsState) {
-    auto it = beside->find(code);
-    return it == beside->end() ? nullptr : it->second;
+    CodeInfo **found = beside->find(code);
+    return found ? *found : nullptr;
   }
   return static_cast<CodeInfo *>(compat::code_own_extra(code, extra_index));
 }

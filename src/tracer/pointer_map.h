@@ -2,8 +2,9 @@
 // linear probing and backward-shift deletion: a lookup reads one slot array,
 // usually one cache line, and an insert or erase allocates nothing until the
 // table grows. std::unordered_map allocated a node per entry and chased a
-// bucket pointer per lookup: most of a traced generator instance's bookkeeping
-// (GeneratorTable, a lookup per resumption).
+// bucket pointer per lookup (and divided by a prime to find the bucket): most of
+// a traced generator instance's bookkeeping (GeneratorTable, a lookup per
+// resumption), and on 3.14+ a lookup per traced begin (code_registry::beside).
 #pragma once
 
 #include <cstddef>

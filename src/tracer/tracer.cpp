@@ -35,15 +35,10 @@ bool is_own_module(const std::string &module) {
 void Tracer::apply_decision(CodeInfo &code, const Config &config) {
   CodeDecision decision = config.decide_code(code.qualname, code.filename, code.module);
   code.limits = *decision.lexgion;
+  code.traces_every = lexgion_traces_every(code.limits);
   code.lexgion = decision.lexgion;
   code.module_selected = decision.module_selected && !is_own_module(code.module);
   code.generation = config.generation;
-}
-
-void Tracer::decide(CodeInfo &code) {
-  const Config *config = config_store::read_lock();
-  apply_decision(code, *config);
-  config_store::read_unlock();
 }
 
 void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id) {
@@ -52,7 +47,7 @@ void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread
   lex.events = code.module_selected
                    ? config->events_for(*code.lexgion, python_thread_id) & requested_events_
                    : 0;
-  lex.generation = code.generation;
+  lex.generation = static_cast<uint32_t>(code.generation);
   config_store::read_unlock();
 }
 
@@ -297,7 +292,7 @@ void Tracer::push_activation_frames(ThreadState &state) {
     Py_XDECREF(globals);
     if (!info) continue;
     ThreadLexgion &lex = info->for_thread(state.python_thread_id);
-    if (info->generation != generation_.load() || lex.generation != info->generation) {
+    if (lex.generation != static_cast<uint32_t>(generation_.load())) {
       decide_thread(*info, lex, state.python_thread_id);
     }
     uint8_t flags =
@@ -393,19 +388,17 @@ void Tracer::forget_records() {
 std::vector<LexgionReport> Tracer::lexgions() const {
   std::vector<LexgionReport> out;
   for (CodeInfo *info = code_registry::first(); info; info = info->next) {
-    if (info->executions == 0) continue;
+    if (info->executions() == 0) continue;
     LexgionReport &r = out.emplace_back();
     r.qualname = info->qualname;
     r.filename = info->filename;
     r.module = info->module;
     r.lineno = info->lineno;
-    r.executions = info->executions;
-    r.traced = info->traced;
+    r.executions = info->executions();
+    r.traced = info->traced();
     const LexgionSettings &limits = info->limits;
     // Code the module filters leave out is not rate control's doing.
-    r.rate_controlled =
-        info->module_selected &&
-        (limits.max_num_traces >= 0 || limits.tracing_rate > 1 || limits.trace_starts_at > 0);
+    r.rate_controlled = info->module_selected && !lexgion_traces_every(limits);
     r.lower_bound = info->begins_were_disabled ||
                     blind_periods_ > info->blind_periods_at_creation ||
                     mode() < TraceMode::Monitoring;
@@ -428,10 +421,7 @@ void Tracer::after_fork_child() {
   // Its lexgion_counts describe its own calls (the parent's are in the
   // parent's): counted from zero. Rate control's counters are inherited, as in
   // PInsight, and so are disabled begins: those counts stay lower bounds.
-  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
-    info->executions = 0;
-    info->traced = 0;
-  }
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) info->reset_counts();
 }
 
 }  // namespace pinsight

@@ -119,8 +119,8 @@ class Tracer {
   Tracer() = default;
 
   // Slow paths (tracer.cpp).
-  void decide(CodeInfo &code);
   void apply_decision(CodeInfo &code, const Config &config);  // read lock held
+  // The code's decision under the current config, if not made yet, then the thread's.
   void decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id);
   // 0 while the code may still be traced; else why its begins may be
   // disabled (kDisabledShared, kDisabledPerThread).
@@ -244,15 +244,20 @@ inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transitio
   return begin_resume(*info, *state, frame, transition);
 }
 
+// A thread's lexgion decided under the current generation implies its code's
+// was (decide_thread decides the code first): one compare on the hot path.
 inline ThreadLexgion &Tracer::lexgion_of(CodeInfo &code, ThreadState &state) {
-  if (code.generation != generation_.load(std::memory_order_relaxed)) decide(code);
   ThreadLexgion &lex = code.for_thread(state.python_thread_id);
-  if (lex.generation != code.generation) decide_thread(code, lex, state.python_thread_id);
+  if (__builtin_expect(
+          lex.generation != static_cast<uint32_t>(generation_.load(std::memory_order_relaxed)),
+          0)) {
+    decide_thread(code, lex, state.python_thread_id);
+  }
   return lex;
 }
 
 inline void Tracer::monitor_start(CodeInfo &code, ThreadState &state) {
-  ++code.executions;
+  code.count_execution();
   ThreadLexgion &lex = lexgion_of(code, state);
   lexgion_execution(TraceMode::Monitoring, lex.events, code.limits, lex.counters);
 }
@@ -268,10 +273,10 @@ inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const voi
 // call here costs as much as several of the steps it makes.
 template <bool MayDisable>
 inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const void *frame) {
-  ++code.executions;
+  code.count_execution();
   ThreadLexgion &lex = lexgion_of(code, state);
-  const LexgionStep step =
-      lexgion_execution(TraceMode::Tracing, lex.events, code.limits, lex.counters);
+  const LexgionStep step = lexgion_execution(TraceMode::Tracing, lex.events, code.limits,
+                                             lex.counters, code.traces_every);
   if (__builtin_expect(!step.traced, 0)) {
     return begin_untraced<MayDisable>(code, state, frame, lex);
   }
@@ -284,7 +289,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   ++code.open_records;
   ++open_records_;
   if (flags & kBeginEmitted) {
-    ++code.traced;
+    code.count_traced();
     ++events_emitted_;
     if (code.generator) state.stack.back().started_ns = lifetime_clock_ns();
     emitter::function(true, code, state.python_thread_id, wire::kStart);
