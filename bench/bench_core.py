@@ -38,6 +38,9 @@ nbody also runs from a script whose path is about 150 characters long (row "nbod
 as a package's module in a virtual environment's site-packages would be.
 Discards: fib on 4 threads with each payload, on trace's default channel.
 `--bytes-only` measures the bytes and discards alone (no timed rounds).
+Each workload's targets (batched against the empty callback and cProfile, batched-function
+against trace0) are also given as the median over rounds of the round's own ratio of added
+times, steadier than the minima's ratio where the machine's speed drifts between rounds.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -344,6 +348,11 @@ def in_group() -> None:
         os.setgid(GID)
 
 
+# The issue's targets: what each of ours is measured against.
+TARGET_PAIRS = [("batched", "empty-callback"), ("batched-function", "trace0"),
+                ("batched-function-inline", "trace0"), ("batched", "cProfile")]
+
+
 def run_code(code: str, tmp: Path, launcher: Optional[List[str]] = None) -> Tuple[float, int]:
     """(the workload's seconds, the events it emitted), as the child measured them;
     `launcher`: the interpreter's arguments that run it instead of `-c code`."""
@@ -552,6 +561,31 @@ def main() -> int:
     return 0
 
 
+def paired_ratio(ours: List[float], theirs: List[float],
+                 base: List[float]) -> Optional[Tuple[float, float, float]]:
+    """(median, lowest, highest) over rounds of the time `ours` adds over untraced
+    divided by the time `theirs` adds, both from the same round: a machine whose speed
+    drifts between rounds moves both alike. None when no round has `theirs` above
+    untraced."""
+    ratios = sorted((o - u) / (t - u) for o, t, u in zip(ours, theirs, base) if t > u)
+    if not ratios:
+        return None
+    return statistics.median(ratios), ratios[0], ratios[-1]
+
+
+def print_paired(title: str, pairs: List[Tuple[str, str]],
+                 runs: Dict[str, List[float]]) -> None:
+    """The per-round ratios of `pairs` present in `runs` (by configuration)."""
+    lines = []
+    for ours, theirs in pairs:
+        if ours in runs and theirs in runs:
+            r = paired_ratio(runs[ours], runs[theirs], runs["untraced"])
+            if r:
+                lines.append(f"{ours} / {theirs}: {r[0]:.2f} (rounds {r[1]:.2f} to {r[2]:.2f})")
+    if lines:
+        print(f"\n{title}\n" + "\n".join(lines))
+
+
 def time_rounds(
     workloads: List[str], configs: List[str], repeat: int, tmp: Path
 ) -> Tuple[Dict[Tuple[str, str], float], Dict[Tuple[str, str], int]]:
@@ -572,6 +606,10 @@ def time_rounds(
                     if config in OURS:
                         events[(workload, config)] = n
         shutil.rmtree(trace, ignore_errors=True)
+    for workload in workloads:
+        print_paired(f"{workload}, time added over untraced, ours / theirs, median of the "
+                     f"{repeat} rounds' ratios (each round's own untraced)",
+                     TARGET_PAIRS, {c: runs[(workload, c)] for c in configs})
     return {key: min(values) for key, values in runs.items()}, events
 
 

@@ -15,6 +15,9 @@ before tracing starts; only running it is timed. ns per event = time added over
 untraced / events emitted (batched-function's for trace0). `--configs a,b` times only
 those (untraced and what the ratios need are always in). `--cpu-time`: the traced
 thread's CPU time; `--total-cpu`: all the CPU a tool costs, as in bench_core.py.
+Then, for each target (batched against cProfile, batched-function against trace0), the
+median over rounds of the round's own ratio of added times: steadier than the minima's
+ratio where the machine's speed drifts between rounds, as a shared VM's does.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from bench_core import (
     FUNCTION_ONLY,
     GID,
     SETUP,
+    TARGET_PAIRS,
     consumer_cpu_seconds,
     installed,
     load_average,
+    print_paired,
     run_code,
 )
 
@@ -122,6 +127,8 @@ def main() -> int:
     print(f"load average after: {load_average()}")
     best = {c: min(v) for c, v in runs.items()}
     print_table(configs, best, events, args.repeat, clock)
+    print_paired(f"time added over untraced, ours / theirs, median of the {args.repeat} rounds'"
+                 " ratios (each round's own untraced)", TARGET_PAIRS, runs)
     return 0
 
 
