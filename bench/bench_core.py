@@ -6,7 +6,8 @@ in the same run.
 Workloads: recursive calls (fib), method-heavy object code, n-body (4.2 M events of
 small Python functions), many native calls, generator instances (generators: a
 generator_end each).
-Configurations, run interleaved (every configuration once per round, rounds
+Configurations, run interleaved (every configuration once per round, every other
+round backwards, each started once LTTng's consumer daemons are idle; rounds
 repeated; the minimum is kept): untraced; cProfile; VizTracer and trace0 (the
 bench extra: pip install -e ".[bench]"; trace0 records Python begins and ends only,
 into thread-local buffers, with a TSC clock); an empty C sys.monitoring callback on
@@ -58,6 +59,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -313,6 +315,25 @@ def consumer_cpu_seconds() -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / tick
+
+
+def settle(timeout: float = 10.0) -> None:
+    """Waits until LTTng's consumer daemons are idle (no CPU tick for 0.2 s): a traced
+    run's data is still being written out after it ends, and on a small machine that
+    work would land in the next configuration's timing."""
+    deadline = time.monotonic() + timeout
+    last = consumer_cpu_seconds()
+    quiet = 0
+    while quiet < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = consumer_cpu_seconds()
+        quiet = quiet + 1 if now == last else 0
+        last = now
+
+
+def round_order(configs: List[str], round_: int) -> List[str]:
+    """Every other round backwards: no configuration always follows the same one."""
+    return list(configs) if round_ % 2 == 0 else list(reversed(configs))
 
 
 def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
@@ -600,7 +621,8 @@ def time_rounds(
         trace = tmp / f"trace-{round_}"
         with lttng.Session(trace, track_vgid=GID):
             for workload in workloads:
-                for config in configs:
+                for config in round_order(configs, round_):
+                    settle()
                     seconds, n = run_one(workload, config, tmp)
                     runs[(workload, config)].append(seconds)
                     if config in OURS:

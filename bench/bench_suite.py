@@ -5,7 +5,8 @@ test_email's or test_json's), against baselines measured in the same run.
 
     .venv/bin/python bench/bench_suite.py [--repeat N] [--tests test.test_x,...]
 
-Configurations, interleaved (every one once per round; the minimum is kept):
+Configurations, interleaved (every one once per round, every other round backwards, each
+started once LTTng's consumer daemons are idle; the minimum is kept):
 untraced, cProfile, VizTracer and trace0 (the bench extra, if installed), and
 pinsight-python in TRACING with the full, compact and batched payloads and batched with
 function events only (batched-function: trace0's events; batched-function-inline: the
@@ -40,7 +41,9 @@ from bench_core import (
     installed,
     load_average,
     print_paired,
+    round_order,
     run_code,
+    settle,
 )
 
 TESTS = ("test.test_fractions,test.test_difflib,test.test_textwrap,test.test_ipaddress,"
@@ -113,7 +116,8 @@ def main() -> int:
         for round_ in range(args.repeat):
             trace = tmp / f"trace-{round_}"
             with lttng.Session(trace, track_vgid=GID):
-                for config in configs:
+                for config in round_order(configs, round_):
+                    settle()
                     code = RUNNER.format(clock=clock, tests=tests, setup=SETUP[config],
                                          is_pinsight=config in OURS, whole=args.total_cpu)
                     consumed = consumer_cpu_seconds()
