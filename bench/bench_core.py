@@ -318,9 +318,10 @@ def consumer_cpu_seconds() -> float:
 
 
 def settle(timeout: float = 10.0) -> None:
-    """Waits until LTTng's consumer daemons are idle (no CPU tick for 0.2 s): a traced
-    run's data is still being written out after it ends, and on a small machine that
-    work would land in the next configuration's timing."""
+    """Waits until LTTng's consumer daemons are idle (no CPU tick for 0.2 s), then
+    writes back dirty pages: a traced run's data (and a tool's own file) is still being
+    written out after it ends, and on a small machine that work would land in the next
+    configuration's timing."""
     deadline = time.monotonic() + timeout
     last = consumer_cpu_seconds()
     quiet = 0
@@ -329,6 +330,7 @@ def settle(timeout: float = 10.0) -> None:
         now = consumer_cpu_seconds()
         quiet = quiet + 1 if now == last else 0
         last = now
+    os.sync()
 
 
 def round_order(configs: List[str], round_: int) -> List[str]:
