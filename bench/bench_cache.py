@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, SETUP, in_group, installed
+from bench_core import GID, SETUP, events_of, in_group, installed
 from bench_suite import OURS, RUNNER, TESTS
 
 CONFIGS = ("untraced", "trace0", "cProfile", "batched-function", "batched")
-FUNCTION_ONLY = ("trace0", "batched-function")
 # cachegrind's model: its default L1 data cache, and a last level fixed so that runs on
 # different machines count alike.
 CACHES = ["--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64"]
@@ -74,7 +73,8 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown configuration(s) {', '.join(sorted(unknown))}; expected some of "
                      f"{', '.join(CONFIGS)}")
-    wanted |= {"untraced", "batched-function"}
+    # untraced is every figure's base; the event counts come from ours.
+    wanted |= {"untraced", "batched-function"} | {events_of(c) for c in wanted}
     configs = installed([c for c in CONFIGS if c in wanted])
     from pinsight_python.recording import lttng
 
@@ -97,13 +97,8 @@ def print_table(configs: List[str], measured: Dict[str, Dict[str, int]],
     base = measured["untraced"]
     shown = configs[1:]
 
-    def count(c: str) -> int:
-        return events["batched-function"] if c in FUNCTION_ONLY else events.get("batched", 0)
-
     def per_event(c: str, *names: str) -> float:
-        n = count(c)
-        added = sum(measured[c][k] - base[k] for k in names)
-        return added / n if n else float("nan")
+        return sum(measured[c][k] - base[k] for k in names) / events[events_of(c)]
 
     print(f"\n{events['batched-function']:,} function events"
           + (f", {events['batched']:,} default events" if "batched" in events else "")

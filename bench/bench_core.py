@@ -558,11 +558,11 @@ def main() -> int:
     print(f"load average before: {load_average()}; timing {CLOCK}")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        best: Dict[Tuple[str, str], float] = {}
+        runs: Dict[Tuple[str, str], List[float]] = {}
         events: Dict[Tuple[str, str], int] = {}
         if not args.bytes_only:
             build_reftracer(tmp)
-            best, events = time_rounds(workloads, configs, args.repeat, tmp)
+            runs, events = time_rounds(workloads, configs, args.repeat, tmp)
         sizes: Dict[Tuple[str, str], Tuple[int, int, int, int]] = {}
         discards: Dict[str, int] = {}
         rows = [(w, w, "") for w in workloads]
@@ -578,7 +578,12 @@ def main() -> int:
     print(f"load average after: {load_average()}")
 
     if not args.bytes_only:
+        best = {key: min(values) for key, values in runs.items()}
         print_costs(workloads, configs[1:], best, events, args.repeat)
+        for workload in workloads:
+            print_paired(f"{workload}, time added over untraced, ours / theirs, median of the "
+                         f"{args.repeat} rounds' ratios (each round's own untraced)",
+                         TARGET_PAIRS, {c: runs[(workload, c)] for c in configs})
     if not args.no_bytes:
         print_sizes([row for row, _, _ in rows], sizes, discards)
     return 0
@@ -611,9 +616,9 @@ def print_paired(title: str, pairs: List[Tuple[str, str]],
 
 def time_rounds(
     workloads: List[str], configs: List[str], repeat: int, tmp: Path
-) -> Tuple[Dict[Tuple[str, str], float], Dict[Tuple[str, str], int]]:
-    """(the best time of each (workload, config), the events each of ours emits
-    per workload), over interleaved rounds."""
+) -> Tuple[Dict[Tuple[str, str], List[float]], Dict[Tuple[str, str], int]]:
+    """(the time of each (workload, config) in every round, in round order, the events
+    each of ours emits per workload), over interleaved rounds."""
     from pinsight_python.recording import lttng
 
     runs: Dict[Tuple[str, str], List[float]] = collections.defaultdict(list)
@@ -630,11 +635,7 @@ def time_rounds(
                     if config in OURS:
                         events[(workload, config)] = n
         shutil.rmtree(trace, ignore_errors=True)
-    for workload in workloads:
-        print_paired(f"{workload}, time added over untraced, ours / theirs, median of the "
-                     f"{repeat} rounds' ratios (each round's own untraced)",
-                     TARGET_PAIRS, {c: runs[(workload, c)] for c in configs})
-    return {key: min(values) for key, values in runs.items()}, events
+    return dict(runs), events
 
 
 def print_costs(

@@ -291,10 +291,7 @@ void Tracer::push_activation_frames(ThreadState &state) {
     CodeInfo *info = code_registry::get(reinterpret_cast<PyObject *>(code), globals);
     Py_XDECREF(globals);
     if (!info) continue;
-    ThreadLexgion &lex = info->for_thread(state.python_thread_id);
-    if (lex.generation != static_cast<uint32_t>(generation_.load())) {
-      decide_thread(*info, lex, state.python_thread_id);
-    }
+    const ThreadLexgion &lex = lexgion_of(*info, state);
     uint8_t flags =
         (lex.events & kEventCCall) && info->limits.max_num_traces != 0 ? kTraceCCalls : 0;
     state.stack.push_back(
