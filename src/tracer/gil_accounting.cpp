@@ -1,35 +1,66 @@
 #include "tracer/gil_accounting.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
+#include "emit/cycle_clock.h"
 #include "emit/emitter.h"
 
 namespace pinsight::gil_accounting {
 
 std::atomic<bool> enabled{false};
+uint64_t quiet_gap_ticks = UINT64_MAX;
 
 namespace {
 // Advanced each time gil events turn on: a point taken before (or while they were off) is void.
 std::atomic<uint32_t> epoch{1};
-// python_thread_id of gil_holder's thread: the pointer is only ever compared
-// (its thread may exit and free it at any time), never followed.
+// While gil events are on, the thread whose callback ran last (gil_holder then
+// holds kEveryCallback). Like gil_holder, only ever compared (its thread may exit
+// and free it at any time), never followed.
+std::atomic<ThreadState *> last_thread{nullptr};
+// python_thread_id of the last callback's thread.
 std::atomic<int> holder_id{-1};
+
+// No thread's state: with gil events on, every callback's compare with
+// gil_holder fails and takes switched_in, which reads the cycle counter.
+ThreadState every_callback;
+ThreadState *const kEveryCallback = &every_callback;
+
+std::atomic<ThreadState *> &holder_slot() {
+  return enabled.load(std::memory_order_relaxed) ? last_thread : thread_states::gil_holder;
+}
 
 // `state`'s thread holds the GIL now; the previous holder's python_thread_id.
 int take_holder(ThreadState &state) {
-  thread_states::gil_holder.store(&state, std::memory_order_relaxed);
+  holder_slot().store(&state, std::memory_order_relaxed);
   return holder_id.exchange(state.python_thread_id, std::memory_order_relaxed);
 }
 }  // namespace
 
 void after_fork_child() {
   epoch.fetch_add(1);
-  thread_states::gil_holder.store(thread_states::current_ptr);
+  holder_slot().store(thread_states::current_ptr);
   holder_id.store(thread_states::current_ptr ? thread_states::current_ptr->python_thread_id : -1);
 }
 
+void thread_exited(ThreadState *state) {
+  ThreadState *expected = state;
+  thread_states::gil_holder.compare_exchange_strong(expected, nullptr);
+  expected = state;
+  last_thread.compare_exchange_strong(expected, nullptr);
+}
+
 void set_enabled(bool on) {
-  if (on && !enabled.load()) epoch.fetch_add(1);
+  bool was = enabled.load();
+  if (on && !was) {
+    emitter::cycle_clock::calibrate();
+    quiet_gap_ticks = emitter::cycle_clock::ticks_for_ns(kQuietGapNs);
+    epoch.fetch_add(1);
+    last_thread.store(thread_states::gil_holder.load());
+    thread_states::gil_holder.store(kEveryCallback);
+  } else if (!on && was) {
+    thread_states::gil_holder.store(last_thread.load());
+  }
   enabled.store(on);
 }
 
@@ -41,10 +72,29 @@ uint64_t read_clock(clockid_t clock) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The calling thread's CPU time (to the microsecond) and how many times it
+// blocked (voluntary context switches: a sleep, a lock, I/O, the GIL's own wait;
+// preemption is involuntary). One getrusage costs less than a clock_gettime of
+// the thread CPU clock, which is also a system call.
+struct ThreadUsage {
+  uint64_t cpu_ns;
+  uint64_t blocked;
+};
+
+ThreadUsage thread_usage() {
+  rusage usage;
+  getrusage(RUSAGE_THREAD, &usage);
+  uint64_t us = static_cast<uint64_t>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000u +
+                static_cast<uint64_t>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  return {us * 1000u, static_cast<uint64_t>(usage.ru_nvcsw)};
+}
+
 // Off-CPU time of the thread since its point, and a new point now.
 uint64_t advance(GilPoint &point) {
   uint64_t wall = monotonic_ns();
-  uint64_t cpu = read_clock(CLOCK_THREAD_CPUTIME_ID);
+  ThreadUsage usage = thread_usage();
+  uint64_t cpu = usage.cpu_ns;
+  point.blocked = usage.blocked;
   uint64_t off = 0;
   uint32_t now_epoch = epoch.load(std::memory_order_relaxed);
   if (point.epoch != now_epoch) {
@@ -66,30 +116,81 @@ uint64_t advance(GilPoint &point) {
 
 uint64_t monotonic_ns() { return read_clock(CLOCK_MONOTONIC); }
 
-void switched_in(ThreadState &state, bool at_begin) {
+namespace {
+
+bool no_point(const GilPoint &point) {
+  return point.wall_ns == 0 || point.epoch != epoch.load(std::memory_order_relaxed);
+}
+
+// Inside a native call that runs no Python, only the call itself can have
+// released the GIL (time.sleep, a lock, I/O in libpython): the eval loop drops
+// it at the switch interval in bytecode only. A hand-off seen as a Python frame
+// starts or resumes under a native caller (sum over a generator, map, sorted
+// with a key) was the eval loop's, at the frame's entry: a wait.
+bool in_native_call(const ThreadState &state, bool at_begin) {
+  return !at_begin && !state.stack.empty() && state.stack.back().kind == RecordKind::CCall;
+}
+
+// Off-CPU time `off` of the thread, reported as it holds the GIL again.
+void report_off_cpu(ThreadState &state, int previous_id, uint64_t off, bool released) {
+  emitter::gil_switch(state.python_thread_id, previous_id, released ? 0 : off, released ? off : 0);
+}
+
+// Off-CPU time below this stays pending at the point (clock reads' jitter,
+// short preemptions) until a hand-off or a later settle reports it.
+constexpr uint64_t kSettleMinNs = 20000;
+
+}  // namespace
+
+void switched_in(ThreadState &state, bool at_begin, bool outermost_ends) {
+  if (!enabled.load(std::memory_order_relaxed)) {
+    take_holder(state);
+    return;
+  }
+  // gil events on: every callback is here. A gap since the thread's previous
+  // event, or its outermost frame ending, settles its pending off-CPU time.
+  uint64_t now = emitter::cycle_clock::ticks();
+  uint64_t previous_event = state.gil.last_event_ticks;
+  state.gil.last_event_ticks = now;
+  if (last_thread.load(std::memory_order_relaxed) == &state) {
+    if (outermost_ends || now - previous_event >= quiet_gap_ticks) settle(state, at_begin);
+    return;
+  }
   int previous_id = take_holder(state);
-  if (!enabled.load(std::memory_order_relaxed)) return;
-  bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
+  bool first = no_point(state.gil);
   uint64_t off = advance(state.gil);
-  if (first) return;
-  // Inside a native call that runs no Python, only the call itself can have
-  // released the GIL (time.sleep, a lock, I/O in libpython): the eval loop drops
-  // it at the switch interval in bytecode only. A hand-off seen as a Python frame
-  // starts or resumes under a native caller (sum over a generator, map, sorted
-  // with a key) was the eval loop's, at the frame's entry: a wait.
-  bool in_native =
-      !at_begin && !state.stack.empty() && state.stack.back().kind == RecordKind::CCall;
-  emitter::gil_switch(state.python_thread_id, previous_id, in_native ? 0 : off,
-                      in_native ? off : 0);
+  if (!first) report_off_cpu(state, previous_id, off, in_native_call(state, at_begin));
+}
+
+void settle(ThreadState &state, bool at_begin) {
+  GilPoint &point = state.gil;
+  if (no_point(point)) {
+    advance(point);
+    return;
+  }
+  uint64_t wall = monotonic_ns();
+  ThreadUsage usage = thread_usage();
+  uint64_t elapsed = wall - point.wall_ns;
+  uint64_t ran = usage.cpu_ns - point.cpu_ns;
+  if (elapsed < ran + kSettleMinNs) return;
+  // No hand-off seen, so off CPU inside a native call is not necessarily its
+  // release: preempted while it held the GIL, the thread did not block.
+  bool released = in_native_call(state, at_begin) && usage.blocked != point.blocked;
+  point.wall_ns = wall;
+  point.cpu_ns = usage.cpu_ns;
+  point.blocked = usage.blocked;
+  // No other thread's event since this one's: the thread is its own previous holder.
+  report_off_cpu(state, state.python_thread_id, elapsed - ran, released);
 }
 
 void before_release(ThreadState &state) {
   if (!enabled.load(std::memory_order_relaxed)) return;
   bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
-  if (!first && thread_states::gil_holder.load(std::memory_order_relaxed) == &state) {
+  if (!first && last_thread.load(std::memory_order_relaxed) == &state) {
     // No other thread produced an event since this one's: a hand-off since its
-    // point would have been seen there. The thread CPU clock (a system call, most
-    // of a release's cost) is read once, at the take-back.
+    // point would have been seen there (and a quiet gap settled). The thread
+    // CPU clock (a system call, most of a release's cost) is read once, at the
+    // take-back.
     state.gil.before_ns = 0;
     state.gil.released_at = monotonic_ns();
     return;

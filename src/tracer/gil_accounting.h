@@ -9,9 +9,19 @@
 // by code we cannot hook (libpython's own sleep, lock and I/O calls). Native code
 // of extension modules releasing the GIL goes through src/gil's hooks, which call
 // before_release / after_take_back: the release and the wait to take the GIL back
-// are then measured exactly. Points are per thread, so the sum of a thread's
-// waits is exact however rarely it produces events; only where a wait is
-// attributed depends on them.
+// are then measured exactly.
+//
+// A thread can also lose the GIL and get it back between two of its own events
+// with no other thread's event in between (both ran loops that call nothing), or
+// be preempted while it holds it: no hand-off is seen then. So with gil events
+// on, each event also compares the cycle counter with the thread's previous
+// event's: after a gap of kQuietGapNs or more, and as the thread's outermost
+// frame ends (the rest of its life), it reads its clocks and reports the off-CPU
+// time pending since its point (settle). So that the hot paths do not pay for
+// this with gil events off, gil_holder then names no thread and every callback
+// goes out of line. Points are per thread, so the sum of a thread's waits is
+// exact however rarely it produces events; only where a wait is attributed
+// depends on them.
 #pragma once
 
 #include <atomic>
@@ -29,14 +39,34 @@ void set_enabled(bool on);
 // at zero) and the other threads are gone.
 void after_fork_child();
 
-void switched_in(ThreadState &state, bool at_begin);  // slow path of note_thread
+// A gap between two events of one thread after which its clocks are read: the
+// shortest wait a hand-off unseen can hide is about a switch interval (5 ms).
+constexpr uint64_t kQuietGapNs = 1000000;
+// kQuietGapNs in cycle_clock ticks (set as gil events turn on).
+extern uint64_t quiet_gap_ticks;
+
+// The slow path of note_thread: another thread's callback ran last, or gil
+// events are on (gil_holder then matches no thread). outermost_ends: the event
+// ends the thread's outermost record.
+void switched_in(ThreadState &state, bool at_begin, bool outermost_ends);
+// Reports the thread's off-CPU time pending since its point (gil events on).
+void settle(ThreadState &state, bool at_begin);
+// The exiting thread's state is no longer the last callback's (no GIL held).
+void thread_exited(ThreadState *state);
 
 // Every hot path, with the calling thread's state: one compare.
 // at_begin: the event is a Python frame starting or resuming, so the thread was
 // on its way into bytecode (a native caller such as sum() or map() driving it).
 inline void note_thread(ThreadState &state, bool at_begin = false) {
   if (thread_states::gil_holder.load(std::memory_order_relaxed) != &state) {
-    switched_in(state, at_begin);
+    switched_in(state, at_begin, false);
+  }
+}
+
+// note_thread for the end of a Python frame's record, before it is popped.
+inline void note_end(ThreadState &state) {
+  if (thread_states::gil_holder.load(std::memory_order_relaxed) != &state) {
+    switched_in(state, false, state.stack.size() == 1);
   }
 }
 

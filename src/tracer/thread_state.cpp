@@ -39,8 +39,7 @@ struct Owner {
         registry().erase(state.get());
       }
       current_ptr = nullptr;
-      ThreadState *self = state.get();
-      gil_holder.compare_exchange_strong(self, nullptr);
+      gil_accounting::thread_exited(state.get());
       // The last thread that ran Python code: the session looks whether the
       // program has any thread left (a child forked from a thread).
       if (live_threads.fetch_sub(1, std::memory_order_relaxed) == 1) {

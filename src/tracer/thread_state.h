@@ -55,11 +55,13 @@ struct FrameRecord {
 // events = gil: the thread's last accounting point (tracer/gil_accounting.h).
 // Touched only by the thread itself.
 struct GilPoint {
-  uint64_t wall_ns = 0;      // CLOCK_MONOTONIC at the point; 0: no point yet
-  uint64_t cpu_ns = 0;       // the thread's CPU time then
-  uint64_t released_at = 0;  // native code released the GIL then (our hooks); 0: not released
-  uint64_t before_ns = 0;    // time waited for the GIL between the point and that release
-  uint32_t epoch = 0;        // gil_accounting's epoch of the point: older points are void
+  uint64_t wall_ns = 0;           // CLOCK_MONOTONIC at the point; 0: no point yet
+  uint64_t cpu_ns = 0;            // the thread's CPU time then
+  uint64_t blocked = 0;           // its voluntary context switches then
+  uint64_t released_at = 0;       // native code released the GIL then (our hooks); 0: not released
+  uint64_t before_ns = 0;         // time waited for the GIL between the point and that release
+  uint64_t last_event_ticks = 0;  // cycle_clock::ticks() at the thread's previous event
+  uint32_t epoch = 0;             // gil_accounting's epoch of the point: older points are void
 };
 
 struct ThreadState {
@@ -103,6 +105,7 @@ void forked_child();
 // The thread whose callback ran last (any mode): a callback of another thread
 // means the GIL changed hands in between (events = gil). Cleared when that
 // thread exits, so that a new state at the same address is not taken for it.
+// While gil events are on, no thread's: gil_accounting keeps the last one.
 extern std::atomic<ThreadState *> gil_holder;
 
 // __thread, not thread_local: no dynamic initialization, so other files read it

@@ -360,7 +360,7 @@ __attribute__((always_inline)) inline Verdict Tracer::on_end(PyObject *code, con
     const FrameRecord &top = state->stack.back();
     if (top.frame == frame && top.kind == RecordKind::Function &&
         !(top.flags & (kImportEmitted | kEndsWindow)) && !top.code->generator) {
-      gil_accounting::note_thread(*state);
+      gil_accounting::note_end(*state);
       CodeInfo &info = *top.code;
       const uint8_t flags = top.flags;
       state->stack.pop_back();
@@ -376,7 +376,7 @@ __attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, con
                                                              int transition) {
   ThreadState *state = thread_states::current_ptr;
   if (state && !state->stack.empty()) {
-    gil_accounting::note_thread(*state);
+    gil_accounting::note_end(*state);
     if (state->stack.back().frame == frame && state->stack.back().kind == RecordKind::CCall) {
       close_stale_calls(*state, frame);
     }

@@ -116,6 +116,49 @@ def main():
 main()
 """
 
+# Hand-offs no event shows: b signals a, then runs a loop that calls nothing; a,
+# woken, produces the last events before it runs its own shorter loop, and the
+# first after it (b is still in its loop). Between them the GIL went to b and
+# back many times, and only a's own clocks, read after the gap, can tell.
+QUIET = """
+import json, threading, time
+
+def work(name, out, b_running):
+    w0 = time.perf_counter()
+    c0 = time.thread_time()
+    if name == "a":
+        b_running.wait()
+    else:
+        b_running.set()
+    x = 0
+    for _ in range(10_000_000 if name == "a" else 20_000_000):
+        x = x + 1
+    out[name] = {"wall": time.perf_counter() - w0, "cpu": time.thread_time() - c0,
+                 "tid": threading.get_native_id()}
+
+def main():
+    out = {}
+    b_running = threading.Event()
+    threads = [threading.Thread(target=work, args=(n, out, b_running)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps(out))
+
+main()
+"""
+
+# One thread, asleep in time.sleep: no hand-off at all, the GIL released all along.
+ALONE_ASLEEP = """
+import json, time
+w0 = time.perf_counter()
+c0 = time.thread_time()
+time.sleep(0.3)
+print(json.dumps({"wall": time.perf_counter() - w0, "cpu": time.thread_time() - c0}))
+"""
+
+
 # The native call these tests watch release the GIL: zlib.compress where zlib is an
 # extension module (pyenv's builds). Debian's CPython (3.14 and 3.15 here) builds zlib
 # into the interpreter, whose own releases the GOT hooks do not see (README,
@@ -241,6 +284,39 @@ def test_two_python_threads_wait_is_wall_minus_cpu(
         in_work = work["gil_wait_ns"] + sum(
             f["gil_wait_ns"] for f in gil["functions"] if f["name"] == "step")
         assert in_work >= 0.9 * gil["gil_wait_ns"], gil["functions"]
+
+
+def test_hand_offs_between_one_threads_events_are_waits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = run_traced(tmp_path, QUIET)
+    truth = json.loads(run.stdout)
+    threads = threads_by_tid(report_of(run.path, capsys))
+    for name in ("a", "b"):
+        measured = truth[name]
+        gil = threads[measured["tid"]]["gil"]
+        off_cpu = (measured["wall"] - measured["cpu"]) * 1e9
+        # Both loops ran at once for most of a's: a waited for a good part of its time.
+        assert off_cpu > 0.2 * measured["wall"] * 1e9, measured
+        # a released the GIL in Event.wait (a lock) until b was running; then waited.
+        waited = gil["gil_wait_ns"] + gil["released_ns"]
+        assert abs(waited - off_cpu) <= 0.1 * measured["wall"] * 1e9, (name, gil, measured)
+        assert gil["released_ns"] <= 0.05 * measured["wall"] * 1e9, (name, gil, measured)
+
+
+def test_a_sleep_with_no_other_thread_released_the_gil(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = run_traced(tmp_path, ALONE_ASLEEP)
+    truth = json.loads(run.stdout)
+    (proc,) = report_of(run.path, capsys)["processes"]
+    (main,) = proc["threads"]
+    gil = main["gil"]
+    off_cpu = (truth["wall"] - truth["cpu"]) * 1e9
+    assert abs(gil["released_ns"] - off_cpu) <= 0.05 * off_cpu, (gil, truth)
+    (sleep,) = [n for n in gil["native"] if n["callee"] == "time.sleep"]
+    assert sleep["released_ns"] == gil["released_ns"]
+    assert gil["gil_wait_ns"] <= 0.05 * off_cpu, (gil, truth)
 
 
 def test_zlib_compress_releases_the_gil_for_its_whole_duration(
