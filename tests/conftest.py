@@ -14,6 +14,7 @@ fails the whole run loudly: it never turns into skips. A unit-only run checks no
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 from typing import Dict, List, Sequence, Set
 
@@ -57,6 +58,16 @@ def missing_dependencies(tiers: Set[str]) -> List[str]:
             "../shared/pinsight; PINSIGHT_LIB names another)"
         )
     return missing
+
+
+# A suite started in the background without job control (`cmd &` in a script)
+# inherits SIGINT and SIGQUIT ignored, and so would every program it runs, an
+# ignored disposition surviving exec: the tests that press Ctrl-C need them as a
+# terminal gives them.
+for _name in ("SIGINT", "SIGQUIT"):
+    _number = getattr(signal, _name)
+    if signal.getsignal(_number) == signal.SIG_IGN:
+        signal.signal(_number, signal.default_int_handler if _name == "SIGINT" else signal.SIG_DFL)
 
 
 def pytest_collection_modifyitems(

@@ -179,6 +179,9 @@ void settle(ThreadState &state, bool at_begin) {
   point.wall_ns = wall;
   point.cpu_ns = usage.cpu_ns;
   point.blocked = usage.blocked;
+  // With no other Python thread there was nobody to wait for: the thread held
+  // the GIL while off CPU (preempted, a page fault), which is held time.
+  if (!released && thread_states::live_count() <= 1) return;
   // No other thread's event since this one's: the thread is its own previous holder.
   report_off_cpu(state, state.python_thread_id, elapsed - ran, released);
 }

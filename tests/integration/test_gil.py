@@ -234,6 +234,9 @@ def report_of(path: Path, capsys: pytest.CaptureFixture[str]) -> Dict[str, Any]:
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report: Dict[str, Any] = json.loads(captured.out)
+    # The ground truth is compared with the sum of every wait: none may be missing.
+    discarded = report["discarded"]
+    assert discarded["events"] == 0 and discarded["packets"] == 0, discarded
     return report
 
 
