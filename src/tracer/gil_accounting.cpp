@@ -72,43 +72,49 @@ uint64_t read_clock(clockid_t clock) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// The calling thread's CPU time (to the microsecond) and how many times it
-// blocked (voluntary context switches: a sleep, a lock, I/O, the GIL's own wait;
-// preemption is involuntary). One getrusage costs less than a clock_gettime of
-// the thread CPU clock, which is also a system call.
-struct ThreadUsage {
+// The calling thread's clocks: wall, CPU time (to the microsecond) and how many
+// times it blocked (voluntary context switches: a sleep, a lock, I/O, the GIL's
+// own wait; preemption is involuntary). One getrusage costs less than a
+// clock_gettime of the thread CPU clock, which is also a system call.
+struct Clocks {
+  uint64_t wall_ns;
   uint64_t cpu_ns;
   uint64_t blocked;
 };
 
-ThreadUsage thread_usage() {
+Clocks read_clocks() {
+  uint64_t wall = read_clock(CLOCK_MONOTONIC);
   rusage usage;
   getrusage(RUSAGE_THREAD, &usage);
   uint64_t us = static_cast<uint64_t>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000u +
                 static_cast<uint64_t>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-  return {us * 1000u, static_cast<uint64_t>(usage.ru_nvcsw)};
+  return {wall, us * 1000u, static_cast<uint64_t>(usage.ru_nvcsw)};
+}
+
+// Off-CPU time of the thread from its point to `now`: wall elapsed - CPU consumed.
+uint64_t off_cpu(const GilPoint &point, const Clocks &now) {
+  uint64_t elapsed = now.wall_ns - point.wall_ns;
+  uint64_t ran = now.cpu_ns - point.cpu_ns;
+  return elapsed > ran ? elapsed - ran : 0;
+}
+
+void move_point(GilPoint &point, const Clocks &now) {
+  point.wall_ns = now.wall_ns;
+  point.cpu_ns = now.cpu_ns;
+  point.blocked = now.blocked;
 }
 
 // Off-CPU time of the thread since its point, and a new point now.
 uint64_t advance(GilPoint &point) {
-  uint64_t wall = monotonic_ns();
-  ThreadUsage usage = thread_usage();
-  uint64_t cpu = usage.cpu_ns;
-  point.blocked = usage.blocked;
-  uint64_t off = 0;
+  Clocks now = read_clocks();
   uint32_t now_epoch = epoch.load(std::memory_order_relaxed);
   if (point.epoch != now_epoch) {
     point.epoch = now_epoch;
     point.wall_ns = 0;
     point.released_at = 0;
   }
-  if (point.wall_ns != 0) {
-    uint64_t elapsed = wall - point.wall_ns;
-    uint64_t ran = cpu - point.cpu_ns;
-    off = elapsed > ran ? elapsed - ran : 0;
-  }
-  point.wall_ns = wall;
-  point.cpu_ns = cpu;
+  uint64_t off = point.wall_ns != 0 ? off_cpu(point, now) : 0;
+  move_point(point, now);
   return off;
 }
 
@@ -168,27 +174,23 @@ void settle(ThreadState &state, bool at_begin) {
     advance(point);
     return;
   }
-  uint64_t wall = monotonic_ns();
-  ThreadUsage usage = thread_usage();
-  uint64_t elapsed = wall - point.wall_ns;
-  uint64_t ran = usage.cpu_ns - point.cpu_ns;
-  if (elapsed < ran + kSettleMinNs) return;
+  Clocks now = read_clocks();
+  uint64_t off = off_cpu(point, now);
+  if (off < kSettleMinNs) return;
   // No hand-off seen, so off CPU inside a native call is not necessarily its
   // release: preempted while it held the GIL, the thread did not block.
-  bool released = in_native_call(state, at_begin) && usage.blocked != point.blocked;
-  point.wall_ns = wall;
-  point.cpu_ns = usage.cpu_ns;
-  point.blocked = usage.blocked;
+  bool released = in_native_call(state, at_begin) && now.blocked != point.blocked;
+  move_point(point, now);
   // With no other Python thread there was nobody to wait for: the thread held
   // the GIL while off CPU (preempted, a page fault), which is held time.
   if (!released && thread_states::live_count() <= 1) return;
   // No other thread's event since this one's: the thread is its own previous holder.
-  report_off_cpu(state, state.python_thread_id, elapsed - ran, released);
+  report_off_cpu(state, state.python_thread_id, off, released);
 }
 
 void before_release(ThreadState &state) {
   if (!enabled.load(std::memory_order_relaxed)) return;
-  bool first = state.gil.wall_ns == 0 || state.gil.epoch != epoch.load(std::memory_order_relaxed);
+  bool first = no_point(state.gil);
   if (!first && last_thread.load(std::memory_order_relaxed) == &state) {
     // No other thread produced an event since this one's: a hand-off since its
     // point would have been seen there (and a quiet gap settled). The thread

@@ -29,7 +29,11 @@ GIL = 'pinsight_python.activate(events=["function", "c_call", "gil"])'
 # With `call`, the loop calls a small function every 200 iterations; with
 # `nocall`, it makes no call but perf_counter's; with `none`, it runs a fixed
 # number of iterations without a single call: the thread's only events are its
-# start and end, and the accounting must be right all the same.
+# start and end, and the accounting must be right all the same. With `quiet`, hand-offs
+# no event shows: b signals a, then runs a loop that calls nothing; a, woken, produces
+# the last events before it runs its own shorter loop, and the first after it (b is
+# still in its loop). Between them the GIL went to b and back many times, and only
+# a's own clocks, read after the gap, can tell.
 TWO_LOOPS = """
 import functools, json, sys, threading, time
 
@@ -47,17 +51,21 @@ SHAPES = {
     "reduce": lambda: functools.reduce(lambda a, b: a + b, range(200)),
 }
 
+b_running = threading.Event()
+
 def work(name, out, call):
     w0 = time.perf_counter()
     c0 = time.thread_time()
     x = 0
-    if call == "none":
-        for _ in range(20_000_000):
+    if call == "quiet":
+        (b_running.wait if name == "a" else b_running.set)()
+    if call in ("none", "quiet"):
+        for _ in range(10_000_000 if call == "quiet" and name == "a" else 20_000_000):
             x = x + 1
     end = time.monotonic() + 1.0
     while call in SHAPES and time.monotonic() < end:
         x += SHAPES[call]()
-    while call not in ("none", *SHAPES) and time.perf_counter() - w0 < 1.0:
+    while call not in ("none", "quiet", *SHAPES) and time.perf_counter() - w0 < 1.0:
         if call == "call":
             for _ in range(10):
                 for _ in range(200):
@@ -112,39 +120,6 @@ def main():
     stop.append(True)
     t.join()
     print(json.dumps(truth))
-
-main()
-"""
-
-# Hand-offs no event shows: b signals a, then runs a loop that calls nothing; a,
-# woken, produces the last events before it runs its own shorter loop, and the
-# first after it (b is still in its loop). Between them the GIL went to b and
-# back many times, and only a's own clocks, read after the gap, can tell.
-QUIET = """
-import json, threading, time
-
-def work(name, out, b_running):
-    w0 = time.perf_counter()
-    c0 = time.thread_time()
-    if name == "a":
-        b_running.wait()
-    else:
-        b_running.set()
-    x = 0
-    for _ in range(10_000_000 if name == "a" else 20_000_000):
-        x = x + 1
-    out[name] = {"wall": time.perf_counter() - w0, "cpu": time.thread_time() - c0,
-                 "tid": threading.get_native_id()}
-
-def main():
-    out = {}
-    b_running = threading.Event()
-    threads = [threading.Thread(target=work, args=(n, out, b_running)) for n in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    print(json.dumps(out))
 
 main()
 """
@@ -292,7 +267,7 @@ def test_two_python_threads_wait_is_wall_minus_cpu(
 def test_hand_offs_between_one_threads_events_are_waits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = run_traced(tmp_path, QUIET)
+    run = run_traced(tmp_path, TWO_LOOPS, "quiet")
     truth = json.loads(run.stdout)
     threads = threads_by_tid(report_of(run.path, capsys))
     for name in ("a", "b"):
