@@ -6,11 +6,12 @@ pinsight-python, in the same run.
 
 On a shared machine, timings of two tracers (or two builds) can differ by more than
 what separates them; cachegrind's counts do not move between runs (PYTHONHASHSEED is
-fixed): instructions, and the misses of a fixed model of the caches (32 KiB L1 data,
-8 MiB last level). Per event = (configuration - untraced) / events emitted
-(batched-function's for trace0). What it cannot say: time; a record's non-temporal
-stores (our staging, x86-64) count as ordinary misses; and every thread is counted
-together, the writer threads' work (ours and trace0's) with the traced thread's.
+fixed): instructions, and the misses of a fixed model of the caches (32 KiB L1
+instruction and data caches, 8 MiB last level; a callback's code and the interpreter's
+evict each other from the L1 instruction cache). Per event = (configuration - untraced)
+/ events emitted (batched-function's for trace0). What it cannot say: time; a record's
+non-temporal stores (our staging, x86-64) count as ordinary misses; and every thread is
+counted together, the writer threads' work (ours and trace0's) with the traced thread's.
 Needs valgrind (apt-get install valgrind). About two minutes per configuration.
 """
 
@@ -105,7 +106,8 @@ def print_table(configs: List[str], measured: Dict[str, Dict[str, int]],
           + f"; untraced: {base['Ir']:,} instructions\n")
     print(f"| per event, over untraced | {' | '.join(shown)} |")
     print(f"|---|{'---:|' * len(shown)}")
-    rows = (("instructions", ("Ir",)), ("L1 data misses", ("D1mr", "D1mw")),
+    rows = (("instructions", ("Ir",)), ("L1 instruction misses", ("I1mr",)),
+            ("L1 data misses", ("D1mr", "D1mw")),
             ("last-level data misses", ("DLmr", "DLmw")))
     for label, names in rows:
         print(f"| {label} | " + " | ".join(f"{per_event(c, *names):.2f}" for c in shown) + " |")

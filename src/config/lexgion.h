@@ -101,6 +101,10 @@ struct LexgionStep {
   bool ends_window = false;  // window_end_action applies after this execution
 };
 
+// TRACING's step under rate control (out of line: most code objects trace
+// every execution, and the callbacks' cache lines are the hot path's).
+LexgionStep lexgion_rate_step(const LexgionSettings &settings, LexgionCounters &counters);
+
 // The one rate-control decision, for the mode in force and the events the
 // thread may emit for this lexgion: MONITORING counts the execution (so a
 // later TRACING honours trace_starts_at and tracing_rate), TRACING counts and
@@ -115,16 +119,14 @@ inline LexgionStep lexgion_execution(TraceMode mode, uint32_t events,
     lexgion_count(counters);
     return step;
   }
-  if (traces_every) {  // lexgion_begin's counts when it traces; no window can end
+  if (__builtin_expect(traces_every, 1)) {  // lexgion_begin's counts when it traces; no window
     ++counters.counter;
     ++counters.trace_counter;
     counters.num_exes_after_last_trace = 0;
     step.traced = true;
     return step;
   }
-  step.traced = lexgion_begin(settings, counters);
-  step.ends_window = step.traced && lexgion_window_ended(settings, counters);
-  return step;
+  return lexgion_rate_step(settings, counters);
 }
 
 }  // namespace pinsight

@@ -70,7 +70,7 @@ extern __thread StageCursor *current_cursor __attribute__((tls_model("initial-ex
 
 // Slow path of stage(): the thread's stream opened, or its segment closed (full,
 // or older than its time span); `ticks` read again after the new anchor.
-StageCursor *stage_slow(int python_thread_id, uint64_t *ticks);
+__attribute__((cold)) StageCursor *stage_slow(int python_thread_id, uint64_t *ticks);
 
 // A staged word, while a writer thread reads the thread's segments
 // (StageCursor::streaming): on x86-64 a non-temporal store. The writer reads each

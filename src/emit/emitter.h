@@ -68,8 +68,8 @@ extern bool compact_payload;
 extern bool batched_payload;
 
 // Slow paths: write the names, remember the epoch.
-void name_code(NamedCode &code, uint32_t epoch);
-void name_callable(const char *name, uint32_t epoch);
+__attribute__((cold)) void name_code(NamedCode &code, uint32_t epoch);
+__attribute__((cold)) void name_callable(const char *name, uint32_t epoch);
 
 // Callables named in an epoch, by interned name (names never die). A
 // collision only costs a repeated callable_info.

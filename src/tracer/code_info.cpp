@@ -134,6 +134,11 @@ uint64_t created_count() { return created; }
 
 namespace pinsight {
 
+ThreadLexgion &CodeInfo::other_thread(int python_thread_id) {
+  if (!other_threads) other_threads = std::make_unique<std::unordered_map<int, ThreadLexgion>>();
+  return (*other_threads)[python_thread_id];
+}
+
 int CodeInfo::line_at(int offset) {
   auto it =
       std::lower_bound(call_lines.begin(), call_lines.end(), std::make_pair(offset, INT32_MIN));

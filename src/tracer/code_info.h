@@ -107,10 +107,11 @@ struct alignas(64) CodeInfo : CodeHotState, NamedCode {
   CodeInfo *next = nullptr;
 
   ThreadLexgion &for_thread(int python_thread_id) {
-    if (python_thread_id == 0) return main_thread;
-    if (!other_threads) other_threads = std::make_unique<std::unordered_map<int, ThreadLexgion>>();
-    return (*other_threads)[python_thread_id];
+    if (__builtin_expect(python_thread_id == 0, 1)) return main_thread;
+    return other_thread(python_thread_id);
   }
+  // Out of line: the map's code would fill the callbacks' cache lines.
+  __attribute__((noinline)) ThreadLexgion &other_thread(int python_thread_id);
   int line_at(int offset);
 
   // The hot paths' counts (carried past 2^32 into the high words).
@@ -142,7 +143,7 @@ void set_forget_hook(void (*hook)(CodeInfo &));
 void set_created_hook(void (*hook)(CodeInfo &));
 // Slow path; null on failure (no exception set). `globals` (borrowed) are
 // those the code runs with; null means the running frame's.
-CodeInfo *create(PyObject *code, PyObject *globals = nullptr);
+__attribute__((cold)) CodeInfo *create(PyObject *code, PyObject *globals = nullptr);
 CodeInfo *first();  // the list of live CodeInfo
 size_t live_count();
 uint64_t created_count();

@@ -87,7 +87,7 @@ int live_count();
 // Hand out python_thread_id 0 to `main_ident`, then 1, 2, ... in order of
 // first callback. Reset only when no tracing has happened.
 void set_main_thread(unsigned long main_ident);
-ThreadState *create_current();  // slow path
+__attribute__((cold)) ThreadState *create_current();  // slow path
 // Empties every thread's shadow stack (deactivate; GIL held).
 void clear_all_stacks();
 // Records of any thread naming `code` (stale: their frames are gone) now name

@@ -102,7 +102,7 @@ class Tracer {
   void set_extra_events(bool imports_requested, bool imports_possible, bool shadow_all);
   void on_new_thread(ThreadState &state);
   // Reported once on stderr; tracing then turns itself off.
-  void internal_failure(const char *what);
+  __attribute__((cold)) void internal_failure(const char *what);
   // In a forked child: inherited frames are silenced, names written again.
   void after_fork_child();
 
@@ -121,7 +121,8 @@ class Tracer {
   // Slow paths (tracer.cpp).
   void apply_decision(CodeInfo &code, const Config &config);  // read lock held
   // The code's decision under the current config, if not made yet, then the thread's.
-  void decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id);
+  __attribute__((cold)) void decide_thread(CodeInfo &code, ThreadLexgion &lex,
+                                           int python_thread_id);
   // 0 while the code may still be traced; else why its begins may be
   // disabled (kDisabledShared, kDisabledPerThread).
   uint8_t never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
@@ -170,7 +171,7 @@ class Tracer {
   Verdict begin_untraced(CodeInfo &code, ThreadState &state, const void *frame,
                          const ThreadLexgion &lex);
   // imports.cpp: importlib's _find_and_load starts / ends (import events).
-  Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
+  __attribute__((cold)) Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
   void end_import(const FrameRecord &record, const ThreadState &state, int transition);
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
   // A function record just popped: its counts, and its end event if it has one.
@@ -220,11 +221,14 @@ class Tracer {
 };
 
 // ---------------------------------------------------------------------------
-// Hot paths.
+// Hot paths. Their code shares the 32 KiB L1 instruction cache with the
+// interpreter's loop: what a common begin or end does not run is out of line
+// (noinline) or in .text.unlikely (cold, __builtin_expect), so that each
+// event touches few cache lines (bench/bench_cache.py counts the misses).
 
 inline Verdict Tracer::on_begin(PyObject *code, const void *frame, int transition) {
   TraceMode mode = mode_.load(std::memory_order_relaxed);
-  if (mode != TraceMode::Tracing) {
+  if (__builtin_expect(mode != TraceMode::Tracing, 0)) {
     if (mode == TraceMode::Monitoring && transition == wire::kStart) {
       CodeInfo *info = code_registry::get(code);
       if (info) monitor_start(*info, *thread_states::current());
@@ -256,14 +260,16 @@ inline ThreadLexgion &Tracer::lexgion_of(CodeInfo &code, ThreadState &state) {
   return lex;
 }
 
-inline void Tracer::monitor_start(CodeInfo &code, ThreadState &state) {
+// Out of line: TRACING's begins share the callbacks' cache lines with it.
+__attribute__((noinline)) inline void Tracer::monitor_start(CodeInfo &code, ThreadState &state) {
   code.count_execution();
   ThreadLexgion &lex = lexgion_of(code, state);
   lexgion_execution(TraceMode::Monitoring, lex.events, code.limits, lex.counters);
 }
 
 inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
-  if (code.import_loader && imports_possible_.load(std::memory_order_relaxed)) {
+  if (__builtin_expect(code.import_loader, 0) &&
+      imports_possible_.load(std::memory_order_relaxed)) {
     return begin_import(code, state, frame);
   }
   return begin_execution<true>(code, state, frame);
