@@ -23,7 +23,7 @@ import sysconfig
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -536,6 +536,14 @@ sys.exit(3)
 FIB_15_CALLS = 1973
 
 
+def program_line(stderr: str) -> Dict[str, Any]:
+    """WORKLOAD's own stderr line. `trace` may write before it: a session of another run
+    whose trace process was killed (a test beside this one) is destroyed, and said so."""
+    (line,) = [ln for ln in stderr.splitlines() if ln.startswith('{"pid": ')]
+    result: Dict[str, Any] = json.loads(line)
+    return result
+
+
 def trace_report(stderr: str) -> Tuple[Path, str]:
     m = re.search(r"trace written to (\S+) \(LTTng session (\S+), now destroyed\)", stderr)
     assert m, stderr
@@ -550,7 +558,7 @@ def test_trace_runs_the_command_and_keeps_the_trace(tmp_path: Path) -> None:
     # The command's own output and exit status, untouched.
     assert (proc.returncode, proc.stdout) == (3, plain.stdout)
     assert proc.stdout == "610\nchild 610\n"
-    first = json.loads(proc.stderr.splitlines()[0])
+    first = program_line(proc.stderr)
     trace_dir, session = trace_report(proc.stderr)
     assert trace_dir == out
     assert not session_exists(session)
@@ -579,7 +587,7 @@ def test_trace_options(tmp_path: Path) -> None:
         tmp_path,
     )
     assert proc.returncode == 3
-    pid = json.loads(proc.stderr.splitlines()[0])["pid"]
+    pid = program_line(proc.stderr)["pid"]
     own = events_of(read_trace(out), pid)
     assert begins(own, "fib") == FIB_15_CALLS
     assert not own.named("c_call_begin")
@@ -590,7 +598,7 @@ def test_trace_options(tmp_path: Path) -> None:
         [*TRACE_CMD, "trace", "-o", str(out2), "--config", str(config), "--", PY, str(script)],
         tmp_path,
     )
-    pid = json.loads(proc.stderr.splitlines()[0])["pid"]
+    pid = program_line(proc.stderr)["pid"]
     own = events_of(read_trace(out2), pid)
     assert [e.fields["mode"] for e in own.named("mode_change")] == ["MONITORING"]
     assert not own.named("function_begin")
@@ -602,7 +610,7 @@ def test_trace_options(tmp_path: Path) -> None:
         tmp_path,
     )
     assert "events:" not in proc.stderr
-    pid = json.loads(proc.stderr.splitlines()[0])["pid"]
+    pid = program_line(proc.stderr)["pid"]
     own = events_of(read_trace(out3), pid)
     assert [e.fields["mode"] for e in own.named("mode_change")] == ["STANDBY"]
 
