@@ -119,7 +119,8 @@ inline LexgionStep lexgion_execution(TraceMode mode, uint32_t events,
     lexgion_count(counters);
     return step;
   }
-  if (__builtin_expect(traces_every, 1)) {  // lexgion_begin's counts when it traces; no window
+  if (__builtin_expect(traces_every, 1)) {
+    // lexgion_begin's counts when it traces; no window can end.
     ++counters.counter;
     ++counters.trace_counter;
     counters.num_exes_after_last_trace = 0;

@@ -184,8 +184,9 @@ main()
 
 # A channel that holds a whole run's trace (list_genexpr: 5 M events, 257 MB over two
 # CPUs), up to 512 MiB (LTTng-UST zeroes it while the program registers: 0.4 s here).
-WHOLE_RUN_SUBBUF, WHOLE_RUN_NUM_SUBBUF = lttng.fit_channel(
+_subbuf_bytes, _num_subbuf = lttng.fit_channel(
     lttng.size_bytes("16M"), 16, lttng.possible_cpus(), lttng.size_bytes("512M"))
+WHOLE_RUN_CHANNEL: Dict[str, Any] = {"subbuf_size": str(_subbuf_bytes), "num_subbuf": _num_subbuf}
 
 
 @dataclass
@@ -205,9 +206,8 @@ def run_traced(tmp_path: Path, code: str, *args: str, events: str = "function,c_
     env.update(PINSIGHT_PYTHON="1", PINSIGHT_PYTHON_EVENTS=events)
     # The ground truth is compared with the sum of every wait: where the consumer daemon
     # fell behind (CI, Python 3.15: 1.7 M events discarded), waits went with the events.
-    channel = {"subbuf_size": str(WHOLE_RUN_SUBBUF), "num_subbuf": WHOLE_RUN_NUM_SUBBUF}
     with isolated_session(out, events=(f"{lttng.PROVIDER}:*",), contexts=lttng.CONTEXTS,
-                          **channel) as run_as:
+                          **WHOLE_RUN_CHANNEL) as run_as:
         proc = subprocess.run([python, str(script), *args], capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=240, check=False, preexec_fn=run_as)
     assert proc.returncode == 0, proc.stderr
