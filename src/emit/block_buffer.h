@@ -107,7 +107,7 @@ __attribute__((always_inline)) inline void stage(int python_thread_id, uint64_t 
   c->writing = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   Staged &r = c->filling[c->staged_count];
-  if (c->streaming) {
+  if (__builtin_expect(c->streaming, 1)) {
     stream(&r.ticks, ticks);
     stream(&r.code_id, code_id);
     stream(&r.callable_id, callable_id);

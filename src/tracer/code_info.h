@@ -23,9 +23,13 @@ namespace pinsight {
 // 32 bits: 2^32 reloads in one process would be needed to mistake one for another).
 struct ThreadLexgion {
   LexgionCounters counters;
-  uint32_t events = 0;
+  uint16_t events = 0;  // kEvent* bits
+  // The shadow-stack record flags (RecordFlags) of a traced start under
+  // `events`, worked out as they are decided rather than at every begin.
+  uint8_t start_flags = 0;
   uint32_t generation = UINT32_MAX;  // UINT32_MAX: never decided
 };
+static_assert(kEventGil < (1u << 16), "ThreadLexgion::events holds every kEvent* bit");
 
 // Why a code object's locations were disabled (CodeInfo::disabled).
 enum DisabledBits : uint8_t {

@@ -58,14 +58,14 @@ void thread_exited(ThreadState *state);
 // at_begin: the event is a Python frame starting or resuming, so the thread was
 // on its way into bytecode (a native caller such as sum() or map() driving it).
 inline void note_thread(ThreadState &state, bool at_begin = false) {
-  if (thread_states::gil_holder.load(std::memory_order_relaxed) != &state) {
+  if (__builtin_expect(thread_states::gil_holder.load(std::memory_order_relaxed) != &state, 0)) {
     switched_in(state, at_begin, false);
   }
 }
 
 // note_thread for the end of a Python frame's record, before it is popped.
 inline void note_end(ThreadState &state) {
-  if (thread_states::gil_holder.load(std::memory_order_relaxed) != &state) {
+  if (__builtin_expect(thread_states::gil_holder.load(std::memory_order_relaxed) != &state, 0)) {
     switched_in(state, false, state.stack.size() == 1);
   }
 }

@@ -117,8 +117,9 @@ extern __thread ThreadState *current_ptr __attribute__((tls_model("initial-exec"
 // call and its __tls_get_addr on every event.
 inline const void *current_frame() {
   ThreadState *state = current_ptr;
-  PyThreadState *tstate =
-      state && state->python_state ? *state->python_state : compat::thread_state();
+  PyThreadState *tstate = __builtin_expect(state && state->python_state, 1)
+                              ? *state->python_state
+                              : compat::thread_state();
   return compat::current_frame(tstate);
 }
 

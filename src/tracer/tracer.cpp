@@ -44,9 +44,15 @@ void Tracer::apply_decision(CodeInfo &code, const Config &config) {
 void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id) {
   const Config *config = config_store::read_lock();
   if (code.generation != config->generation) apply_decision(code, *config);
-  lex.events = code.module_selected
-                   ? config->events_for(*code.lexgion, python_thread_id) & requested_events_
-                   : 0;
+  const uint32_t events =
+      code.module_selected ? config->events_for(*code.lexgion, python_thread_id) & requested_events_
+                           : 0;
+  lex.events = static_cast<uint16_t>(events);
+  uint8_t flags = kTraced;
+  if (events & kEventPyStart) flags |= kBeginEmitted;
+  if ((events & kEventPyReturn) && (events & kEventPyStart)) flags |= kEmitEnd;
+  if (events & kEventCCall) flags |= kTraceCCalls;
+  lex.start_flags = flags;
   lex.generation = static_cast<uint32_t>(code.generation);
   config_store::read_unlock();
 }

@@ -178,7 +178,8 @@ class Tracer {
   void end_function_record(CodeInfo &info, uint8_t flags, const ThreadState &state, int transition);
   // After a record's end: with none left open, STANDBY/OFF can switch everything off.
   void reconcile_if_drained() {
-    if (open_records_ == 0 && mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
+    if (__builtin_expect(open_records_ == 0, 0) &&
+        mode_.load(std::memory_order_relaxed) < TraceMode::Monitoring) {
       reconcile_events();
     }
   }
@@ -286,11 +287,8 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   if (__builtin_expect(!step.traced, 0)) {
     return begin_untraced<MayDisable>(code, state, frame, lex);
   }
-  uint8_t flags = kTraced;
-  if (lex.events & kEventPyStart) flags |= kBeginEmitted;
-  if ((lex.events & kEventPyReturn) && (flags & kBeginEmitted)) flags |= kEmitEnd;
-  if (lex.events & kEventCCall) flags |= kTraceCCalls;
-  if (step.ends_window) flags |= kEndsWindow;
+  uint8_t flags = lex.start_flags;
+  if (__builtin_expect(step.ends_window, 0)) flags |= kEndsWindow;
   state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags);
   ++code.open_records;
   ++open_records_;
@@ -364,8 +362,9 @@ __attribute__((always_inline)) inline Verdict Tracer::on_end(PyObject *code, con
   if (__builtin_expect(state != nullptr && !state->stack.empty() && transition != wire::kYield,
                        1)) {
     const FrameRecord &top = state->stack.back();
-    if (top.frame == frame && top.kind == RecordKind::Function &&
-        !(top.flags & (kImportEmitted | kEndsWindow)) && !top.code->generator) {
+    if (__builtin_expect(top.frame == frame && top.kind == RecordKind::Function &&
+                             !(top.flags & (kImportEmitted | kEndsWindow)) && !top.code->generator,
+                         1)) {
       gil_accounting::note_end(*state);
       CodeInfo &info = *top.code;
       const uint8_t flags = top.flags;
