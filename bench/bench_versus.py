@@ -4,9 +4,13 @@ same interleaved rounds: did a change move the full or compact payload's cost?
     .venv/bin/python bench/bench_versus.py OTHER_PYTHON [--repeat N] [--workloads fib,native]
         [--payloads full,compact,batched,batched-function] [--cpu-time]
 
+Workloads: bench_core.py's, and `suite` (bench_suite.py's test suite, loaded before
+tracing starts, only its run timed).
+
 OTHER_PYTHON: the interpreter of a virtual environment with the other build of
 pinsight-python (git archive BASE | tar -x -C DIR; build it there as the README says).
-Time added over untraced by each build, per workload and payload; min of N rounds.
+Time added over untraced by each build, per workload and payload; min of N rounds, and
+the median over rounds of each round's own ratio (steadier where the machine's speed drifts).
 --cpu: the traced process's CPU time (time.process_time) instead of wall time, steadier
 on a machine other work loads (the LTTng consumer's share is then left out, as in both).
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,13 +29,19 @@ from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import GID, RUNNER, SETUP, WORKLOADS, in_group, load_average
+from bench_suite import RUNNER as SUITE_RUNNER
+from bench_suite import TESTS as SUITE_TESTS
 
 PAYLOADS = ("full", "compact")
 
 
 def run(python: str, workload: str, config: str, clock: str) -> float:
-    code = RUNNER.format(clock=clock, provider="", workload=WORKLOADS[workload],
-                         setup=SETUP[config], is_pinsight=config != "untraced", whole=False)
+    if workload == "suite":
+        code = SUITE_RUNNER.format(clock=clock, tests=SUITE_TESTS.split(","), setup=SETUP[config],
+                                   is_pinsight=config != "untraced", whole=False)
+    else:
+        code = RUNNER.format(clock=clock, provider="", workload=WORKLOADS[workload],
+                             setup=SETUP[config], is_pinsight=config != "untraced", whole=False)
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
                           preexec_fn=in_group)
     # RUNNER prints "bench-result SECONDS EVENTS" (after anything the setup printed).
@@ -58,6 +69,10 @@ def main() -> int:
 
     builds = {"this": sys.executable, "other": args.other}
     workloads = args.workloads.split(",")
+    unknown = [w for w in workloads if w not in WORKLOADS and w != "suite"]
+    if unknown:
+        parser.error(f"unknown workload(s) {', '.join(unknown)}; expected some of "
+                     f"{', '.join([*WORKLOADS, 'suite'])}")
     runs: Dict[Tuple[str, str, str], List[float]] = collections.defaultdict(list)
     print(f"load average before: {load_average()}; timing {clock}")
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -72,14 +87,23 @@ def main() -> int:
             shutil.rmtree(trace, ignore_errors=True)
     print(f"load average after: {load_average()}\n")
     what = "CPU ms added" if args.cpu_time else "ms added"
-    print(f"| workload | payload | this ({what}) | other ({what}) | this / other |")
-    print("|---|---|---:|---:|---:|")
+    print(f"| workload | payload | this ({what}) | other ({what}) | this / other "
+          "| median of rounds |")
+    print("|---|---|---:|---:|---:|---:|")
     for workload in workloads:
         for config in payloads:
             added = {name: min(runs[(workload, config, name)])
                      - min(runs[(workload, "untraced", name)]) for name in builds}
+            per_round = [
+                (this - this_base) / (other - other_base)
+                for this, this_base, other, other_base in zip(
+                    runs[(workload, config, "this")], runs[(workload, "untraced", "this")],
+                    runs[(workload, config, "other")], runs[(workload, "untraced", "other")])
+                if other != other_base]
+            median = f"{statistics.median(per_round):.3f}" if per_round else "-"
             print(f"| {workload} | {config} | {added['this'] * 1e3:.1f} | "
-                  f"{added['other'] * 1e3:.1f} | {added['this'] / added['other']:.3f} |")
+                  f"{added['other'] * 1e3:.1f} | {added['this'] / added['other']:.3f} "
+                  f"| {median} |")
     return 0
 
 
