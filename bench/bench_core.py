@@ -589,13 +589,15 @@ def main() -> int:
     return 0
 
 
-def paired_ratio(ours: List[float], theirs: List[float],
-                 base: List[float]) -> Optional[Tuple[float, float, float]]:
+def paired_ratio(ours: List[float], theirs: List[float], base: List[float],
+                 their_base: Optional[List[float]] = None) -> Optional[Tuple[float, float, float]]:
     """(median, lowest, highest) over rounds of the time `ours` adds over untraced
     divided by the time `theirs` adds, both from the same round: a machine whose speed
-    drifts between rounds moves both alike. None when no round has `theirs` above
+    drifts between rounds moves both alike. `their_base`: `theirs`' own untraced runs
+    (another build's interpreter), else `base`. None when no round has `theirs` above
     untraced."""
-    ratios = sorted((o - u) / (t - u) for o, t, u in zip(ours, theirs, base) if t > u)
+    ratios = sorted((o - u) / (t - v)
+                    for o, t, u, v in zip(ours, theirs, base, their_base or base) if t > v)
     if not ratios:
         return None
     return statistics.median(ratios), ratios[0], ratios[-1]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import collections
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, RUNNER, SETUP, WORKLOADS, in_group, load_average
+from bench_core import GID, RUNNER, SETUP, WORKLOADS, in_group, load_average, paired_ratio
 from bench_suite import RUNNER as SUITE_RUNNER
 from bench_suite import TESTS as SUITE_TESTS
 
@@ -94,13 +93,10 @@ def main() -> int:
         for config in payloads:
             added = {name: min(runs[(workload, config, name)])
                      - min(runs[(workload, "untraced", name)]) for name in builds}
-            per_round = [
-                (this - this_base) / (other - other_base)
-                for this, this_base, other, other_base in zip(
-                    runs[(workload, config, "this")], runs[(workload, "untraced", "this")],
-                    runs[(workload, config, "other")], runs[(workload, "untraced", "other")])
-                if other != other_base]
-            median = f"{statistics.median(per_round):.3f}" if per_round else "-"
+            paired = paired_ratio(
+                runs[(workload, config, "this")], runs[(workload, config, "other")],
+                runs[(workload, "untraced", "this")], runs[(workload, "untraced", "other")])
+            median = f"{paired[0]:.3f}" if paired else "-"
             print(f"| {workload} | {config} | {added['this'] * 1e3:.1f} | "
                   f"{added['other'] * 1e3:.1f} | {added['this'] / added['other']:.3f} "
                   f"| {median} |")
