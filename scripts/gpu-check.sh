@@ -8,7 +8,8 @@
 # traced as a user runs them (LD_PRELOAD=libpinsight.so pinsight-python trace -- ...).
 # LIBRARY_PATH from the caller reaches the build after LLVM's libomp folder, and CPATH,
 # LDFLAGS, CMAKE_PREFIX_PATH reach it as CMake takes them: where setup.sh cannot run
-# (a lent GPU machine, .gpu/run.sh), LTTng-UST and libomp come from a private prefix.
+# (a lent GPU machine: scripts/gpu-on-device.sh), LTTng-UST and libomp come from a private
+# prefix.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -31,6 +32,9 @@ mkdir -p build # a fresh checkout has none
 lib=$(find build/pinsight-cuda -name libpinsight.so -print -quit)
 [[ -n $lib ]] || die "no libpinsight.so under build/pinsight-cuda"
 export PINSIGHT_CUDA_LIB=$root/$lib
+# The integration tier's libpinsight (tests/tracing.py): the CUDA build where setup.sh's
+# plain one is absent (a machine that scripts/gpu-on-device.sh set up).
+[[ -n ${PINSIGHT_LIB:-} || -f build/pinsight/libpinsight.so ]] || export PINSIGHT_LIB=$PINSIGHT_CUDA_LIB
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 exec .venv/bin/python -m pytest -p no:cacheprovider tests/integration/test_cuda.py \
   -k "real_cuda or pytorch" "$@"

@@ -7,8 +7,10 @@ tests/integration  end to end with everything around the tracer: the CLI's comma
                    real traces, the relay daemon, MPI, compilers, PInsight's libpinsight.so,
                    attach (setpriv), Trace Compass's schema.
 
-A run that collects a tier checks that tier's dependencies first, and a missing one
-fails the whole run loudly: it never turns into skips. A unit-only run checks nothing.
+A run checks the dependencies of the tiers and files it selected first, and a missing
+one fails the whole run loudly: it never turns into skips. A unit-only run checks nothing;
+a run of a few integration files (scripts/gpu-check.sh on a GPU machine) needs only what
+those files use.
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ _E2E_TOOLS = ("lttng", "lttng-sessiond", "babeltrace2")
 TIER_TOOLS: Dict[str, Sequence[str]] = {
     "unit": (),
     "core": (*_E2E_TOOLS, "g++"),
-    "integration": (*_E2E_TOOLS, "lttng-relayd", "gcc", "g++", "clang", "mpirun", "setpriv"),
+    "integration": (*_E2E_TOOLS, "gcc", "g++"),
+}
+# Tools that only some files of a tier run.
+FILE_TOOLS: Dict[str, Sequence[str]] = {
+    "test_relayd.py": ("lttng-relayd",),
+    "test_coexistence.py": ("clang",),
+    "test_mpi.py": ("mpirun",),
+    "test_attach.py": ("setpriv",),
+    "test_attach_safety.py": ("setpriv",),
 }
 
 
@@ -46,9 +56,10 @@ def tier_of(path: Path) -> str:
     return tier
 
 
-def missing_dependencies(tiers: Set[str]) -> List[str]:
-    tools = sorted({tool for tier in tiers for tool in TIER_TOOLS[tier]})
-    missing = [tool for tool in tools if shutil.which(tool) is None]
+def missing_dependencies(tiers: Set[str], files: Set[str]) -> List[str]:
+    tools = {tool for tier in tiers for tool in TIER_TOOLS[tier]}
+    tools.update(tool for name in files for tool in FILE_TOOLS.get(name, ()))
+    missing = [tool for tool in sorted(tools) if shutil.which(tool) is None]
     if tiers - {"unit"}:
         if not Path(SYSTEM_PYTHON).exists():
             missing.append(f"{SYSTEM_PYTHON} (with python3-bt2)")
@@ -70,11 +81,13 @@ for _name in ("SIGINT", "SIGQUIT"):
         signal.signal(_number, signal.default_int_handler if _name == "SIGINT" else signal.SIG_DFL)
 
 
+# Last: after -k and -m have deselected what will not run.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: List[pytest.Item]
 ) -> None:
     tiers = {tier_of(Path(str(item.path))) for item in items}
-    missing = missing_dependencies(tiers)
+    missing = missing_dependencies(tiers, {Path(str(item.path)).name for item in items})
     if missing:
         end_to_end = ", ".join(f"tests/{tier}" for tier in sorted(tiers - {"unit"}))
         raise pytest.UsageError(
