@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, SETUP, installed, load_average, run_code
+from bench_core import GID, SETUP, installed, load_average, print_paired, run_code
 
 CONFIGS = ("untraced", "cProfile", "trace0", "batched", "batched-function")
 OURS = ("batched", "batched-function")
@@ -126,6 +126,10 @@ def main() -> int:
                     if config in OURS:
                         events[config] = n
             shutil.rmtree(trace, ignore_errors=True)
+            # Each round as it ends: a run cut short by a time limit still says something.
+            print(f"round {round_ + 1}: " + ", ".join(
+                f"{c} {runs[c][-1] / args.steps * 1e3:.3f}" for c in configs) + " ms per step",
+                flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average after: {load_average()}\n")
@@ -141,6 +145,8 @@ def main() -> int:
         print(f"| {config} | {best[config] / args.steps * 1e3:.3f} | {best[config] / base:.3f}x | "
               f"{'-' if per_step is None else f'{per_step:,.0f}'} | "
               f"{'-' if added is None else f'{added:.1f}'} |")
+    print_paired("Time added over untraced, ours / theirs, median of the rounds' own ratios",
+                 [(o, t) for o in OURS for t in ("cProfile", "trace0")], runs)
     return 0
 
 

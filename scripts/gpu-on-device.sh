@@ -3,6 +3,8 @@
 # registry, no LTTng: this workplace's lent machines), from the .gpu/ that
 # scripts/gpu-bundle.sh packed on a set-up machine:
 #   bash scripts/gpu-on-device.sh [pytest args...]
+#   bash scripts/gpu-on-device.sh -- COMMAND...   (another command in the same setting:
+#                                                  .venv/bin/python bench/bench_torch.py)
 # It puts .gpu/prefix's LTTng, babeltrace2 and libraries first on the paths, makes .venv
 # from the machine's python3 (GPU_PYTHON) with that interpreter's packages (PyTorch,
 # pytest) in view and this package's wheel installed, then runs scripts/gpu-check.sh.
@@ -35,4 +37,8 @@ if [[ ! -x .venv/bin/python ]]; then
     die "installing .gpu/wheels failed: was it built for this machine's $("$python" -V)? (GPU_PYTHON in gpu-bundle.sh)"
 fi
 .venv/bin/python -c 'import pinsight_python, pytest' || die ".venv cannot import pinsight_python and pytest"
+if [[ ${1:-} == -- ]]; then
+  shift
+  exec "$@"
+fi
 PINSIGHT_SOURCE=$root/.gpu/pinsight exec bash scripts/gpu-check.sh "$@"
