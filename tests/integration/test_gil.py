@@ -303,7 +303,11 @@ def test_a_sleep_with_no_other_thread_released_the_gil(
     off_cpu = (truth["wall"] - truth["cpu"]) * 1e9
     assert abs(gil["released_ns"] - off_cpu) <= 0.05 * off_cpu, (gil, truth)
     (sleep,) = [n for n in gil["native"] if n["callee"] == "time.sleep"]
-    assert sleep["released_ns"] == gil["released_ns"]
+    assert abs(sleep["released_ns"] - off_cpu) <= 0.05 * off_cpu, (gil, truth)
+    # Nearly all of it in the sleep: the program also releases the GIL in its last
+    # print's write to the pipe (FileIO.write), for microseconds, or for as long as
+    # a loaded machine preempts it there (0.67 ms seen on 3.14).
+    assert gil["released_ns"] - sleep["released_ns"] <= 0.01 * off_cpu, (gil, truth)
     assert gil["gil_wait_ns"] <= 0.05 * off_cpu, (gil, truth)
 
 
