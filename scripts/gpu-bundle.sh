@@ -2,7 +2,7 @@
 # Packs what the GPU checks need into .gpu/, for a GPU machine that has CUDA, PyTorch and
 # a compiler but no package registry and no LTTng (this workplace's lent machines):
 #   bash scripts/gpu-bundle.sh            # here, after scripts/setup.sh
-#   bash scripts/gpu-on-device.sh         # there, with .gpu/ beside the checkout
+#   bash scripts/gpu-on-device.sh         # there, with .gpu/ in the checkout
 # .gpu/ holds (ignored by git, about 25 MiB):
 #   prefix/  this machine's LTTng (lttng, lttng-sessiond, lttng-relayd, lttng-consumerd, the
 #            session schema),
