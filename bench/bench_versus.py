@@ -35,12 +35,11 @@ PAYLOADS = ("full", "compact")
 
 
 def run(python: str, workload: str, config: str, clock: str) -> float:
+    common = dict(clock=clock, setup=SETUP[config], is_pinsight=config != "untraced", whole=False)
     if workload == "suite":
-        code = SUITE_RUNNER.format(clock=clock, tests=SUITE_TESTS.split(","), setup=SETUP[config],
-                                   is_pinsight=config != "untraced", whole=False)
+        code = SUITE_RUNNER.format(tests=SUITE_TESTS.split(","), **common)
     else:
-        code = RUNNER.format(clock=clock, provider="", workload=WORKLOADS[workload],
-                             setup=SETUP[config], is_pinsight=config != "untraced", whole=False)
+        code = RUNNER.format(provider="", workload=WORKLOADS[workload], **common)
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
                           preexec_fn=in_group)
     # RUNNER prints "bench-result SECONDS EVENTS" (after anything the setup printed).

@@ -3,12 +3,11 @@
 # a compiler but no package registry and no LTTng (this workplace's lent machines):
 #   bash scripts/gpu-bundle.sh            # here, after scripts/setup.sh
 #   bash scripts/gpu-on-device.sh         # there, with .gpu/ in the checkout
-# .gpu/ holds (ignored by git, about 25 MiB):
-#   prefix/  this machine's LTTng (lttng, lttng-sessiond, lttng-relayd, lttng-consumerd, the
-#            session schema),
-#            babeltrace2 and its plugins, LLVM's libomp, the libraries they and this
-#            package load that a CUDA image lacks, and the headers libpinsight builds
-#            against (LTTng-UST, liburcu)
+# .gpu/ holds (ignored by git, about 50 MiB):
+#   prefix/  this machine's LTTng (lttng, lttng-sessiond, lttng-relayd, lttng-consumerd and
+#            the session schema), babeltrace2 and its plugins, LLVM's libomp, the
+#            libraries they and this package load that a CUDA image lacks, and the headers
+#            libpinsight builds against (LTTng-UST, liburcu)
 #   wheels/  this package, built for the GPU machine's Python (GPU_PYTHON, default
 #            CPython 3.12, the version of the PyTorch image's python3)
 #   pinsight/ PInsight's source (../shared/pinsight, which does not travel)
@@ -29,8 +28,9 @@ fi
 pinsight_src=${PINSIGHT_SOURCE:-$root/../shared/pinsight}
 [[ -f $pinsight_src/CMakeLists.txt ]] || die "PInsight's source is missing at $pinsight_src (set PINSIGHT_SOURCE)"
 multiarch=/usr/lib/x86_64-linux-gnu
-executables=(/usr/bin/lttng /usr/bin/lttng-sessiond /usr/bin/lttng-relayd
-  "$multiarch/lttng/libexec/lttng-consumerd" /usr/bin/babeltrace2)
+tools=(/usr/bin/lttng /usr/bin/lttng-sessiond /usr/bin/lttng-relayd /usr/bin/babeltrace2)
+consumerd=$multiarch/lttng/libexec/lttng-consumerd
+executables=("${tools[@]}" "$consumerd")
 for f in "${executables[@]}" "$multiarch/liblttng-ust.so.1" /usr/lib/llvm-14/lib/libomp.so.5; do
   [[ -e $f ]] || die "$f is missing: run scripts/setup.sh first"
 done
@@ -38,8 +38,8 @@ done
 out=$root/.gpu
 rm -rf "$out"
 mkdir -p "$out"/prefix/{bin,libexec,lib/babeltrace2/plugins,include} "$out"/wheels
-cp "${executables[@]:0:3}" /usr/bin/babeltrace2 "$out/prefix/bin/"
-cp "$multiarch/lttng/libexec/lttng-consumerd" "$out/prefix/libexec/"
+cp "${tools[@]}" "$out/prefix/bin/"
+cp "$consumerd" "$out/prefix/libexec/"
 cp "$multiarch"/babeltrace2/plugins/*.so "$out/prefix/lib/babeltrace2/plugins/"
 
 # The wheel first: its extensions' libraries join the closure below.
@@ -59,7 +59,8 @@ ldd "${elves[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | 
   while read -r soname path; do
     [[ $soname =~ $keep_system ]] || cp -L "$path" "$out/prefix/lib/$soname"
   done
-# The LTTng-UST libraries that are loaded by name at run time, not linked.
+# Those libraries themselves, which ldd does not list: LTTng-UST's (some are loaded by
+# name at run time, not linked) and libomp.
 for f in "$multiarch"/liblttng-ust*.so.1 /usr/lib/llvm-14/lib/libomp.so.5; do
   cp -L "$f" "$out/prefix/lib/"
 done

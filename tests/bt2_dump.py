@@ -129,13 +129,11 @@ def main(path: str) -> None:
                            "common_context_field"),
         }
         lines.append(json.dumps(rec))
-        if len(lines) >= 4096:
-            lines.append("")
-            sys.stdout.write("\n".join(lines))
+        if len(lines) >= 4096:  # written a batch at a time: a write per line costs more
+            sys.stdout.write("\n".join(lines) + "\n")
             lines.clear()
     lines.append(json.dumps({"discarded": discarded}))
-    lines.append("")
-    sys.stdout.write("\n".join(lines))
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
