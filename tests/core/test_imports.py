@@ -180,8 +180,11 @@ def test_report_flamegraph_and_chrome_show_imports(tracer: Tracer) -> None:
     proc = data["processes"][0]
     modules = {m["module"]: m for m in proc["imports"]["modules"]}
     assert modules["slow_pkg"]["cumulative_ns"] >= 0.3e9
-    assert 0.1e9 <= modules["slow_pkg"]["self_ns"] < 0.2e9  # minus the nested import
     assert modules["slow_leaf"]["cumulative_ns"] >= 0.2e9
+    # Minus the nested import, whatever it took: not a bound in time (a loaded machine
+    # can stretch slow_pkg's own part, compiling and writing its .pyc, past 100 ms).
+    assert 0.1e9 <= modules["slow_pkg"]["self_ns"] <= (
+        modules["slow_pkg"]["cumulative_ns"] - modules["slow_leaf"]["cumulative_ns"])
     chain = proc["imports"]["slowest_chains"][0]
     assert chain["modules"] == ["slow_pkg", "slow_leaf"]
     assert all(f["kind"] != "import" for f in proc["functions"])

@@ -51,7 +51,7 @@ def test_stop_returns_with_every_event_written(tmp_path: Path) -> None:
             "from pinsight_python import _pinsight_python as core\n"
             "def f(n): return n\n"
             "pinsight_python.activate(payload='full')\n"
-            "deadline = time.monotonic() + 10\n"
+            "deadline = time.monotonic() + 60\n"
             "while not core.recording() and time.monotonic() < deadline: time.sleep(0.002)\n"
             "[f(i) for i in range(5000)]\n")
     with lttng.Session(out, track_nobody=True) as session:

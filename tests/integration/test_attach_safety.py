@@ -249,17 +249,20 @@ def test_refused_ptrace(tmp_path: Path) -> None:
     user's): the injector says so and has touched nothing."""
     script = tmp_path / "undumpable.py"
     script.write_text(textwrap.dedent("""
-        import ctypes, sys, time
+        import ctypes, select, sys, time
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
         print("ready", flush=True)
-        for _ in range(100):
+        # Until the test is done (a fixed 0.2 s could end before a loaded machine ran
+        # the injector, which then found no process instead of being refused).
+        while not select.select([sys.stdin], [], [], 0)[0]:
             time.sleep(0.002)
         print("done")
         sys.exit(3)
     """))
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     proc = subprocess.Popen([*as_nobody, "/usr/bin/python3", "-c", script.read_text()],
-                            stdout=subprocess.PIPE, text=True, env=clean_env())
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=clean_env())
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         res = subprocess.run(
@@ -270,7 +273,7 @@ def test_refused_ptrace(tmp_path: Path) -> None:
         assert res.returncode == 1 and res.stdout.startswith("error: "), res
         assert "not permitted" in res.stdout or "Operation not permitted" in res.stdout, res
     finally:
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate("go\n", timeout=60)
     assert (out, proc.returncode) == ("done\n", 3)
 @injector_only
 def test_target_that_exits_meanwhile(tmp_path: Path, no_gdb: Dict[str, str]) -> None:

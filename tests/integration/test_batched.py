@@ -238,8 +238,9 @@ def deep(n, how):
         os.abort()
 for i in range(100):
     before(i)
-# Idle: the control thread writes this thread's block (before() and the sleep's call).
-time.sleep(0.6)
+# Idle: the control thread writes this thread's block (before() and the sleep's call);
+# 1.5 s, not its 0.2 s + 0.1 s: a loaded machine can run the control thread late.
+time.sleep(1.5)
 deep(5, sys.argv[1])
 """
 
@@ -438,7 +439,7 @@ def work():
     for _ in range(6):
         fib(18)
     done.wait()
-    time.sleep(0.6)
+    time.sleep(1.5)  # the consumer's 0.2 s read timer makes room, even on a loaded machine
 before = pinsight_python.status()["events_emitted"]
 threads = [threading.Thread(target=work) for _ in range(3)]
 for t in threads:

@@ -335,7 +335,9 @@ def test_zlib_compress_releases_the_gil_for_its_whole_duration(
     (process_row,) = [n for n in proc["gil"]["native"] if n["callee"] == GIL_CALLEE]
     assert process_row == released
     spinner = next(t for t in proc["threads"] if t["python_thread_id"] == 1)
-    assert spinner["gil"]["gil_held_ns"] > 0.3 * duration
+    # A tenth: what the spinner holds depends on the CPU a loaded machine gives it, and
+    # without compress releasing the GIL it would hold a few switch intervals only.
+    assert spinner["gil"]["gil_held_ns"] > 0.1 * duration
 
 
 def test_sleep_and_lock_waits_release_the_gil(
