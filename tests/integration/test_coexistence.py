@@ -142,7 +142,7 @@ SIGNAL_PROGRAM = textwrap.dedent("""
     deadline = time.monotonic() + 20
     while like.pinsight_like_reloads() < n and time.monotonic() < deadline:
         time.sleep(0.01)
-    grace = time.monotonic() + 2  # ours reloads within milliseconds, if at all
+    grace = time.monotonic() + 10  # ours reloads within milliseconds, if at all
     while pinsight_python.status()["reloads"] < n and time.monotonic() < grace:
         time.sleep(0.01)
     st = pinsight_python.status()
@@ -277,8 +277,8 @@ def test_sigusr1_reaches_both_when_pinsight_loads_after_us(
     # libpinsight.so's sigaction(SIGUSR1, &sa, NULL) replaces our handler
     # without chaining when it loads after activate() (OMP_TOOL_LIBRARIES,
     # dlopen): the control thread notices within a second and puts ours back,
-    # chained to it.
-    env = _env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["plain"]), WAIT_AFTER_LOAD="1.5")
+    # chained to it. 3 s: the second's check, however late a loaded machine runs it.
+    env = _env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["plain"]), WAIT_AFTER_LOAD="3")
     r = run_signals(tmp_path, env)
     assert r["first"] is True
     assert (r["signals"], r["their_reloads"]) == (SIGNALS, SIGNALS), r  # PInsight always gets it
