@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -62,6 +63,21 @@ def clean_env(*drop: str, **extra: str) -> Dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def proc_status(pid: int, field: str) -> str:
+    """The first value of `field` (e.g. "Uid", "TracerPid") in /proc/PID/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return line.split()[1]
+    raise AssertionError(f"/proc/{pid}/status has no {field}")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def session_exists(name: str) -> bool:

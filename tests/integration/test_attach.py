@@ -23,7 +23,7 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 import pytest
 
 from pinsight_python.recording import injection
-from tests.tracing import CLI, clean_env, read_trace
+from tests.tracing import CLI, clean_env, proc_status, read_trace, wait_for
 from tests.unit.test_tracecompass import (
     CALLSTACK_ID,
     CALLSTACK_XML,
@@ -401,12 +401,6 @@ def test_refuses_a_process_another_tracer_holds(tmp: Path) -> None:
     assert "modules: True" in err
 
 
-def real_uid(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    [uids] = [line for line in status.splitlines() if line.startswith("Uid:")]
-    return int(uids.split()[1])
-
-
 def test_refuses_another_users_process_without_cap_sys_ptrace() -> None:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.fail("this test runs as root with setpriv (util-linux), as CI does")
@@ -414,10 +408,7 @@ def test_refuses_another_users_process_without_cap_sys_ptrace() -> None:
                              "sleep", "30"])
     try:
         # Until setpriv has switched users (a loaded machine may take longer than any sleep).
-        deadline = time.monotonic() + 60
-        while real_uid(proc.pid) != 65534:
-            assert time.monotonic() < deadline, "setpriv never switched to user 65534"
-            time.sleep(0.01)
+        wait_for(lambda: proc_status(proc.pid, "Uid") == "65534", timeout=60)
         res = subprocess.run(
             ["setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace",
              *CLI, "attach", str(proc.pid)],

@@ -17,12 +17,12 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 import pytest
 
 from pinsight_python.recording import elf_symbols, injection
-from tests.tracing import CLI, clean_env, read_trace
+from tests.tracing import CLI, clean_env, proc_status, read_trace, wait_for
 
 # From 3.14 attach goes through sys.remote_exec (PEP 768), not our injector: the tests
 # of the injector's stages and of its pending call run on 3.8-3.13 (and the injector
@@ -125,17 +125,7 @@ def attach(
 
 
 def tracer_of(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("TracerPid:"):
-            return int(line.split()[1])
-    return 0
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+    return int(proc_status(pid, "TracerPid"))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -46,6 +46,7 @@ from tests.tracing import (
     check_balanced,
     clean_env,
     isolated_session,
+    proc_status,
     read_trace,
 )
 
@@ -160,9 +161,7 @@ def _wait_delivered(pid: int, timeout: float = 10.0) -> None:
     bit = 1 << (signal.SIGUSR1 - 1)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = Path(f"/proc/{pid}/status").read_text()
-        pending = next(line for line in status.splitlines() if line.startswith("ShdPnd:"))
-        if not int(pending.split()[1], 16) & bit:
+        if not int(proc_status(pid, "ShdPnd"), 16) & bit:
             return
         time.sleep(0.001)
     raise AssertionError(f"SIGUSR1 still pending for {pid} after {timeout} s")
