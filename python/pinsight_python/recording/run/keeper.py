@@ -63,7 +63,9 @@ def _say_once(message: str) -> None:
     global _told
     if not _told:
         _told = True
-        print(f"pinsight-python: {message}", file=sys.stderr, flush=True)
+        # One write (as session.say): unbuffered, print() writes its end of line apart.
+        sys.stderr.write(f"pinsight-python: {message}\n")
+        sys.stderr.flush()
 
 
 def join_run(recording: Optional[Callable[[], bool]] = None) -> None:

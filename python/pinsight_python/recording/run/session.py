@@ -31,13 +31,21 @@ SUMMARY_BYTES_PER_SECOND = 60e6
 SUMMARY_NOTE_BYTES = 300e6  # about 5 s: below it, not worth a line
 
 
+def say(line: str) -> None:
+    """One line on stderr in one write: print() writes its end of line apart, and
+    unbuffered (PYTHONUNBUFFERED, as job scripts often set) a traced process's own
+    line could land between the two."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
+
+
 def note(prog: str, message: str) -> None:
-    print(f"{prog}: {message}", file=sys.stderr, flush=True)
+    say(f"{prog}: {message}")
 
 
 def error(prog: str, message: str) -> None:
     for line in message.splitlines() or [""]:
-        print(f"{prog}: error: {line}", file=sys.stderr)
+        say(f"{prog}: error: {line}")
 
 
 def default_output() -> Path:
