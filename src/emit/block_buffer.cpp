@@ -51,8 +51,9 @@ struct Segment {
 
 // The most segments one thread has: the one it fills, and closed ones the
 // writer has not encoded yet. A thread that stages slowly keeps two or three;
-// one that outruns the writer encodes its own (close_segment). A power of two.
-constexpr uint32_t kMaxSegments = 64;
+// one that outruns the writer encodes its own (close_segment). A power of two;
+// 256 KiB in all.
+constexpr uint32_t kMaxSegments = 16;
 
 // A single-producer single-consumer ring of segments. It holds every segment
 // of its thread at most, so put() always finds room.
@@ -93,8 +94,8 @@ struct Block : StageCursor {
 
   // The encoder's side, under `encoder` (0: free; else its holder's tid).
   std::atomic<int> encoder{0};
-  // A segment is encoded whole into a block that is not yet full.
-  uint8_t bytes[kBlockBytes + kSegmentRecords * kMaxRecordBytes];
+  // A block is written as soon as it holds kBlockBytes: one record more at most.
+  uint8_t bytes[kBlockBytes + kMaxRecordBytes];
   uint32_t used = 0;
   uint32_t count = 0;
   uint64_t sequence = 0;  // this thread's records before the block's first
@@ -229,9 +230,10 @@ void emit(Block &b, int flags) {
 // `n` staged records, timed between the anchors `start` and `end` (their
 // counter ticks lie between the two), into the block's bytes. Timestamps stay
 // in order per thread: the map is monotonic, and clamped to the last one
-// written. A segment goes whole into one block; a block is written when full,
-// or when its first record is old (kMaxBlockAgeNs). `last`: no record of the
-// thread is staged beyond these, so such a block is complete.
+// written. A block is written when full (so an event_block holds at most
+// kBlockBytes + kMaxRecordBytes, whatever the segment's length), or at the end
+// of a segment when its first record is old (kMaxBlockAgeNs). `last`: no record
+// of the thread is staged beyond these, so a block that ends them is complete.
 //
 // Each record: its head, the zigzag delta of its code id, for a native call the
 // zigzag delta of its callable id and its line, then its time's delta (ns, from
@@ -287,6 +289,16 @@ void encode_records(Block &b, const Staged *staged, uint32_t n, cycle_clock::Anc
     p = put_varint(p, now - last_clock);
     last_clock = now;
     ++count;
+    if (__builtin_expect(p - b.bytes >= static_cast<ptrdiff_t>(kBlockBytes), 0) && i + 1 < n) {
+      // Full with records of the segment still to come: out now, and the rest
+      // starts a block of its own.
+      b.used = static_cast<uint32_t>(p - b.bytes);
+      b.count = count;
+      emit(b, PINSIGHT_BLOCK_PARTIAL);
+      p = b.bytes;
+      count = 0;
+      last_code = last_callable = 0;
+    }
   }
   b.used = static_cast<uint32_t>(p - b.bytes);
   b.count = count;

@@ -486,6 +486,40 @@ def test_lost_blocks_are_counted_where_they_were_lost(tmp_path: Path) -> None:
     assert any("events missing on thread" in w and "lost block" in w for w in rep["warnings"])
 
 
+STEADY = """
+import time
+def step(n):
+    return n + 1
+calls = 0
+for _ in range(200):
+    for _ in range(100):
+        calls = step(calls)
+    time.sleep(0.005)
+print(calls)
+"""
+
+
+def test_blocks_fit_the_smallest_sub_buffer(tmp_path: Path) -> None:
+    """LTTng discards an event larger than its sub-buffer, however many sub-buffers
+    there are. A block's event fits a 4 KiB page, the smallest sub-buffer, which
+    --buffer-budget can come down to: every record of a steady program arrives
+    (blocks of 4 KiB of records and more were all lost: not one call of step)."""
+    script = tmp_path / "steady.py"
+    script.write_text(STEADY)
+    out = tmp_path / "steady"
+    # 200 records per 5 ms: 16 sub-buffers of 4 KiB hold about 300 ms of them.
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "trace", "--batch", "--subbuf-size", "4k",
+         "--num-subbuf", "16", "--no-summary", "-o", str(out), "--", sys.executable, str(script)],
+        capture_output=True, text=True, env=clean_env(), timeout=240, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rep = report(read_trace(out))
+    assert rep["discarded"]["events"] == 0
+    assert not [m for m in rep["missing_events"] if m["count"]]
+    calls = {f["name"]: f["calls"] for p in rep["processes"] for f in p["functions"]}
+    assert calls["step"] == int(proc.stdout) == 20_000
+
+
 def test_native_regions_go_to_the_same_python_callers(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -667,7 +701,9 @@ def test_writer_thread_writes_the_blocks(tracer: Tracer, writer: str) -> None:
         assert len({b.fields["tid"] for b in by_writer}) == 3
         assert int(writer_tid) not in {b.fields["tid"] for b in blocks}
     else:
-        assert int(writer_tid) == 0 and not partial
+        # No thread but the program's writes blocks (partial ones too: a block that
+        # filled in the middle of a segment, whose later records come next).
+        assert int(writer_tid) == 0
         assert {b.ctx["vtid"] for b in blocks} <= {b.fields["tid"] for b in blocks}
     rep = report(run.trace)
     assert not rep["missing_events"], rep["missing_events"]
