@@ -205,10 +205,29 @@ bool recording() {
           lttng_ust_tracepoint_enabled(python_pinsight_lttng_ust, process_info));
 }
 
+namespace {
+
+// process_info's argv, cut to at most kArgvBytes (on a UTF-8 character's start)
+// and marked with its whole length: the event then fits LTTng's smallest
+// sub-buffer, a 4 KiB page, beside its other fields. An event larger than its
+// sub-buffer is discarded, and with this one the process's MPI rank and command
+// (a `python -c` program's argv is its whole code).
+constexpr size_t kArgvBytes = 2048;
+
+std::string bounded_argv(const std::string &argv) {
+  if (argv.size() <= kArgvBytes) return argv;
+  size_t cut = kArgvBytes;
+  while (cut > 0 && (static_cast<unsigned char>(argv[cut]) & 0xC0) == 0x80) --cut;
+  return argv.substr(0, cut) + " [... " + std::to_string(argv.size()) + " bytes]";
+}
+
+}  // namespace
+
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname) {
-  PINSIGHT_TRACEPOINT(process_info, pid, mpi_rank, mpi_size, hostname.c_str(), argv.c_str(),
+  const std::string command = bounded_argv(argv);
+  PINSIGHT_TRACEPOINT(process_info, pid, mpi_rank, mpi_size, hostname.c_str(), command.c_str(),
                       python_version.c_str(), backend, procname.c_str());
 }
 
