@@ -256,11 +256,6 @@ void encode_records(Block &b, const Staged *staged, uint32_t n, cycle_clock::Anc
   uint64_t last_code = b.last_code;
   uint64_t last_callable = b.last_callable;
   uint64_t floor_ns = count != 0 && last_clock > start.ns ? last_clock : start.ns;
-  if (count == 0) {
-    // The block's first record: its time is the base, its ids' deltas from 0.
-    last_clock = 0;
-    last_code = last_callable = 0;
-  }
   uint8_t *p = b.bytes + b.used;
   for (uint32_t i = 0; i < n; ++i) {
     const uint64_t ticks = staged[i].ticks;
@@ -272,7 +267,12 @@ void encode_records(Block &b, const Staged *staged, uint32_t n, cycle_clock::Anc
     if (now > end.ns) now = end.ns;
     if (now < floor_ns) now = floor_ns;
     floor_ns = now;
-    if (count == 0) b.base_clock = last_clock = now;
+    if (count == 0) {
+      // The block's first record (here, or after a full block below): its time
+      // is the base, its ids' deltas from 0.
+      b.base_clock = last_clock = now;
+      last_code = last_callable = 0;
+    }
     *p++ = head;
     p = put_varint(p, zigzag(code_id - last_code));
     last_code = code_id;
@@ -297,7 +297,6 @@ void encode_records(Block &b, const Staged *staged, uint32_t n, cycle_clock::Anc
       emit(b, PINSIGHT_BLOCK_PARTIAL);
       p = b.bytes;
       count = 0;
-      last_code = last_callable = 0;
     }
   }
   b.used = static_cast<uint32_t>(p - b.bytes);
