@@ -73,11 +73,13 @@ def proc_status(pid: int, field: str) -> str:
     raise AssertionError(f"/proc/{pid}/status has no {field}")
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0,
+             what: str = "the condition", poll: float = 0.01) -> None:
+    """Polls `condition` until it holds; fails the test naming `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(poll)
 
 
 def session_exists(name: str) -> bool:

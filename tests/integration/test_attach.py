@@ -408,7 +408,8 @@ def test_refuses_another_users_process_without_cap_sys_ptrace() -> None:
                              "sleep", "30"])
     try:
         # Until setpriv has switched users (a loaded machine may take longer than any sleep).
-        wait_for(lambda: proc_status(proc.pid, "Uid") == "65534", timeout=60)
+        wait_for(lambda: proc_status(proc.pid, "Uid") == "65534", timeout=60,
+                 what="setpriv to switch to user 65534")
         res = subprocess.run(
             ["setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace",
              *CLI, "attach", str(proc.pid)],

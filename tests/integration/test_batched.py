@@ -48,6 +48,7 @@ from tests.integration.test_native_correlation import (  # noqa: F401 - omp_kern
     omp_kernel_dir,
 )
 from tests.tracing import (
+    CLI,
     PINSIGHT_LIB,
     SYSTEM_PYTHON,
     Trace,
@@ -499,6 +500,17 @@ print(calls)
 """
 
 
+def _trace_in_pages(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`trace ARGS` into 64 sub-buffers of 4 KiB, LTTng's smallest, per CPU: room
+    for a start-up's burst of per-event records (code_info, imports), not for much more."""
+    proc = subprocess.run(
+        [*CLI, "trace", "--subbuf-size", "4k", "--num-subbuf", "64", "--no-summary", "-o",
+         str(out), *args], capture_output=True, text=True, env=clean_env(), timeout=240,
+        check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def test_blocks_fit_the_smallest_sub_buffer(tmp_path: Path) -> None:
     """LTTng discards an event larger than its sub-buffer, however many sub-buffers
     there are. A block's event fits a 4 KiB page, the smallest sub-buffer, which
@@ -507,13 +519,8 @@ def test_blocks_fit_the_smallest_sub_buffer(tmp_path: Path) -> None:
     script = tmp_path / "steady.py"
     script.write_text(STEADY)
     out = tmp_path / "steady"
-    # 64 sub-buffers of 4 KiB: room for the start-up's burst of code_info events,
-    # and for about a second of the steady part's 200 records per 5 ms.
-    proc = subprocess.run(
-        [sys.executable, "-m", "pinsight_python.cli", "trace", "--batch", "--subbuf-size", "4k",
-         "--num-subbuf", "64", "--no-summary", "-o", str(out), "--", sys.executable, str(script)],
-        capture_output=True, text=True, env=clean_env(), timeout=240, check=False)
-    assert proc.returncode == 0, proc.stderr
+    # The steady part's 200 records per 5 ms: about a second of them fits the channel.
+    proc = _trace_in_pages(out, "--batch", "--", sys.executable, str(script))
     assert int(proc.stdout) == 20_000
     rep = report(read_trace(out))
     calls = {f["name"]: f["calls"] for p in rep["processes"] for f in p["functions"]}
@@ -533,11 +540,7 @@ def test_a_long_command_line_fits_the_smallest_sub_buffer(tmp_path: Path) -> Non
     out = tmp_path / "long-argv"
     # process_info is the process's first event: the start-up's burst of events
     # after it can overflow so small a channel, it cannot.
-    proc = subprocess.run(
-        [sys.executable, "-m", "pinsight_python.cli", "trace", "--subbuf-size", "4k",
-         "--num-subbuf", "64", "--no-summary", "-o", str(out), "--", sys.executable, "-c", code],
-        capture_output=True, text=True, env=clean_env(), timeout=240, check=False)
-    assert proc.returncode == 0, proc.stderr
+    proc = _trace_in_pages(out, "--", sys.executable, "-c", code)
     assert proc.stdout == "0\n"
     (info,) = read_trace(out).named("process_info")
     argv = info.fields["argv"]

@@ -48,6 +48,7 @@ from tests.tracing import (
     isolated_session,
     proc_status,
     read_trace,
+    wait_for,
 )
 
 NATIVE = Path(__file__).resolve().parents[1] / "native" / "pinsight_like"
@@ -159,12 +160,8 @@ def _wait_delivered(pid: int, timeout: float = 10.0) -> None:
     """Wait until no SIGUSR1 is pending for the process: a second one sent
     while the first is still pending would merge with it."""
     bit = 1 << (signal.SIGUSR1 - 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not int(proc_status(pid, "ShdPnd"), 16) & bit:
-            return
-        time.sleep(0.001)
-    raise AssertionError(f"SIGUSR1 still pending for {pid} after {timeout} s")
+    wait_for(lambda: not int(proc_status(pid, "ShdPnd"), 16) & bit, timeout=timeout,
+             what=f"SIGUSR1 pending for {pid} to be delivered", poll=0.001)
 
 
 def run_signals(
