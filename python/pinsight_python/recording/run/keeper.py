@@ -59,13 +59,19 @@ KEEPER_POLL = 0.2
 _told = False
 
 
+def say(line: str) -> None:
+    """One line on stderr in one write: print() writes its end of line apart, and
+    unbuffered (PYTHONUNBUFFERED, as job scripts often set) another process's line
+    on the same stderr could land between the two. trace's notes use it too."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
+
+
 def _say_once(message: str) -> None:
     global _told
     if not _told:
         _told = True
-        # One write (as session.say): unbuffered, print() writes its end of line apart.
-        sys.stderr.write(f"pinsight-python: {message}\n")
-        sys.stderr.flush()
+        say(f"pinsight-python: {message}")
 
 
 def join_run(recording: Optional[Callable[[], bool]] = None) -> None:

@@ -21,6 +21,7 @@ from typing import List
 
 from ...activation.settings import SettingsError
 from .. import lttng
+from .keeper import say
 
 # What setting up a session may raise: lttng's failures, and OSError from a helper
 # the daemon check runs.
@@ -29,14 +30,6 @@ SETUP_ERRORS = (lttng.LttngError, OSError)
 # (sympy's core tests, 55 M events), 107 MB/s of full payload, 50 MB/s of compact.
 SUMMARY_BYTES_PER_SECOND = 60e6
 SUMMARY_NOTE_BYTES = 300e6  # about 5 s: below it, not worth a line
-
-
-def say(line: str) -> None:
-    """One line on stderr in one write: print() writes its end of line apart, and
-    unbuffered (PYTHONUNBUFFERED, as job scripts often set) a traced process's own
-    line could land between the two."""
-    sys.stderr.write(f"{line}\n")
-    sys.stderr.flush()
 
 
 def note(prog: str, message: str) -> None:
