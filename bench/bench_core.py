@@ -12,7 +12,9 @@ repeated; the minimum is kept): untraced; cProfile; VizTracer and trace0 (the
 bench extra: pip install -e ".[bench]"; trace0 records Python begins and ends only,
 into thread-local buffers, with a TSC clock); an empty C sys.monitoring callback on
 every event we use (the floor of any per-call tool) and on PY_START/PY_RETURN only
-(empty-function: the floor of a begin/end tracer); the integers-only LTTng floor
+(empty-function: the floor of a begin/end tracer); the same plus one cycle-counter
+read per record, kept in a ring (clock-callback, clock-function: the floor of a tracer
+that timestamps each record, as trace0 and batched do); the integers-only LTTng floor
 (bench/reftracer writing the compact payload's events with no naming); the
 reference tracer (bench/reftracer: a C callback writing the design's full payload
 to the same provider, nothing else); pinsight-python in TRACING with the full,
@@ -23,7 +25,7 @@ CPython's own sampling profiler (sampler: `python -m profiling.sampling run`, 1 
 the cost of a sampler beside a full timeline; wall time only). The traced ones run
 inside one LTTng session with `pinsight-python trace`'s defaults (contexts,
 channel). ns per event = time added over untraced / events emitted: by
-batched-function for trace0, empty-function and batched-function, by the default
+batched-function for trace0, empty-function, clock-function and batched-function, by the default
 events for the others. `--configs untraced,batched,...` times only those (untraced
 is always in); `--cpu-time` times the traced thread's CPU time (loaded machines);
 `--total-cpu` times all the CPU a tool costs: every thread of the process, from the
@@ -176,6 +178,27 @@ for ev in (E.PY_START, E.PY_RETURN):
 start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN)
 stop = lambda: M.set_events(4, 0)
 """,
+    # The floor of a timestamping tracer: the empty callbacks above plus one
+    # cycle-counter read per record (a begin, an end, a native call's CALL and end).
+    "clock-callback": """
+import sys, _reftracer
+M = sys.monitoring; E = M.events
+M.use_tool_id(4, "clock")
+for ev in (E.PY_START, E.PY_RETURN, E.C_RETURN, E.C_RAISE):
+    M.register_callback(4, ev, _reftracer.clocked)
+M.register_callback(4, E.CALL, _reftracer.clocked_call)
+start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
+stop = lambda: M.set_events(4, 0)
+""",
+    "clock-function": """
+import sys, _reftracer
+M = sys.monitoring; E = M.events
+M.use_tool_id(4, "clock")
+for ev in (E.PY_START, E.PY_RETURN):
+    M.register_callback(4, ev, _reftracer.clocked)
+start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN)
+stop = lambda: M.set_events(4, 0)
+""",
     # Its Perfetto file is written at stop, after the timed part, and dropped.
     "trace0": """
 import os, shutil, tempfile, trace0
@@ -220,7 +243,8 @@ PAYLOADS = ("full", "compact", "batched")
 OURS = (*PAYLOADS, "batched-function", "batched-function-inline")
 # Configurations that see Python begins and ends only: their ns per event are
 # over batched-function's events.
-FUNCTION_ONLY = ("empty-function", "trace0", "batched-function", "batched-function-inline")
+FUNCTION_ONLY = ("empty-function", "clock-function", "trace0", "batched-function",
+                 "batched-function-inline")
 # Not a setup inside the workload's process: CPython's own sampling profiler (3.15+)
 # runs the workload as its child (run mode, 1 kHz, main thread) and reads its stacks
 # from outside; only wall time shows its cost (its CPU is its own process's).
@@ -374,6 +398,9 @@ def in_group() -> None:
 # The issue's targets: what each of ours is measured against.
 TARGET_PAIRS = [("batched", "empty-callback"), ("batched-function", "trace0"),
                 ("batched-function-inline", "trace0"), ("batched", "cProfile")]
+# The floor of any tracer that timestamps its records: what is left of ours over it.
+FLOOR_PAIRS = [("batched", "clock-callback"), ("batched-function", "clock-function"),
+               ("trace0", "clock-function")]
 
 
 def run_code(code: str, tmp: Path, launcher: Optional[List[str]] = None) -> Tuple[float, int]:
@@ -583,7 +610,7 @@ def main() -> int:
         for workload in workloads:
             print_paired(f"{workload}, time added over untraced, ours / theirs, median of the "
                          f"{args.repeat} rounds' ratios (each round's own untraced)",
-                         TARGET_PAIRS, {c: runs[(workload, c)] for c in configs})
+                         TARGET_PAIRS + FLOOR_PAIRS, {c: runs[(workload, c)] for c in configs})
     if not args.no_bytes:
         print_sizes([row for row, _, _ in rows], sizes, discards)
     return 0
@@ -683,6 +710,9 @@ def print_costs(
             ("batched-function-inline", "trace0"),
             ("batched-function", "empty-function"), ("batched", "cProfile"),
             ("batched", "compact")])
+    ratios("over the floor of a timestamping tracer (an empty callback plus one cycle-counter"
+           " read per record)",
+           FLOOR_PAIRS)
 
 
 def print_sizes(

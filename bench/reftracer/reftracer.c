@@ -17,6 +17,10 @@
 #include "python_pinsight_lttng_ust.h"
 
 #include <dlfcn.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 static inline void emit_function(int begin, PyObject *code_obj, int transition) {
   PyCodeObject *code = (PyCodeObject *)code_obj;
@@ -94,6 +98,34 @@ static PyObject *on_c_return_int(PyObject *self, PyObject *const *args, Py_ssize
 
 static PyObject *empty(PyObject *self, PyObject *const *args, Py_ssize_t n) { Py_RETURN_NONE; }
 
+/* The floor of a tracer that timestamps: the empty callback plus one read of the
+ * cycle counter per record (trace0 and pinsight-python's batched payload each read
+ * it once per record), kept in a ring as a tracer would. */
+static unsigned long long clock_ring[1024];
+static unsigned clock_next;
+
+static inline void read_clock(void) {
+#if defined(__x86_64__)
+  clock_ring[clock_next++ & 1023] = __rdtsc();
+#else
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  clock_ring[clock_next++ & 1023] = (unsigned long long)now.tv_sec * 1000000000ull + now.tv_nsec;
+#endif
+}
+
+static PyObject *clocked(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  read_clock();
+  Py_RETURN_NONE;
+}
+
+/* CALL: a record (and a clock read) for native callees only; a Python callee's
+ * begin is its PY_START. */
+static PyObject *clocked_call(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  if (n >= 3 && !PyFunction_Check(args[2])) read_clock();
+  Py_RETURN_NONE;
+}
+
 static PyObject *load_provider(PyObject *self, PyObject *path) {
   if (!dlopen(PyUnicode_AsUTF8(path), RTLD_NOW | RTLD_GLOBAL)) {
     PyErr_SetString(PyExc_OSError, dlerror());
@@ -112,6 +144,8 @@ static PyMethodDef methods[] = {
     {"on_call_int", (PyCFunction)(void (*)(void))on_call_int, METH_FASTCALL, NULL},
     {"on_c_return_int", (PyCFunction)(void (*)(void))on_c_return_int, METH_FASTCALL, NULL},
     {"empty", (PyCFunction)(void (*)(void))empty, METH_FASTCALL, NULL},
+    {"clocked", (PyCFunction)(void (*)(void))clocked, METH_FASTCALL, NULL},
+    {"clocked_call", (PyCFunction)(void (*)(void))clocked_call, METH_FASTCALL, NULL},
     {"load_provider", load_provider, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
