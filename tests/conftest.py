@@ -24,7 +24,7 @@ import pytest
 
 from pinsight_python.recording import lttng
 
-from .tracing import PINSIGHT_LIB, SYSTEM_PYTHON, Tracer
+from .tracing import PINSIGHT_LIB, SYSTEM_PYTHON, Tracer, foreign_sessions
 
 HERE = Path(__file__).resolve().parent
 SETUP = "run the README's setup command (scripts/setup.sh)"
@@ -97,6 +97,18 @@ def pytest_collection_modifyitems(
         )
     if tiers - {"unit"}:
         lttng.ensure_sessiond()
+        foreign = foreign_sessions()
+        if foreign:
+            # Not a failure (the session may track others), but the first thing to
+            # look at when descriptor or event-count tests fail.
+            config.get_terminal_writer().line(
+                f"WARNING: LTTng session(s) {', '.join(foreign)} of this user exist besides "
+                "the tests': one that records python_pinsight_lttng_ust events without a "
+                "process tracker also records every test's traced program (tests that count "
+                "descriptors may fail; its trace grows with the suite's events): "
+                "lttng destroy them first",
+                yellow=True,
+            )
 
 
 @pytest.fixture

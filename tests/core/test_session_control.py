@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pinsight_python.recording import lttng
-from tests.tracing import clean_env, read_trace
+from tests.tracing import clean_env, foreign_sessions, read_trace
 
 
 def test_a_failed_request_says_what_lttng_says(tmp_path: Path) -> None:
@@ -62,3 +62,20 @@ def test_stop_returns_with_every_event_written(tmp_path: Path) -> None:
     assert trace.functions()["f"] == 5000
     assert trace.functions("function_end")["f"] == 5000
     assert trace.discarded == 0
+
+
+def test_a_session_not_made_here_is_named_before_the_tests(tmp_path: Path) -> None:
+    # A user's own `lttng create` (no pid and tag in its name) would record the
+    # tests' traced programs too: conftest names it in a warning.
+    name = f"users-own-{lttng.unique_session_name('x').rsplit('-', 1)[1]}"
+    ours = lttng.Session(tmp_path / "ours", track_nobody=True)
+    subprocess.run(["lttng", "create", name, f"--output={tmp_path / 'theirs'}"], check=True,
+                   capture_output=True)
+    try:
+        with ours:
+            foreign = foreign_sessions()
+            assert name in foreign
+            assert ours.name not in foreign
+    finally:
+        lttng.destroy_session(name)
+    assert name not in foreign_sessions()
