@@ -139,19 +139,28 @@ def workload():
 """,
 }
 
-REFTRACER = """
-import sys, _reftracer
-_reftracer.load_provider(PROVIDER)
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "reftracer")
-M.register_callback(4, E.PY_START, _reftracer.on_start{suffix})
-M.register_callback(4, E.PY_RETURN, _reftracer.on_return{suffix})
-M.register_callback(4, E.CALL, _reftracer.on_call{suffix})
-M.register_callback(4, E.C_RETURN, _reftracer.on_c_return{suffix})
-M.register_callback(4, E.C_RAISE, _reftracer.on_c_return{suffix})
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
-stop = lambda: M.set_events(4, 0)
-"""
+EVERY_EVENT = ("PY_START", "PY_RETURN", "CALL", "C_RETURN", "C_RAISE")
+FUNCTION_EVENTS = ("PY_START", "PY_RETURN")
+
+
+def monitoring_setup(tool: str, callbacks: Dict[str, str], preamble: str = "") -> str:
+    """A runner's setup: bench/reftracer's callbacks (sys.monitoring event -> function)
+    registered under tool id 4; start turns those events on."""
+    lines = ["import sys, _reftracer", preamble, "M = sys.monitoring; E = M.events",
+             f'M.use_tool_id(4, "{tool}")']
+    lines += [f"M.register_callback(4, E.{event}, _reftracer.{function})"
+              for event, function in callbacks.items()]
+    lines += [f"start = lambda: M.set_events(4, {' | '.join(f'E.{e}' for e in callbacks)})",
+              "stop = lambda: M.set_events(4, 0)"]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def reftracer_setup(suffix: str) -> str:
+    """bench/reftracer writing to the provider: the full payload, or integers (_int)."""
+    functions = ("on_start", "on_return", "on_call", "on_c_return", "on_c_return")
+    return monitoring_setup("reftracer", {e: f + suffix for e, f in zip(EVERY_EVENT, functions)},
+                            preamble="_reftracer.load_provider(PROVIDER)")
+
 
 SETUP = {
     "untraced": "",
@@ -160,45 +169,13 @@ SETUP = {
         "from viztracer import VizTracer; _v = VizTracer(tracer_entries=5000000, verbose=0);"
         " start = _v.start; stop = _v.stop"
     ),
-    "empty-callback": """
-import sys, _reftracer
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "empty")
-for ev in (E.PY_START, E.PY_RETURN, E.CALL, E.C_RETURN, E.C_RAISE):
-    M.register_callback(4, ev, _reftracer.empty)
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
-stop = lambda: M.set_events(4, 0)
-""",
-    "empty-function": """
-import sys, _reftracer
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "empty")
-for ev in (E.PY_START, E.PY_RETURN):
-    M.register_callback(4, ev, _reftracer.empty)
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN)
-stop = lambda: M.set_events(4, 0)
-""",
+    "empty-callback": monitoring_setup("empty", {e: "empty" for e in EVERY_EVENT}),
+    "empty-function": monitoring_setup("empty", {e: "empty" for e in FUNCTION_EVENTS}),
     # The floor of a timestamping tracer: the empty callbacks above plus one
     # cycle-counter read per record (a begin, an end, a native call's CALL and end).
-    "clock-callback": """
-import sys, _reftracer
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "clock")
-for ev in (E.PY_START, E.PY_RETURN, E.C_RETURN, E.C_RAISE):
-    M.register_callback(4, ev, _reftracer.clocked)
-M.register_callback(4, E.CALL, _reftracer.clocked_call)
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN | E.CALL | E.C_RETURN | E.C_RAISE)
-stop = lambda: M.set_events(4, 0)
-""",
-    "clock-function": """
-import sys, _reftracer
-M = sys.monitoring; E = M.events
-M.use_tool_id(4, "clock")
-for ev in (E.PY_START, E.PY_RETURN):
-    M.register_callback(4, ev, _reftracer.clocked)
-start = lambda: M.set_events(4, E.PY_START | E.PY_RETURN)
-stop = lambda: M.set_events(4, 0)
-""",
+    "clock-callback": monitoring_setup(
+        "clock", {e: "clocked_call" if e == "CALL" else "clocked" for e in EVERY_EVENT}),
+    "clock-function": monitoring_setup("clock", {e: "clocked" for e in FUNCTION_EVENTS}),
     # Its Perfetto file is written at stop, after the timed part, and dropped.
     "trace0": """
 import os, shutil, tempfile, trace0
@@ -209,8 +186,8 @@ def stop():
     _t.__exit__(None, None, None); shutil.rmtree(_dir, ignore_errors=True)
 """,
     # bench/reftracer's callbacks: integers only, and the full payload.
-    "int-floor": REFTRACER.format(suffix="_int"),
-    "reference": REFTRACER.format(suffix=""),
+    "int-floor": reftracer_setup("_int"),
+    "reference": reftracer_setup(""),
     "full": """
 import pinsight_python
 start = lambda: pinsight_python.activate(payload="full")
