@@ -88,10 +88,6 @@ def session_exists(name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}\b", listing.stdout) is not None
 
 
-# The names lttng.unique_session_name gives: the tests' sessions and `trace`'s runs.
-_MADE_HERE = re.compile(r".+-[0-9]+-[0-9a-f]{8}")
-
-
 def foreign_sessions() -> List[str]:
     """The sessions of this user's session daemon that neither the tests nor `trace`
     made (by name): one that enables our provider without a process tracker records
@@ -101,7 +97,8 @@ def foreign_sessions() -> List[str]:
         names = lttng.list_sessions()
     except lttng.LttngError:
         return []
-    return [name for name in names if not _MADE_HERE.fullmatch(name)]
+    # The tests' sessions and `trace`'s runs are named by lttng.unique_session_name.
+    return [name for name in names if lttng.session_name_owner(name) is None]
 
 
 def report_json(*args: str | os.PathLike[str]) -> Dict[str, Any]:

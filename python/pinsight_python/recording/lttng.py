@@ -180,6 +180,17 @@ def unique_session_name(prefix: str = "pinsight-python") -> str:
     return f"{prefix}-{os.getpid()}-{os.urandom(4).hex()}"
 
 
+_UNIQUE_NAME = re.compile(r"(.+)-([0-9]+)-[0-9a-f]{8}")
+
+
+def session_name_owner(name: str, prefix: Optional[str] = None) -> Optional[int]:
+    """The pid in a name unique_session_name made (with `prefix`, or any), else None."""
+    made = _UNIQUE_NAME.fullmatch(name)
+    if made is None or (prefix is not None and made.group(1) != prefix):
+        return None
+    return int(made.group(2))
+
+
 def track_vpids(session: str, pids: Sequence[int]) -> None:
     """Let these processes record into the session (``lttng track --vpid``)."""
     _ctl("track_vpids", session, list(pids))

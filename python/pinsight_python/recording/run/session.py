@@ -12,7 +12,6 @@ runs, processes it attaches to) and how it waits is theirs: ``run.trace`` and
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import time
@@ -158,10 +157,6 @@ def trace_bytes(directory: Path) -> int:
 
 
 
-# A session that lttng.unique_session_name made: the owner's pid is in the name.
-_RUN_SESSION = re.compile(r"pinsight-python-(\d+)-[0-9a-f]{8}")
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -179,8 +174,8 @@ def sweep_abandoned_runs() -> List[str]:
     Returns the names destroyed."""
     swept = []
     for name in lttng.list_sessions():
-        run = _RUN_SESSION.fullmatch(name)
-        if run is None or _alive(int(run.group(1))):
+        owner = lttng.session_name_owner(name, "pinsight-python")
+        if owner is None or _alive(owner):
             continue
         lttng.destroy_session(name)
         swept.append(name)
