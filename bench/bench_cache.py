@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, SETUP, events_of, in_group, installed
-from bench_suite import OURS, RUNNER, TESTS
+from bench_core import GID, events_of, in_group, installed
+from bench_suite import CPYTHON_TESTS, OURS, suite_code
 
 CONFIGS = ("untraced", "trace0", "cProfile", "batched-function", "batched")
 # cachegrind's model: its default L1 data cache, and a last level fixed so that runs on
@@ -38,8 +38,7 @@ CACHES = ["--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64"]
 
 def counts(config: str, tests: List[str], tmp: Path) -> Tuple[Dict[str, int], int]:
     """(cachegrind's totals by event name, the events pinsight-python emitted)."""
-    code = RUNNER.format(clock="perf_counter", tests=tests, setup=SETUP[config],
-                         is_pinsight=config in OURS, whole=False)
+    code = suite_code("cpython", tests, config, "perf_counter", tmp)
     out = tmp / f"cachegrind.{config}"
     proc = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHES,
@@ -64,7 +63,7 @@ def counts(config: str, tests: List[str], tmp: Path) -> Tuple[Dict[str, int], in
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tests", default=TESTS)
+    parser.add_argument("--tests", default=CPYTHON_TESTS)
     parser.add_argument("--configs", default=",".join(CONFIGS))
     args = parser.parse_args()
     if not shutil.which("valgrind"):

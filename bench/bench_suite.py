@@ -1,18 +1,30 @@
-"""Cost per event on a real test suite: part of CPython's own (fractions, difflib,
-textwrap, ipaddress, pprint, argparse, configparser, enum, dataclasses, typing; about
-4,500 tests of pure-Python code whose events do not depend on timing, unlike
-test_email's or test_json's), against baselines measured in the same run.
+"""Cost per event on a real test suite against baselines measured in the same run.
 
-    .venv/bin/python bench/bench_suite.py [--repeat N] [--tests test.test_x,...]
+    .venv/bin/python bench/bench_suite.py [--suite cpython|networkx|sympy] [--repeat N]
+
+Suites (`--tests` replaces a suite's default tests):
+- cpython (the default): part of CPython's own (fractions, difflib, textwrap, ipaddress,
+  pprint, argparse, configparser, enum, dataclasses, typing; about 4,500 tests of
+  pure-Python code whose events do not depend on timing, unlike test_email's or
+  test_json's), run by unittest; its modules are loaded before tracing starts and only
+  running it is timed.
+- networkx: networkx's shortest-path tests (networkx.algorithms.shortest_paths), and
+- sympy: sympy's core tests test_basic, test_symbol and test_relational: the issue's graph
+  and symbolic-math suites, run by pytest (`pytest.main` in the timed process, from a
+  folder of its own with an empty configuration); collection is timed too, as a whole
+  run under a tracer pays it, with the rewritten test modules cached by an untimed
+  first run (as a suite's repeated runs cache them, PYTHONDONTWRITEBYTECODE aside).
+  They need the bench extra (networkx, sympy, hypothesis, pytest).
 
 Configurations, interleaved (every one once per round, every other round backwards, each
 started once LTTng's consumer daemons are idle; the minimum is kept):
 untraced, cProfile, VizTracer and trace0 (the bench extra, if installed), and
-pinsight-python in TRACING with the full, compact and batched payloads and batched with
+pinsight-python in TRACING with the full, compact and batched payloads, batched with each
+function's first 100 executions per thread only (batched-capped: `max_num_traces = 100`;
+its ns per event are over its own events), and batched with
 function events only (batched-function: trace0's events; batched-function-inline: the
 same without the writer thread), inside one LTTng session
-with `trace`'s defaults (as bench_core.py). The suite is loaded (its modules imported)
-before tracing starts; only running it is timed. ns per event = time added over
+with `trace`'s defaults (as bench_core.py). ns per event = time added over
 untraced / events emitted (batched-function's for trace0). `--configs a,b` times only
 those (untraced and what the ratios need are always in). `--cpu-time`: the traced
 thread's CPU time; `--total-cpu`: all the CPU a tool costs, as in bench_core.py.
@@ -25,11 +37,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import (
@@ -46,18 +59,66 @@ from bench_core import (
     settle,
 )
 
-TESTS = ("test.test_fractions,test.test_difflib,test.test_textwrap,test.test_ipaddress,"
-         "test.test_pprint,test.test_argparse,test.test_configparser,test.test_enum,"
-         "test.test_dataclasses,test.test_typing")
+CPYTHON_TESTS = ("test.test_fractions,test.test_difflib,test.test_textwrap,test.test_ipaddress,"
+                 "test.test_pprint,test.test_argparse,test.test_configparser,test.test_enum,"
+                 "test.test_dataclasses,test.test_typing")
 CONFIGS = ("untraced", "cProfile", "viztracer", "trace0", "full", "compact", "batched",
-           "batched-function", "batched-function-inline")
-OURS = ("full", "compact", "batched", "batched-function", "batched-function-inline")
+           "batched-capped", "batched-function", "batched-function-inline")
+OURS = ("full", "compact", "batched", "batched-capped", "batched-function",
+        "batched-function-inline")
+# The batched payload with every function's first 100 executions per thread traced
+# (docs/configuration.md, rate control): a long suite's shape at a fraction of the events.
+CAPPED = """
+import os, pinsight_python, shutil, tempfile
+_dir = tempfile.mkdtemp()
+_config = os.path.join(_dir, "capped.txt")
+open(_config, "w").write("[Lexgion.default]\\n    max_num_traces = 100\\n")
+start = lambda: pinsight_python.activate(payload="batched", config=_config)
+def stop():
+    pinsight_python.deactivate(); shutil.rmtree(_dir, ignore_errors=True)
+"""
+SUITE_SETUP = {**SETUP, "batched-capped": CAPPED}
 
-RUNNER = """
-import io, time, unittest
-CLOCK = time.{clock}
+# How each suite is loaded (before tracing starts), run (timed) and checked.
+UNITTEST = {
+    "load": """
+import io, unittest
 suite = unittest.defaultTestLoader.loadTestsFromNames({tests!r})
 runner = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0)
+""",
+    "run": "result = runner.run(suite)",
+    "check": "assert result.testsRun > 100, result.testsRun",
+}
+# pytest from a folder of its own with an empty configuration: the caller's
+# pytest settings (addopts, plugins' options) and caches stay out.
+PYTEST = {
+    "load": """
+import contextlib, io, os, pytest, sys
+# Rewritten test modules cached as a suite's own runs cache them (the warm-up
+# run writes them), whatever PYTHONDONTWRITEBYTECODE says.
+sys.dont_write_bytecode = False
+os.chdir({workdir!r})
+open("pytest.ini", "w").write("[pytest]\\n")
+_args = ["-q", "-p", "no:cacheprovider", "-c", "pytest.ini", "--pyargs", *{tests!r}]
+""",
+    "run": """
+with contextlib.redirect_stdout(io.StringIO()) as _out:
+    _exit = pytest.main(_args)
+""",
+    "check": "assert _exit == 0, _out.getvalue()[-4000:]",
+}
+# A suite: how it runs, its default tests, the modules it needs.
+SUITES = {
+    "cpython": (UNITTEST, CPYTHON_TESTS, ()),
+    "networkx": (PYTEST, "networkx.algorithms.shortest_paths", ("pytest", "networkx")),
+    "sympy": (PYTEST, "sympy.core.tests.test_basic,sympy.core.tests.test_symbol,"
+                      "sympy.core.tests.test_relational", ("pytest", "sympy", "hypothesis")),
+}
+
+RUNNER = """
+import time
+CLOCK = time.{clock}
+{load}
 start = stop = lambda: None
 {setup}
 events0 = 0
@@ -69,7 +130,7 @@ if {is_pinsight}:
     import pinsight_python; events0 = pinsight_python.status()["events_emitted"]
 if not WHOLE:
     t0 = CLOCK()
-result = runner.run(suite)
+{run}
 if not WHOLE:
     t1 = CLOCK()
 events = 0
@@ -78,15 +139,30 @@ if {is_pinsight}:
 stop()
 if WHOLE:
     t1 = CLOCK()
-assert result.testsRun > 100, result.testsRun
+{check}
 print("bench-result", t1 - t0, events)
 """
+
+
+def suite_code(suite: str, tests: Optional[List[str]], config: str, clock: str, workdir: Path,
+               whole: bool = False) -> str:
+    """The child's code: `suite` (its own tests unless `tests`) run under `config`,
+    timed by time.`clock`; `workdir`: the pytest suites' folder. Prints "bench-result
+    SECONDS EVENTS"."""
+    kind, default_tests, _ = SUITES[suite]
+    tests = tests or default_tests.split(",")
+    return RUNNER.format(clock=clock, setup=SUITE_SETUP[config], is_pinsight=config in OURS,
+                         whole=whole, load=kind["load"].format(tests=tests, workdir=str(workdir)),
+                         run=kind["run"], check=kind["check"])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the minimum is kept")
-    parser.add_argument("--tests", default=TESTS)
+    parser.add_argument("--suite", choices=SUITES, default="cpython",
+                        help="the test suite run (default: cpython)")
+    parser.add_argument("--tests", help="comma-separated test modules: the suite's own by"
+                        " default (unittest names for cpython, pytest --pyargs names else)")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--cpu-time", action="store_true",
                         help="time the traced thread's CPU time, not wall time (loaded machines)")
@@ -107,21 +183,30 @@ def main() -> int:
     configs = installed([c for c in CONFIGS if c in wanted])
     from pinsight_python.recording import lttng
 
-    tests = args.tests.split(",")
-    print(f"load average before: {load_average()}; timing {clock}")
+    tests = args.tests.split(",") if args.tests else None
+    missing = [m for m in SUITES[args.suite][2] if importlib.util.find_spec(m) is None]
+    if missing:
+        parser.error(f"--suite {args.suite} needs {', '.join(missing)}: pip install -e "
+                     '".[bench]"')
+    print(f"load average before: {load_average()}; suite {args.suite}; timing {clock}")
     runs: Dict[str, List[float]] = collections.defaultdict(list)
     events: Dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
+        workdir = tmp / "suite"
+        workdir.mkdir()
+
+        def runner(config: str) -> str:
+            return suite_code(args.suite, tests, config, clock, workdir, args.total_cpu)
+
+        run_code(runner("untraced"), tmp)  # warm-up, untimed: caches filled, failures early
         for round_ in range(args.repeat):
             trace = tmp / f"trace-{round_}"
             with lttng.Session(trace, track_vgid=GID):
                 for config in round_order(configs, round_):
                     settle()
-                    code = RUNNER.format(clock=clock, tests=tests, setup=SETUP[config],
-                                         is_pinsight=config in OURS, whole=args.total_cpu)
                     consumed = consumer_cpu_seconds()
-                    seconds, n = run_code(code, tmp)
+                    seconds, n = run_code(runner(config), tmp)
                     if args.total_cpu:
                         seconds += consumer_cpu_seconds() - consumed
                     runs[config].append(seconds)
