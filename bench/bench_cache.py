@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, events_of, in_group, installed
+from bench_core import GID, events_of, in_group, installed, names_among
 from bench_suite import CPYTHON_TESTS, OURS, suite_code
 
 CONFIGS = ("untraced", "trace0", "cProfile", "batched-function", "batched")
@@ -68,11 +68,7 @@ def main() -> int:
     args = parser.parse_args()
     if not shutil.which("valgrind"):
         parser.error("valgrind is not installed (apt-get install valgrind)")
-    wanted = set(args.configs.split(","))
-    unknown = wanted - set(CONFIGS)
-    if unknown:
-        parser.error(f"unknown configuration(s) {', '.join(sorted(unknown))}; expected some of "
-                     f"{', '.join(CONFIGS)}")
+    wanted = set(names_among(parser, args.configs, CONFIGS, "configuration"))
     # untraced is every figure's base; the event counts come from ours.
     wanted |= {"untraced", "batched-function"} | {events_of(c) for c in wanted}
     configs = installed([c for c in CONFIGS if c in wanted])

@@ -63,7 +63,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -522,6 +522,18 @@ def installed(configs: Iterable[str]) -> List[str]:
     return out
 
 
+def names_among(parser: argparse.ArgumentParser, value: str, known: Sequence[str],
+                what: str) -> List[str]:
+    """`value`'s comma-separated names, each one of `known`; else the parser's error
+    naming the unknown ones and what was expected."""
+    names = value.split(",")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        parser.error(f"unknown {what}(s) {', '.join(unknown)}; expected some of "
+                     f"{', '.join(known)}")
+    return names
+
+
 def parse_arguments() -> argparse.Namespace:
     """The command line, checked; sets what the runners time (CLOCK, WHOLE)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -544,10 +556,7 @@ def parse_arguments() -> argparse.Namespace:
         CLOCK = "thread_time"
     if args.total_cpu:
         CLOCK, WHOLE = "process_time", True
-    unknown = [c for c in args.configs.split(",") if c not in [*SETUP, SAMPLER]]
-    if unknown:
-        parser.error(f"unknown configuration(s) {', '.join(unknown)}; expected some of "
-                     f"{', '.join([*SETUP, SAMPLER])}")
+    names_among(parser, args.configs, [*SETUP, SAMPLER], "configuration")
     return args
 
 

@@ -53,6 +53,7 @@ from bench_core import (
     consumer_cpu_seconds,
     installed,
     load_average,
+    names_among,
     print_paired,
     round_order,
     run_code,
@@ -174,11 +175,7 @@ def main() -> int:
         parser.error("--cpu-time and --total-cpu are exclusive")
     clock = ("thread_time" if args.cpu_time else "process_time" if args.total_cpu
              else "perf_counter")
-    wanted = set(args.configs.split(","))
-    unknown = wanted - set(CONFIGS)
-    if unknown:
-        parser.error(f"unknown configuration(s) {', '.join(sorted(unknown))}; expected some of "
-                     f"{', '.join(CONFIGS)}")
+    wanted = set(names_among(parser, args.configs, CONFIGS, "configuration"))
     wanted |= {"untraced", "batched", "batched-function"}
     configs = installed([c for c in CONFIGS if c in wanted])
     from pinsight_python.recording import lttng

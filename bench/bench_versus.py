@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GID, RUNNER, SETUP, WORKLOADS, in_group, load_average, paired_ratio
+from bench_core import (
+    GID,
+    RUNNER,
+    SETUP,
+    WORKLOADS,
+    in_group,
+    load_average,
+    names_among,
+    paired_ratio,
+)
 from bench_suite import SUITES, suite_code
 
 PAYLOADS = ("full", "compact")
@@ -59,15 +68,9 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--cpu-time", action="store_true",
                         help="time the traced thread's CPU time, not wall time (loaded machines)")
     args = parser.parse_args()
-    unknown = [p for p in args.payloads.split(",")
-               if p not in ("full", "compact", "batched", "batched-function")]
-    if unknown:
-        parser.error(f"unknown payload(s) {', '.join(unknown)}; expected some of full, compact, "
-                     "batched, batched-function")
-    unknown = [w for w in args.workloads.split(",") if w not in WORKLOADS and w not in SUITE_NAMES]
-    if unknown:
-        parser.error(f"unknown workload(s) {', '.join(unknown)}; expected some of "
-                     f"{', '.join([*WORKLOADS, *SUITE_NAMES])}")
+    names_among(parser, args.payloads, ("full", "compact", "batched", "batched-function"),
+                "payload")
+    names_among(parser, args.workloads, [*WORKLOADS, *SUITE_NAMES], "workload")
     return args
 
 
