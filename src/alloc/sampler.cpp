@@ -148,8 +148,8 @@ void take_sample(void *address, size_t size, int source) {
     if (!state->stack.empty()) {
       const FrameRecord &top = state->stack.back();
       const CodeInfo &code = *top.code;
-      qualname = code.qualname.c_str();
-      filename = code.filename.c_str();
+      qualname = code.names.event_qualname();
+      filename = code.names.event_filename();
       // Always the definition line, inside a native call too: with qualname
       // and filename it names the function, and readers group by it.
       lineno = code.lineno;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "emit/cycle_clock.h"
+#include "emit/event_text.h"
 
 namespace pinsight::emitter {
 namespace {
@@ -184,8 +185,8 @@ void advance_naming_epoch() {
 
 void name_code(NamedCode &code, uint32_t epoch) {
   code.named_epoch = epoch;
-  PINSIGHT_TRACEPOINT(code_info, reinterpret_cast<unsigned long>(code.code), code.qualname.c_str(),
-                      code.filename.c_str(), code.lineno);
+  PINSIGHT_TRACEPOINT(code_info, reinterpret_cast<unsigned long>(code.code),
+                      code.names.event_qualname(), code.names.event_filename(), code.lineno);
 }
 
 void name_callable(const char *name, uint32_t epoch) {
@@ -207,26 +208,16 @@ bool recording() {
 
 namespace {
 
-// process_info's argv, cut to at most kArgvBytes (on a UTF-8 character's start)
-// and marked with its whole length: the event then fits LTTng's smallest
-// sub-buffer, a 4 KiB page, beside its other fields. An event larger than its
-// sub-buffer is discarded, and with this one the process's MPI rank and command
-// (a `python -c` program's argv is its whole code).
+// process_info's argv (a `python -c` program's is its whole code), cut to at
+// most kArgvBytes: with it the process's MPI rank and command would be lost.
 constexpr size_t kArgvBytes = 2048;
-
-std::string bounded_argv(const std::string &argv) {
-  if (argv.size() <= kArgvBytes) return argv;
-  size_t cut = kArgvBytes;
-  while (cut > 0 && (static_cast<unsigned char>(argv[cut]) & 0xC0) == 0x80) --cut;
-  return argv.substr(0, cut) + " [... " + std::to_string(argv.size()) + " bytes]";
-}
 
 }  // namespace
 
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname) {
-  const std::string command = bounded_argv(argv);
+  const std::string command = event_text::cut_tail(argv, kArgvBytes);
   PINSIGHT_TRACEPOINT(process_info, pid, mpi_rank, mpi_size, hostname.c_str(), command.c_str(),
                       python_version.c_str(), backend, procname.c_str());
 }
@@ -247,8 +238,8 @@ void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, 
     return;
   }
   // code_info names the file; the full payload keeps the qualname, as its frames do.
-  PINSIGHT_TRACEPOINT(generator_end, compact_payload ? "" : code.qualname.c_str(), "", code.lineno,
-                      code_id, python_thread_id, lifetime_ns, segments, how);
+  PINSIGHT_TRACEPOINT(generator_end, compact_payload ? "" : code.names.event_qualname(), "",
+                      code.lineno, code_id, python_thread_id, lifetime_ns, segments, how);
 }
 
 void mode_change(const char *mode, const char *reason, unsigned long generation) {
@@ -259,15 +250,15 @@ void mode_change(const char *mode, const char *reason, unsigned long generation)
 }
 
 void config_info(const std::string &path, unsigned long generation) {
-  PINSIGHT_TRACEPOINT(config_info, path.c_str(), generation);
+  PINSIGHT_TRACEPOINT(config_info, event_text::cut_middle(path).c_str(), generation);
 }
 
 void lexgion_counts(const NamedCode &code, uint64_t executions, uint64_t traced, int flags,
                     int64_t max_num_traces, int64_t tracing_rate, int64_t trace_starts_at,
                     const std::string &section) {
-  PINSIGHT_TRACEPOINT(lexgion_counts, code.qualname.c_str(), code.filename.c_str(), code.lineno,
-                      executions, traced, flags, max_num_traces, tracing_rate, trace_starts_at,
-                      section.c_str());
+  PINSIGHT_TRACEPOINT(lexgion_counts, code.names.event_qualname(), code.names.event_filename(),
+                      code.lineno, executions, traced, flags, max_num_traces, tracing_rate,
+                      trace_starts_at, event_text::cut_middle(section).c_str());
 }
 
 }  // namespace pinsight::emitter

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "emit/block_buffer.h"
+#include "emit/event_text.h"
 #include "emit/named_code.h"
 #include "emit/write_guard.h"
 #include "format/wire.h"
@@ -104,11 +105,11 @@ __attribute__((noinline)) inline void function_event(bool begin, NamedCode &code
     return;
   }
   if (begin) {
-    PINSIGHT_TRACEPOINT(function_begin, code.qualname.c_str(), code.lineno, code_id,
+    PINSIGHT_TRACEPOINT(function_begin, code.names.event_qualname(), code.lineno, code_id,
                         python_thread_id, transition);
   } else {
-    PINSIGHT_TRACEPOINT(function_end, code.qualname.c_str(), code.lineno, code_id, python_thread_id,
-                        transition);
+    PINSIGHT_TRACEPOINT(function_end, code.names.event_qualname(), code.lineno, code_id,
+                        python_thread_id, transition);
   }
 }
 
@@ -147,20 +148,22 @@ inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
     return;
   }
   if (begin) {
-    PINSIGHT_TRACEPOINT(c_call_begin, caller.qualname.c_str(), callee, line, code_id,
+    PINSIGHT_TRACEPOINT(c_call_begin, caller.names.event_qualname(), callee, line, code_id,
                         python_thread_id, transition);
   } else {
-    PINSIGHT_TRACEPOINT(c_call_end, caller.qualname.c_str(), callee, line, code_id,
+    PINSIGHT_TRACEPOINT(c_call_end, caller.names.event_qualname(), callee, line, code_id,
                         python_thread_id, transition);
   }
 }
 
 // A module load (importlib's _find_and_load): import_begin, then import_end.
 inline void import(bool begin, const char *module, int python_thread_id, int transition) {
+  std::string cut;
+  const char *name = event_text::bounded(module, cut);
   if (begin) {
-    PINSIGHT_TRACEPOINT(import_begin, module, python_thread_id, transition);
+    PINSIGHT_TRACEPOINT(import_begin, name, python_thread_id, transition);
   } else {
-    PINSIGHT_TRACEPOINT(import_end, module, python_thread_id, transition);
+    PINSIGHT_TRACEPOINT(import_end, name, python_thread_id, transition);
   }
 }
 

@@ -14,7 +14,7 @@ void visit_stack(void (*visit)(const StackEntryView &, void *), void *context) {
   if (!state) return;
   for (const auto &r : state->stack) {
     const StackEntryView entry = {reinterpret_cast<uintptr_t>(r.frame),
-                                  r.code ? r.code->qualname.c_str() : "",
+                                  r.code ? r.code->names.qualname().c_str() : "",
                                   r.kind == RecordKind::CCall, static_cast<int>(r.flags)};
     visit(entry, context);
   }

@@ -8,17 +8,22 @@
 #include <vector>
 
 #include "common/py_util.h"
+#include "emit/event_text.h"
 
 namespace pinsight::callables {
 namespace {
 
 // Names never die: records on shadow stacks point at them, and the set of
-// distinct names in a program is small.
+// distinct names in a program is small. Kept as events carry them (cut past
+// event_text::kNameBytes): a name is what c_call and callable_info events say.
 std::unordered_set<std::string> &interned_names() {
   static auto *names = new std::unordered_set<std::string>();
   return *names;
 }
 const char *intern(std::string name) {
+  if (name.size() > emitter::event_text::kNameBytes) {
+    name = emitter::event_text::cut_middle(name);
+  }
   return interned_names().insert(std::move(name)).first->c_str();
 }
 

@@ -98,13 +98,13 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
   PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
   auto info = std::make_unique<CodeInfo>();
   info->code = code;
-  info->qualname = compat::has_code_qualname()
-                       ? py::utf8_or(compat::code_qualname(pycode), "<unknown>")
-                       : legacy_qualname::resolve(pycode, globals);
-  info->filename = py::utf8_or(pycode->co_filename, "<unknown>");
+  info->names.set(compat::has_code_qualname()
+                      ? py::utf8_or(compat::code_qualname(pycode), "<unknown>")
+                      : legacy_qualname::resolve(pycode, globals),
+                  py::utf8_or(pycode->co_filename, "<unknown>"));
   info->lineno = pycode->co_firstlineno;
   info->module = module_name(globals);
-  info->import_loader = is_import_loader(info->qualname, info->filename);
+  info->import_loader = is_import_loader(info->names.qualname(), info->names.filename());
   info->generator = compat::is_generator_code(pycode);
   info->names_setprofile = code_names_setprofile(pycode);
   CodeInfo *result = nullptr;

@@ -33,7 +33,8 @@ bool is_own_module(const std::string &module) {
 // Decisions (slow paths).
 
 void Tracer::apply_decision(CodeInfo &code, const Config &config) {
-  CodeDecision decision = config.decide_code(code.qualname, code.filename, code.module);
+  CodeDecision decision =
+      config.decide_code(code.names.qualname(), code.names.filename(), code.module);
   code.limits = *decision.lexgion;
   code.traces_every = lexgion_traces_every(code.limits);
   code.lexgion = decision.lexgion;
@@ -99,8 +100,7 @@ void Tracer::rearm(bool per_thread_only) {
 
 CodeInfo Tracer::forgotten_code_ = [] {
   CodeInfo info;
-  info.qualname = "<forgotten>";
-  info.filename = "<none>";
+  info.names.set("<forgotten>", "<none>");
   return info;
 }();
 
@@ -393,8 +393,8 @@ std::vector<LexgionReport> Tracer::lexgions() const {
   for (CodeInfo *info = code_registry::first(); info; info = info->next) {
     if (info->executions() == 0) continue;
     LexgionReport &r = out.emplace_back();
-    r.qualname = info->qualname;
-    r.filename = info->filename;
+    r.qualname = info->names.qualname();
+    r.filename = info->names.filename();
     r.module = info->module;
     r.lineno = info->lineno;
     r.executions = info->executions();

@@ -863,3 +863,54 @@ def test_records_interleave_with_another_domain(
     spans = sorted((min(v), max(v)) for v in regions.values())
     for t in times:
         assert not any(lo < t < hi for lo, hi in spans), f"a record at {t} inside a region"
+
+
+LONG_NAMES = """
+import sys
+# A function whose name and file are each longer than a 4 KiB page, and a class
+# (called natively: no __init__ of its own) whose name is too.
+name = "f_" + "q" * 5000 + "_end"
+file = "/src/" + "\\u00e4" * 2600 + "/mod.py"
+space = {}
+exec(compile(f"def {name}():\\n    return 1\\n", file, "exec"), space)
+Named = type("T" + "t" * 5000, (), {})
+print(sum(space[name]() for _ in range(3)), sum(1 for _ in (Named(), Named())))
+"""
+
+
+@pytest.mark.parametrize("payload", ["full", "compact", "batch"])
+def test_long_names_fit_the_smallest_sub_buffer(tmp_path: Path, payload: str) -> None:
+    """Every event carries names of at most 1 KiB (cut in the middle, on UTF-8
+    character starts, marked with the whole length): a code_info, callable_info or
+    full-payload event with a longer name did not fit a 4 KiB sub-buffer and was
+    discarded, and with a code_info every event of the function lost its name."""
+    script = tmp_path / "long_names.py"
+    script.write_text(LONG_NAMES)
+    out = tmp_path / "long-names"
+    flags = [] if payload == "full" else [f"--{payload}"]
+    proc = _trace_in_pages(out, *flags, "--", sys.executable, str(script))
+    assert proc.stdout == "3 2\n"
+    trace = read_trace(out)
+    assert trace.discarded == 0
+    qualname = "f_" + "q" * 5000 + "_end"
+    # 1,004 bytes of the name kept beside the 20 of the mark, half before it.
+    cut_qualname = f"{qualname[:502]}[... 5006 bytes ...]{qualname[-502:]}"
+    infos = [e for e in trace.named("code_info") if e.fields["qualname"].startswith("f_q")]
+    assert [e.fields["qualname"] for e in infos] == [cut_qualname]
+    filename = infos[0].fields["filename"]
+    assert len(filename.encode()) <= 1024
+    assert filename.startswith("/src/\u00e4") and filename.endswith("\u00e4/mod.py")
+    assert "[... 5212 bytes ...]" in filename and "\ufffd" not in filename
+    callable_name = "__main__.T" + "t" * 5000
+    rep = report(trace)
+    assert rep["discarded"]["events"] == 0
+    named = calls(rep)
+    assert named[cut_qualname] == 3 and qualname not in named
+    cut_callable = f"{callable_name[:502]}[... 5010 bytes ...]{callable_name[-502:]}"
+    if payload == "full":
+        assert trace.functions()[cut_qualname] == 3
+        assert [e.fields["callee_name"] for e in trace.named("c_call_begin")
+                if e.fields["callee_name"].startswith("__main__.Tt")] == [cut_callable] * 2
+    else:
+        assert [e.fields["name"] for e in trace.named("callable_info")
+                if e.fields["name"].startswith("__main__.Tt")] == [cut_callable]
