@@ -54,10 +54,21 @@ std::mutex state_mutex;
 std::condition_variable state_made;
 bool state_ready = false;
 
+// Why the control thread was woken (each post of the semaphore, one wake): a
+// signal counts a reload of its own, so that a wake for an exit or a timer never
+// reloads and every signal does.
+std::atomic<int> reload_requests{0};
+std::atomic<bool> thread_exited{false};
+// set_timer's (CLOCK_MONOTONIC ns, 0: none) and what it calls.
+std::atomic<uint64_t> timer_deadline_ns{0};
+std::atomic<void (*)()> timer_fire{nullptr};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler counts requests");
+
 // Async-signal-safe: wakes the control thread, then lets a handler installed
 // before ours (libpinsight.so installs one) see the signal too.
 void on_sigusr1(int signo, siginfo_t *info, void *context) {
   int saved_errno = errno;
+  reload_requests.fetch_add(1);
   sem_post(&wakeup);
   errno = saved_errno;
   if (previous_action.sa_flags & SA_SIGINFO) {
@@ -93,7 +104,6 @@ constexpr long kBlockCheckNanoseconds = 100000000L;
 constexpr long kExitWatchNanoseconds = 5000000L;
 constexpr int kExitWatchChecks = 200;
 
-std::atomic<bool> thread_exited{false};
 pid_t control_tid = 0;
 
 // Threads that are not the program's: LTTng-UST's listeners (named
@@ -173,6 +183,26 @@ void delete_python_state() {
   PyThreadState_DeleteCurrent();
 }
 
+uint64_t monotonic_ns() {
+  timespec now = {};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+// Calls the timer's `fire` once its deadline has passed; else the nanoseconds
+// left (0: none armed).
+uint64_t fire_timer_if_due() {
+  uint64_t due = timer_deadline_ns.load();
+  if (due == 0) return 0;
+  uint64_t now = monotonic_ns();
+  if (now < due) return due - now;
+  // Unless set_timer replaced it meanwhile: then the new one stands.
+  if (timer_deadline_ns.compare_exchange_strong(due, 0)) {
+    if (auto fire = timer_fire.load()) fire();
+  }
+  return 0;
+}
+
 void run(PyInterpreterState *interpreter) {
   control_tid = static_cast<pid_t>(syscall(SYS_gettid));
   alloc::ignore_calling_thread();  // its thread state, parses and reloads are ours
@@ -182,11 +212,15 @@ void run(PyInterpreterState *interpreter) {
   // Any thread may take SIGUSR1; the handler only posts the semaphore, and
   // the reload happens here, outside the signal context.
   while (!stopping.load()) {
+    long wait_ns = exit_checks > 0                        ? kExitWatchNanoseconds
+                   : emitter::blocks::idle_flush_wanted() ? kBlockCheckNanoseconds
+                                                          : kCheckNanoseconds;
+    if (uint64_t left = fire_timer_if_due(); left > 0 && left < static_cast<uint64_t>(wait_ns)) {
+      wait_ns = static_cast<long>(left);
+    }
     timespec deadline = {};
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += exit_checks > 0                        ? kExitWatchNanoseconds
-                        : emitter::blocks::idle_flush_wanted() ? kBlockCheckNanoseconds
-                                                               : kCheckNanoseconds;
+    deadline.tv_nsec += wait_ns;
     deadline.tv_sec += deadline.tv_nsec / 1000000000L;
     deadline.tv_nsec %= 1000000000L;
     if (sem_timedwait(&wakeup, &deadline) != 0) {
@@ -218,11 +252,13 @@ void run(PyInterpreterState *interpreter) {
       continue;
     }
     if (stopping.load()) break;
-    if (thread_exited.exchange(false)) {
-      exit_checks = kExitWatchChecks;
-      continue;
+    if (thread_exited.exchange(false)) exit_checks = kExitWatchChecks;
+    // One reload per signal, as before timers and exits shared the semaphore.
+    if (reload_requests.load() > 0) {
+      reload_requests.fetch_sub(1);
+      if (auto handler = signal_handler.load()) handler();
     }
-    if (auto handler = signal_handler.load()) handler();
+    // A timer set meanwhile: the next wait counts it.
   }
   config_store::forget_thread();
   delete_python_state();
@@ -277,6 +313,13 @@ void start(void (*on_signal)()) {
   // Named by its creator, before anything can fork: pinsight_python's fork hook
   // tells this thread (and LTTng-UST's "<name>-ust" listeners) from the program's.
   pthread_setname_np(worker.native_handle(), "pinsight-ctl");
+}
+
+void set_timer(uint64_t deadline_ns, void (*fire)()) {
+  timer_deadline_ns.store(0);  // never the new deadline with the old call
+  timer_fire.store(fire);
+  timer_deadline_ns.store(deadline_ns);
+  if (running.load()) sem_post(&wakeup);
 }
 
 void program_thread_exiting() {

@@ -1,9 +1,11 @@
 // The control thread: SIGUSR1 wakes it, and it calls the session's reload
 // (which parses the file, publishes it in the configuration store, then takes
 // the GIL through ScopedGil to apply CPython-level changes). Between signals it
-// watches that the program still has a thread and advances the compact
-// payload's naming epoch.
+// watches that the program still has a thread, advances the compact payload's
+// naming epoch and fires the session's timer (window_timeout).
 #pragma once
+
+#include <cstdint>
 
 #include "common/compat.h"
 
@@ -17,6 +19,10 @@ void start(void (*on_signal)());
 // The last thread that ran Python code is exiting: the control thread then
 // looks whether the program has any thread left, and ends the process if not.
 void program_thread_exiting();
+// Arms the control thread's one timer: `fire` is called once (GIL not held)
+// when CLOCK_MONOTONIC reaches `deadline_ns`. A later call replaces it;
+// deadline_ns 0 disarms it. Any thread.
+void set_timer(uint64_t deadline_ns, void (*fire)());
 // Stops the control thread (atexit, before the interpreter finalizes; detach)
 // and gives SIGUSR1 back to the handler it had before start().
 void stop();

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,6 +53,13 @@ struct State {
   std::atomic<bool> report_config{true};
   std::atomic<uint64_t> reloads{0};
   std::atomic<uint64_t> reload_errors{0};
+  // [Lexgion.default]'s window_timeout, armed at activation and each
+  // publication (PInsight's: every TRACING window is bounded): its
+  // CLOCK_MONOTONIC deadline (0: none), its action, and the tracer's count of
+  // ended windows then (one ended since: nothing left to end).
+  uint64_t window_deadline_ns = 0;
+  WindowEndAction window_action;
+  uint64_t windows_ended_at_arm = 0;
   // process_info's fields but the pid: a forked child emits them again, so
   // that readers label it by its rank or command line too.
   int mpi_rank = -1;
@@ -193,11 +201,43 @@ void update_extra_events(const Config &config) {
                             state.imports_requested || imports::named_by(config), alloc);
 }
 
+uint64_t monotonic_ns() {
+  timespec now = {};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+// The control thread's timer (GIL not held): the window ends unless it already
+// did, or a later publication re-armed the timer.
+void on_window_timeout() {
+  if (compat::is_finalizing()) return;
+  control::ScopedGil gil;
+  if (state.window_deadline_ns == 0 || monotonic_ns() < state.window_deadline_ns) return;
+  state.window_deadline_ns = 0;
+  if (tracer().windows_ended() != state.windows_ended_at_arm) return;
+  tracer().window_timed_out(state.window_action);
+}
+
+// (Re)arms the window timer from the configuration in force (GIL held).
+void arm_window_timer(double timeout_s, const WindowEndAction &action) {
+  if (timeout_s <= 0 || !action.has_python_mode) {
+    state.window_deadline_ns = 0;
+    control::set_timer(0, nullptr);
+    return;
+  }
+  state.window_deadline_ns = monotonic_ns() + static_cast<uint64_t>(timeout_s * 1e9);
+  state.window_action = action;
+  state.windows_ended_at_arm = tracer().windows_ended();
+  control::set_timer(state.window_deadline_ns, &on_window_timeout);
+}
+
 // Publishes a parsed configuration (control thread or activate).
 void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil_held) {
   apply_module_options(*config);
   TraceMode config_mode = config->mode;
   Payload config_payload = config->payload;
+  const double window_timeout_s = config->window_timeout_s;
+  const WindowEndAction window_timeout_action = config->window_timeout_action;
   update_extra_events(*config);
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
@@ -219,6 +259,7 @@ void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil
                             reason);
   emitter::config_info(config_path(), generation);
   sync_alloc();  // a reload may turn sampling on or off, or change its interval
+  arm_window_timer(window_timeout_s, window_timeout_action);
 }
 
 void emit_process_info(const char *backend) {
@@ -360,6 +401,8 @@ void activate(const ActivateOptions &options) {
   tracer().set_hooks({&installed_backend, &sync_alloc});
   thread_states::set_main_thread(options.main_thread_ident);
   thread_states::set_last_thread_exit_hook(&control::program_thread_exiting);
+  const double window_timeout_s = config->window_timeout_s;
+  const WindowEndAction window_timeout_action = config->window_timeout_action;
   uint64_t generation = config_store::publish(std::move(config));
   set_payload(payload);
 
@@ -378,6 +421,7 @@ void activate(const ActivateOptions &options) {
   tracer().start(std::move(backend), initial, generation, requested);
   sync_alloc();
   control::start(&on_reload_signal);
+  arm_window_timer(window_timeout_s, window_timeout_action);
   if (tracer().backend_name() && std::strcmp(tracer().backend_name(), "sys.monitoring") == 0) {
     debugger_guard::install({&step_aside_for_debugger, &step_back_after_debugger});
   }
@@ -386,6 +430,7 @@ void activate(const ActivateOptions &options) {
 // The tracer's stop() tells mode_changed (sync_alloc): sampling stops with it.
 void deactivate() {
   debugger_guard::disarm();
+  arm_window_timer(0, {});
   emit_lexgion_counts();
   tracer().stop();
 }

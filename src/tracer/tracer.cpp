@@ -150,9 +150,18 @@ void Tracer::generator_ended(const FrameRecord &record, const ThreadState &state
 }
 
 void Tracer::window_ended(CodeInfo &code) {
+  ++windows_ended_;
   const WindowEndAction &action = code.limits.window_end;
   if (action.has_python_mode && action.python_mode != mode()) {
     set_mode(action.python_mode, "window_end_action");
+  }
+}
+
+void Tracer::window_timed_out(const WindowEndAction &action) {
+  if (!active_ || mode() != TraceMode::Tracing) return;  // no TRACING window to end
+  ++windows_ended_;
+  if (action.has_python_mode && action.python_mode != mode()) {
+    set_mode(action.python_mode, "window_timeout");
   }
 }
 

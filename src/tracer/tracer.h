@@ -96,6 +96,12 @@ class Tracer {
   void set_generation(uint64_t generation) { generation_.store(generation); }
   // A configuration of `generation` was published, asking for `target` (GIL held).
   void config_published(uint64_t generation, TraceMode target, const char *reason);
+  // Tracing windows ended so far (a function reached max_num_traces, or
+  // window_timed_out): a window timer armed before the last one has nothing to end.
+  uint64_t windows_ended() const { return windows_ended_; }
+  // window_timeout passed: the TRACING window ends with `action`, as a
+  // function's last traced execution ends it (GIL held).
+  void window_timed_out(const WindowEndAction &action);
   // Import events: asked for by activate(events=...), or possible at all (asked
   // for or named by the configuration). shadow_all: every frame needs a record
   // (allocation samples name the innermost Python function).
@@ -218,6 +224,7 @@ class Tracer {
   static CodeInfo forgotten_code_;
 
   uint64_t events_emitted_ = 0;
+  uint64_t windows_ended_ = 0;
   std::atomic<int> threads_seen_{0};
 };
 

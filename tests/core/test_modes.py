@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -11,10 +12,10 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
 
 from pinsight_python import _pinsight_python_testing as testing
-from tests.tracing import Tracer, check_balanced, clean_env, isolated_session, read_trace
+from tests.tracing import Run, Tracer, check_balanced, clean_env, isolated_session, read_trace
 
 CALL_100 = """
 def hot(i):
@@ -596,3 +597,137 @@ def test_sigusr1_without_a_configuration_file_says_so_once(tmp_path: Path) -> No
     told = [line for line in stderr.splitlines() if "SIGUSR1" in line]
     assert told == ["pinsight-python: SIGUSR1: tracing was activated without a configuration "
                     "file, so there is nothing to reload (said once)"], stderr
+
+
+def reasons(run: Run) -> List[Tuple[str, str]]:
+    return [(e.fields["mode"], e.fields["reason"]) for e in run.trace.named("mode_change")]
+
+
+# hot() until `seconds` have passed, each call bracketed by the mode it saw: the
+# workload's own account of which calls ran while tracing was on.
+TIMED_CALLS = """
+import json, time
+import pinsight_python
+def hot(i):
+    return i
+def calls_for(seconds):
+    seen = []
+    start = time.monotonic()
+    i = 0
+    while time.monotonic() - start < seconds:
+        before = pinsight_python.status()["mode"]
+        hot(i)
+        seen.append((before, pinsight_python.status()["mode"]))
+        i += 1
+        time.sleep(0.001)
+    return seen
+"""
+
+
+def test_window_timeout_ends_the_tracing_window(tracer: Tracer, tmp_path: Path) -> None:
+    """[Lexgion.default] window_timeout: after N seconds the window ends with
+    window_end_action, though no function reached a cap (PInsight's wall-clock
+    bound on a TRACING window): the calls traced are exactly those the program
+    made while the mode was TRACING, and the switch comes N seconds after
+    activation, from the control thread, not at the program's next reload."""
+    code = TIMED_CALLS + textwrap.dedent("""
+        seen = calls_for(0.8)
+        print(json.dumps(seen))
+        """)
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Lexgion.default]
+            window_timeout = 0.3
+            window_end_action = MONITORING
+        """,
+        code=code,
+    )
+    seen = [tuple(pair) for pair in json.loads(run.stdout)]
+    surely = sum(1 for pair in seen if pair == ("TRACING", "TRACING"))
+    maybe = sum(1 for pair in seen if pair == ("TRACING", "MONITORING"))
+    assert surely > 10 and maybe <= 1 and seen[-1] == ("MONITORING", "MONITORING")
+    assert surely <= pairs(run, "hot") <= surely + maybe
+    assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_timeout")]
+    activated, ended = run.trace.named("mode_change")
+    # Armed after the activation's event; the control thread wakes at the deadline.
+    assert 0.3e9 <= ended.ts - activated.ts < 0.3e9 + 0.25e9
+    assert all(e.ts < ended.ts for e in run.trace.named("function_begin")
+               if e.fields["qualname"] == "hot")
+    check_balanced(run.trace)
+
+
+def test_window_timeout_after_the_window_ended_by_a_cap_does_nothing(
+    tracer: Tracer, tmp_path: Path
+) -> None:
+    """A function's cap ended the window first: the timer has no window left to
+    end, and a TRACING mode the program then sets itself stays."""
+    code = TIMED_CALLS + textwrap.dedent("""
+        def other():
+            return 0
+        while pinsight_python.status()["mode"] != "MONITORING":
+            hot(0)
+        pinsight_python.set_mode("TRACING")
+        start = time.monotonic()
+        while time.monotonic() - start < 0.6:
+            other()
+            time.sleep(0.001)
+        print(pinsight_python.status()["mode"])
+        """)
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Lexgion.default]
+            window_timeout = 0.3
+            window_end_action = MONITORING
+        [Lexgion(Python:hot)]
+            max_num_traces = 3
+        """,
+        code=code,
+    )
+    assert run.stdout.strip() == "TRACING"
+    assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_end_action"),
+                            ("TRACING", "set_mode")]
+    assert pairs(run, "hot") == 3
+    assert pairs(run, "other") > 100
+    check_balanced(run.trace)
+
+
+def test_reload_arms_the_window_timeout_again(tracer: Tracer, tmp_path: Path) -> None:
+    """Each configuration published (SIGUSR1) starts a new window and bounds it
+    again, as PInsight's control thread does."""
+    code = TIMED_CALLS + textwrap.dedent("""
+        import os, signal
+        def wait_for(mode, reloads):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                st = pinsight_python.status()
+                if st["mode"] == mode and st["reloads"] == reloads:
+                    return
+                hot(0)
+                time.sleep(0.001)
+            raise SystemExit(f"still {st['mode']} after {st['reloads']} reloads")
+        wait_for("MONITORING", 0)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        wait_for("TRACING", 1)
+        wait_for("MONITORING", 1)
+        print("done")
+        """)
+    run = run_with_config(
+        tracer,
+        tmp_path,
+        """
+        [Lexgion.default]
+            window_timeout = 0.2
+            window_end_action = MONITORING
+        """,
+        code=code,
+    )
+    assert run.stdout.strip() == "done"
+    assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_timeout"),
+                            ("TRACING", "reload"), ("MONITORING", "window_timeout")]
+    _, _, reloaded, ended = run.trace.named("mode_change")
+    assert 0.2e9 <= ended.ts - reloaded.ts < 0.2e9 + 0.25e9
+    check_balanced(run.trace)
