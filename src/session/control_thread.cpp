@@ -21,6 +21,7 @@
 #include "alloc/sampler.h"
 #include "common/compat.h"
 #include "config/config_store.h"
+#include "emit/cycle_clock.h"
 #include "emit/emitter.h"
 
 namespace pinsight {
@@ -183,18 +184,12 @@ void delete_python_state() {
   PyThreadState_DeleteCurrent();
 }
 
-uint64_t monotonic_ns() {
-  timespec now = {};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-}
-
 // Calls the timer's `fire` once its deadline has passed; else the nanoseconds
 // left (0: none armed).
 uint64_t fire_timer_if_due() {
   uint64_t due = timer_deadline_ns.load();
   if (due == 0) return 0;
-  uint64_t now = monotonic_ns();
+  uint64_t now = emitter::cycle_clock::monotonic_ns();
   if (now < due) return due - now;
   // Unless set_timer replaced it meanwhile: then the new one stands.
   if (timer_deadline_ns.compare_exchange_strong(due, 0)) {

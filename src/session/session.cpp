@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "backends/factory.h"
 #include "config/config.h"
 #include "config/config_store.h"
+#include "emit/cycle_clock.h"
 #include "emit/emitter.h"
 #include "gil/gil_hooks.h"
 #include "session/control_thread.h"
@@ -201,18 +201,14 @@ void update_extra_events(const Config &config) {
                             state.imports_requested || imports::named_by(config), alloc);
 }
 
-uint64_t monotonic_ns() {
-  timespec now = {};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-}
-
 // The control thread's timer (GIL not held): the window ends unless it already
 // did, or a later publication re-armed the timer.
 void on_window_timeout() {
   if (compat::is_finalizing()) return;
   control::ScopedGil gil;
-  if (state.window_deadline_ns == 0 || monotonic_ns() < state.window_deadline_ns) return;
+  if (state.window_deadline_ns == 0 ||
+      emitter::cycle_clock::monotonic_ns() < state.window_deadline_ns)
+    return;
   state.window_deadline_ns = 0;
   if (tracer().windows_ended() != state.windows_ended_at_arm) return;
   tracer().window_timed_out(state.window_action);
@@ -225,7 +221,8 @@ void arm_window_timer(double timeout_s, const WindowEndAction &action) {
     control::set_timer(0, nullptr);
     return;
   }
-  state.window_deadline_ns = monotonic_ns() + static_cast<uint64_t>(timeout_s * 1e9);
+  state.window_deadline_ns =
+      emitter::cycle_clock::monotonic_ns() + static_cast<uint64_t>(timeout_s * 1e9);
   state.window_action = action;
   state.windows_ended_at_arm = tracer().windows_ended();
   control::set_timer(state.window_deadline_ns, &on_window_timeout);

@@ -599,6 +599,11 @@ def test_sigusr1_without_a_configuration_file_says_so_once(tmp_path: Path) -> No
                     "file, so there is nothing to reload (said once)"], stderr
 
 
+def window_config(seconds: float) -> str:
+    """A TRACING window of `seconds` at most, MONITORING after it."""
+    return f"[Lexgion.default]\nwindow_timeout = {seconds}\nwindow_end_action = MONITORING\n"
+
+
 def reasons(run: Run) -> List[Tuple[str, str]]:
     return [(e.fields["mode"], e.fields["reason"]) for e in run.trace.named("mode_change")]
 
@@ -634,16 +639,7 @@ def test_window_timeout_ends_the_tracing_window(tracer: Tracer, tmp_path: Path) 
         seen = calls_for(0.8)
         print(json.dumps(seen))
         """)
-    run = run_with_config(
-        tracer,
-        tmp_path,
-        """
-        [Lexgion.default]
-            window_timeout = 0.3
-            window_end_action = MONITORING
-        """,
-        code=code,
-    )
+    run = run_with_config(tracer, tmp_path, window_config(0.3), code=code)
     seen = [tuple(pair) for pair in json.loads(run.stdout)]
     surely = sum(1 for pair in seen if pair == ("TRACING", "TRACING"))
     maybe = sum(1 for pair in seen if pair == ("TRACING", "MONITORING"))
@@ -675,18 +671,9 @@ def test_window_timeout_after_the_window_ended_by_a_cap_does_nothing(
             time.sleep(0.001)
         print(pinsight_python.status()["mode"])
         """)
-    run = run_with_config(
-        tracer,
-        tmp_path,
-        """
-        [Lexgion.default]
-            window_timeout = 0.3
-            window_end_action = MONITORING
-        [Lexgion(Python:hot)]
-            max_num_traces = 3
-        """,
-        code=code,
-    )
+    run = run_with_config(tracer, tmp_path,
+                          window_config(0.3) + "[Lexgion(Python:hot)]\nmax_num_traces = 3\n",
+                          code=code)
     assert run.stdout.strip() == "TRACING"
     assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_end_action"),
                             ("TRACING", "set_mode")]
@@ -715,16 +702,7 @@ def test_reload_arms_the_window_timeout_again(tracer: Tracer, tmp_path: Path) ->
         wait_for("MONITORING", 1)
         print("done")
         """)
-    run = run_with_config(
-        tracer,
-        tmp_path,
-        """
-        [Lexgion.default]
-            window_timeout = 0.2
-            window_end_action = MONITORING
-        """,
-        code=code,
-    )
+    run = run_with_config(tracer, tmp_path, window_config(0.2), code=code)
     assert run.stdout.strip() == "done"
     assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_timeout"),
                             ("TRACING", "reload"), ("MONITORING", "window_timeout")]
