@@ -216,7 +216,9 @@ void on_window_timeout() {
 
 // (Re)arms the window timer from the configuration in force (GIL held).
 void arm_window_timer(double timeout_s, const WindowEndAction &action) {
-  if (timeout_s <= 0 || !action.has_python_mode) {
+  // Longer (about 285 years) is no bound at all, and its nanoseconds would not fit.
+  constexpr double kLongestTimeoutS = 9e9;
+  if (timeout_s <= 0 || timeout_s > kLongestTimeoutS || !action.has_python_mode) {
     state.window_deadline_ns = 0;
     control::set_timer(0, nullptr);
     return;

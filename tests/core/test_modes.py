@@ -709,3 +709,16 @@ def test_reload_arms_the_window_timeout_again(tracer: Tracer, tmp_path: Path) ->
     _, _, reloaded, ended = run.trace.named("mode_change")
     assert 0.2e9 <= ended.ts - reloaded.ts < 0.2e9 + 0.25e9
     check_balanced(run.trace)
+
+
+def test_a_window_timeout_beyond_any_run_never_fires(tracer: Tracer, tmp_path: Path) -> None:
+    """1e300 seconds parses (a finite number) and bounds nothing: no timer. Its
+    nanoseconds, converted to an integer, came out as 0 on x86-64: a deadline at
+    once (the sanitizers' stage reports such a conversion: float-cast-overflow)."""
+    code = CALL_100 + textwrap.dedent("""
+        print(pinsight_python.status()["mode"])
+        """)
+    run = run_with_config(tracer, tmp_path, window_config(1e300), code=code)
+    assert run.stdout.strip() == "TRACING"
+    assert reasons(run) == [("TRACING", "activate")]
+    assert pairs(run, "hot") == 100
