@@ -149,20 +149,20 @@ void Tracer::generator_ended(const FrameRecord &record, const ThreadState &state
                          lifetime_clock_ns() - record.started_ns, 1, how);
 }
 
-void Tracer::window_ended(CodeInfo &code) {
+void Tracer::end_window(const WindowEndAction &action, const char *reason) {
   ++windows_ended_;
-  const WindowEndAction &action = code.limits.window_end;
   if (action.has_python_mode && action.python_mode != mode()) {
-    set_mode(action.python_mode, "window_end_action");
+    set_mode(action.python_mode, reason);
   }
+}
+
+void Tracer::window_ended(CodeInfo &code) {
+  end_window(code.limits.window_end, "window_end_action");
 }
 
 void Tracer::window_timed_out(const WindowEndAction &action) {
   if (!active_ || mode() != TraceMode::Tracing) return;  // no TRACING window to end
-  ++windows_ended_;
-  if (action.has_python_mode && action.python_mode != mode()) {
-    set_mode(action.python_mode, "window_timeout");
-  }
+  end_window(action, "window_timeout");
 }
 
 // ---------------------------------------------------------------------------

@@ -139,6 +139,8 @@ class Tracer {
   // code_registry's forget hook: `code` dies while records still name it.
   static void forget_code(CodeInfo &code);
   void window_ended(CodeInfo &code);
+  // Both ends of a window (a cap, window_timeout): counted, and `action` applied.
+  void end_window(const WindowEndAction &action, const char *reason);
   // A frame of generator code returned or unwound: its instance's lifetime.
   void generator_ended(const FrameRecord &record, const ThreadState &state, int transition);
   void reconcile_events();  // CPython's events follow mode_ and open records
