@@ -58,6 +58,8 @@ py::dict settings_dict(const LexgionSettings &settings) {
       settings.events_given ? py::object(event_list(settings.events)) : py::object(py::none());
   out["threads"] = thread_list(settings.threads);
   out["window_end_action"] = window_end_dict(settings.window_end);
+  out["window_end_trigger"] =
+      settings.window_end_trigger == WindowEndTrigger::All ? "all" : "first";
   out["window_timeout"] = settings.window_timeout_s;
   out["never_traced"] = settings.never_traced;
   return out;

@@ -86,6 +86,12 @@ struct WindowEndAction {
   bool introspect = false;
 };
 
+// window_end_trigger: which caps end the TRACING window (PInsight's count policy).
+enum class WindowEndTrigger : uint8_t {
+  First,  // the first lexgion to reach max_num_traces, on any thread
+  All,    // a thread's last lexgion with a cap to reach it, of those the thread ran
+};
+
 // Rate control of one lexgion (PInsight semantics, see lexgion.h).
 struct LexgionSettings {
   int64_t trace_starts_at = 0;
@@ -98,6 +104,7 @@ struct LexgionSettings {
   bool events_given = false;
   ThreadSet threads;  // punit constraint ": Python.thread(1-2)"
   WindowEndAction window_end;
+  WindowEndTrigger window_end_trigger = WindowEndTrigger::First;
   double window_timeout_s = 0;  // 0: none (only [Lexgion.default]'s is used, see Config)
 
   // Filled by the parser.

@@ -186,11 +186,24 @@ void Parser::lexgion_key(std::string_view key, std::string_view value) {
     }
     for (LexgionSettings *settings : targets) settings->window_timeout_s = std::max(seconds, 0.0);
   } else if (key == "window_end_trigger") {
-    if (trim(value) != "first") {
-      warning("window_end_trigger = " + std::string(trim(value)) +
-              " is not supported yet: the window ends when the first lexgion reaches "
-              "max_num_traces (first)");
+    WindowEndTrigger trigger;
+    const std::string_view name = trim(value);
+    if (iequals(name, "first")) {
+      trigger = WindowEndTrigger::First;
+    } else if (iequals(name, "all")) {
+      trigger = WindowEndTrigger::All;
+      if (trigger_all_line_ == 0) trigger_all_line_ = line_;
+    } else if (iequals(name, "anchor")) {
+      // Reserved by PInsight, without semantics yet.
+      warning(
+          "window_end_trigger = anchor is not supported yet: the window ends when the "
+          "first lexgion reaches max_num_traces (first)");
+      trigger = WindowEndTrigger::First;
+    } else {
+      error("window_end_trigger: expected first or all, got " + quote(value));
+      return;
     }
+    for (LexgionSettings *settings : targets) settings->window_end_trigger = trigger;
   } else if (key == "events") {
     uint32_t events;
     if (!events_list(value, &events)) return;

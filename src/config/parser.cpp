@@ -185,6 +185,14 @@ void Parser::key(const char * /*section*/, const char *raw_name, const char *raw
 }
 
 std::unique_ptr<Config> Parser::finish() {
+  if (trigger_all_line_ > 0 && global_.window_timeout_s <= 0) {
+    // PInsight's never-fires guard, at the line that asked for `all`.
+    warnings_.push_back(
+        {name_, trigger_all_line_,
+         "window_end_trigger = all without a window_timeout in [Lexgion.default]: the "
+         "window never ends while a function a thread ran stays below its max_num_traces "
+         "(one called rarely, or never again); set window_timeout as a bound"});
+  }
   auto impl = std::make_shared<Config::Impl>();
   impl->global_default = global_;
   if (python_default_given_) {

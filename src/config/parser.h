@@ -194,6 +194,9 @@ class Parser {
   bool python_default_given_ = false;
   LexgionSettings python_default_;
   std::vector<NamedLexgion> named_;
+  // The first `window_end_trigger = all`: warned about there when no
+  // window_timeout bounds a window that may never end.
+  int trigger_all_line_ = 0;
 };
 
 }  // namespace pinsight::config_detail

@@ -39,8 +39,10 @@ void free_code_info(void *extra) {
   if (!extra) return;
   auto *info = static_cast<CodeInfo *>(extra);
   // A live frame keeps its code alive, so records naming this one are stale:
-  // the tracer drops them before the memory goes.
-  if ((info->open_records || info->suspended_traced) && forget_hook) forget_hook(*info);
+  // the tracer drops them before the memory goes, and uncounts its window gates.
+  if ((info->open_records || info->suspended_traced || info->uncapped_gates) && forget_hook) {
+    forget_hook(*info);
+  }
   if (info->prev) info->prev->next = info->next;
   if (info->next) info->next->prev = info->prev;
   if (live_head == info) live_head = info->next;

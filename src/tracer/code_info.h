@@ -27,7 +27,15 @@ struct ThreadLexgion {
   // The shadow-stack record flags (RecordFlags) of a traced start under
   // `events`, worked out as they are decided rather than at every begin.
   uint8_t start_flags = 0;
+  uint8_t window_gate = 0;           // WindowGateBits, under `generation`
   uint32_t generation = UINT32_MAX;  // UINT32_MAX: never decided
+};
+
+// window_end_trigger = all: a lexgion with a cap counts in its thread's
+// WindowGates (thread_state.h) once seen, and again once capped.
+enum WindowGateBits : uint8_t {
+  kGateSeen = 1u << 0,
+  kGateCapped = 1u << 1,
 };
 static_assert(kEventGil < (1u << 16), "ThreadLexgion::events holds every kEvent* bit");
 
@@ -77,6 +85,9 @@ struct alignas(64) CodeInfo : CodeHotState, NamedCode {
   uint32_t traced_high = 0;      // carries of traced_low
   // Traced generator frames suspended at a yield (see open_records).
   uint32_t suspended_traced = 0;
+  // Threads counting this code in their WindowGates as seen, not capped: its
+  // death must uncount it there, or their windows could never end.
+  uint32_t uncapped_gates = 0;
   // Our CALL is on in this code object (per-code backends, Tracer::watch_calls).
   bool calls_watched = false;
   bool module_selected = true;
@@ -141,7 +152,8 @@ extern Py_ssize_t extra_index;  // -1 until init() (before 3.14)
 extern PointerMap<CodeInfo *> *beside;
 bool init();
 inline bool initialized() { return extra_index >= 0 || beside; }
-// Called (GIL held) before a CodeInfo that some record still names is freed.
+// Called (GIL held) before a CodeInfo that some record or thread's window gates
+// still count is freed.
 void set_forget_hook(void (*hook)(CodeInfo &));
 // Called (GIL held, no exception pending) for each CodeInfo made.
 void set_created_hook(void (*hook)(CodeInfo &));

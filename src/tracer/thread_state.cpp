@@ -139,6 +139,16 @@ void clear_all_stacks() {
   for (ThreadState *state : registry()) state->stack.clear();
 }
 
+void with_thread(int python_thread_id, const std::function<void(ThreadState &)> &fn) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (ThreadState *state : registry()) {
+    if (state->python_thread_id == python_thread_id) {
+      fn(*state);
+      return;
+    }
+  }
+}
+
 void forget_code(const CodeInfo &code, CodeInfo &replacement) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   for (ThreadState *state : registry()) {

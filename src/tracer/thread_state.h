@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,16 @@ struct GilPoint {
   uint32_t epoch = 0;             // gil_accounting's epoch of the point: older points are void
 };
 
+// window_end_trigger = all (PInsight's count policy): the lexgions with a cap
+// (max_num_traces >= 0) this thread has run under config generation
+// `generation` (its low 32 bits), and how many of them reached it. The window
+// ends after an execution that capped one, once every one has.
+struct WindowGates {
+  uint32_t seen = 0;
+  uint32_t capped = 0;
+  uint32_t generation = UINT32_MAX;
+};
+
 struct ThreadState {
   int python_thread_id = -1;
   unsigned long thread_ident = 0;
@@ -73,6 +84,7 @@ struct ThreadState {
   // only: the pair outlives neither the call nor the generator).
   std::vector<std::pair<const void *, const void *>> pending_throws;
   GilPoint gil;
+  WindowGates window_gates;  // touched under the GIL
   // This thread's instance of libpython's thread-state variable (the one
   // PyThreadState_GetUnchecked reads), when it could be found
   // (python_state_slot()); null: ask libpython. Its address is fixed for the
@@ -94,6 +106,9 @@ void clear_all_stacks();
 // `replacement` and emit nothing; in place, so that no record moves under a
 // callback of this thread. GIL held.
 void forget_code(const CodeInfo &code, CodeInfo &replacement);
+// Runs `fn` on the live thread `python_thread_id` under the registry's lock (a
+// thread exits without the GIL); nothing if it exited. GIL held.
+void with_thread(int python_thread_id, const std::function<void(ThreadState &)> &fn);
 // Called (without the GIL, from the exiting thread) when the last thread that
 // ran Python code exits; the session installs it (its control thread then looks
 // whether the program has any thread left).

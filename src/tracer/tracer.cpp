@@ -42,7 +42,8 @@ void Tracer::apply_decision(CodeInfo &code, const Config &config) {
   code.generation = config.generation;
 }
 
-void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread_id) {
+void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, ThreadState &state) {
+  const int python_thread_id = state.python_thread_id;
   const Config *config = config_store::read_lock();
   if (code.generation != config->generation) apply_decision(code, *config);
   const uint32_t events =
@@ -56,6 +57,45 @@ void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, int python_thread
   lex.start_flags = flags;
   lex.generation = static_cast<uint32_t>(code.generation);
   config_store::read_unlock();
+  count_window_gate(code, lex, state);
+}
+
+void Tracer::count_window_gate(CodeInfo &code, ThreadLexgion &lex, ThreadState &state) {
+  if ((lex.window_gate & (kGateSeen | kGateCapped)) == kGateSeen) --code.uncapped_gates;
+  lex.window_gate = 0;
+  // A gate is a lexgion this thread may trace, up to a cap: the lexgions it
+  // never traces (no events for it, its module left out) could never cap.
+  if (code.limits.window_end_trigger != WindowEndTrigger::All || code.limits.max_num_traces < 0 ||
+      lex.events == 0) {
+    return;
+  }
+  WindowGates &gates = state.window_gates;
+  if (gates.generation != lex.generation) gates = WindowGates{0, 0, lex.generation};
+  ++gates.seen;
+  lex.window_gate = kGateSeen;
+  // Counters carry over reloads: a cap of 5 reached before stays reached.
+  if (lexgion_exhausted(code.limits, lex.counters)) {
+    ++gates.capped;
+    lex.window_gate |= kGateCapped;
+  } else {
+    ++code.uncapped_gates;
+  }
+}
+
+void Tracer::uncount_window_gates(CodeInfo &code) {
+  const auto uncount = [&code](int python_thread_id, ThreadLexgion &lex) {
+    if ((lex.window_gate & (kGateSeen | kGateCapped)) != kGateSeen) return;
+    lex.window_gate = 0;
+    --code.uncapped_gates;
+    thread_states::with_thread(python_thread_id, [&lex](ThreadState &state) {
+      WindowGates &gates = state.window_gates;
+      if (gates.generation == lex.generation && gates.seen > 0) --gates.seen;
+    });
+  };
+  uncount(0, code.main_thread);
+  if (code.other_threads) {
+    for (auto &[python_thread_id, lex] : *code.other_threads) uncount(python_thread_id, lex);
+  }
 }
 
 uint8_t Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
@@ -105,6 +145,8 @@ CodeInfo Tracer::forgotten_code_ = [] {
 }();
 
 void Tracer::forget_code(CodeInfo &code) {
+  if (code.uncapped_gates) instance_.uncount_window_gates(code);
+  if (!code.open_records && !code.suspended_traced) return;
   thread_states::forget_code(code, forgotten_code_);
   instance_.generators_.forget_code(code);
 }
@@ -156,7 +198,20 @@ void Tracer::end_window(const WindowEndAction &action, const char *reason) {
   }
 }
 
-void Tracer::window_ended(CodeInfo &code) {
+void Tracer::window_ended(CodeInfo &code, ThreadState &state) {
+  if (code.limits.window_end_trigger == WindowEndTrigger::All) {
+    // PInsight's `all`: this thread's last lexgion with a cap to reach it ends
+    // the window; before that, a cap only counts.
+    ThreadLexgion &lex = code.for_thread(state.python_thread_id);
+    WindowGates &gates = state.window_gates;
+    if (lex.generation != gates.generation) return;  // capped under an earlier configuration
+    if ((lex.window_gate & (kGateSeen | kGateCapped)) == kGateSeen) {
+      lex.window_gate |= kGateCapped;
+      ++gates.capped;
+      --code.uncapped_gates;
+    }
+    if (gates.capped < gates.seen) return;
+  }
   end_window(code.limits.window_end, "window_end_action");
 }
 

@@ -127,8 +127,11 @@ class Tracer {
   // Slow paths (tracer.cpp).
   void apply_decision(CodeInfo &code, const Config &config);  // read lock held
   // The code's decision under the current config, if not made yet, then the thread's.
-  __attribute__((cold)) void decide_thread(CodeInfo &code, ThreadLexgion &lex,
-                                           int python_thread_id);
+  __attribute__((cold)) void decide_thread(CodeInfo &code, ThreadLexgion &lex, ThreadState &state);
+  // window_end_trigger = all: `lex`, just decided, counted in the thread's gates.
+  void count_window_gate(CodeInfo &code, ThreadLexgion &lex, ThreadState &state);
+  // The code dies: threads counting it as seen and not capped no longer do.
+  void uncount_window_gates(CodeInfo &code);
   // 0 while the code may still be traced; else why its begins may be
   // disabled (kDisabledShared, kDisabledPerThread).
   uint8_t never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const;
@@ -136,9 +139,10 @@ class Tracer {
   // Records whose code died (thread_states::forget_code) leave the top of
   // `state`'s stack; true if any did.
   bool drop_forgotten(ThreadState &state);
-  // code_registry's forget hook: `code` dies while records still name it.
+  // code_registry's forget hook: `code` dies while records or window gates still name it.
   static void forget_code(CodeInfo &code);
-  void window_ended(CodeInfo &code);
+  // An execution that took `code` to its cap on `state`'s thread ended.
+  void window_ended(CodeInfo &code, ThreadState &state);
   // Both ends of a window (a cap, window_timeout): counted, and `action` applied.
   void end_window(const WindowEndAction &action, const char *reason);
   // A frame of generator code returned or unwound: its instance's lifetime.
@@ -265,7 +269,7 @@ inline ThreadLexgion &Tracer::lexgion_of(CodeInfo &code, ThreadState &state) {
   if (__builtin_expect(
           lex.generation != static_cast<uint32_t>(generation_.load(std::memory_order_relaxed)),
           0)) {
-    decide_thread(code, lex, state.python_thread_id);
+    decide_thread(code, lex, state);
   }
   return lex;
 }
@@ -409,7 +413,7 @@ __attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, con
                             (record.flags & kGeneratorEntry) ? 0 : record.started_ns);
       } else {
         if (info.generator) generator_ended(record, *state, transition);
-        if (record.flags & kEndsWindow) window_ended(info);
+        if (record.flags & kEndsWindow) window_ended(info, *state);
       }
       reconcile_if_drained();
       return Verdict::Continue;

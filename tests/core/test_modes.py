@@ -722,3 +722,132 @@ def test_a_window_timeout_beyond_any_run_never_fires(tracer: Tracer, tmp_path: P
     assert run.stdout.strip() == "TRACING"
     assert reasons(run) == [("TRACING", "activate")]
     assert pairs(run, "hot") == 100
+
+
+def trigger_config(trigger: str, timeout: float = 60.0) -> str:
+    """f capped at 3 executions, g at 5, every other function unlimited (no gate)."""
+    return textwrap.dedent(f"""
+        [Lexgion.default]
+        window_end_trigger = {trigger}
+        window_timeout = {timeout}
+        window_end_action = MONITORING
+        [Lexgion(Python:f)]
+        max_num_traces = 3
+        [Lexgion(Python:g)]
+        max_num_traces = 5
+        """)
+
+
+# f, h and g once per step, each followed by the mode the program saw after it:
+# the workload's own account of where the window ended.
+CAPPED_STEPS = """
+import json
+import pinsight_python
+def f():
+    return 1
+def g():
+    return 2
+def h():
+    return 3
+def mode():
+    return pinsight_python.status()["mode"][0]
+steps = []
+for i in range(8):
+    f()
+    after_f = mode()
+    h()
+    g()
+    steps.append(after_f + mode())
+print(json.dumps(steps))
+"""
+
+
+def test_window_end_trigger_first_and_all(tracer: Tracer, tmp_path: Path) -> None:
+    """PInsight's count policy. `first`: f's cap (its 3rd execution) ends the window.
+    `all`: the window ends only when the last function with a cap that the thread
+    ran reaches it, g at its 5th; f's cap then only counts, and h (no cap) is no
+    gate. Each window ends after the capping execution's function_end."""
+    first = run_with_config(tracer, tmp_path, trigger_config("first"), code=CAPPED_STEPS)
+    steps = json.loads(first.stdout)
+    assert steps[:3] == ["TT", "TT", "MM"] and set(steps[3:]) == {"MM"}
+    assert (pairs(first, "f"), pairs(first, "h"), pairs(first, "g")) == (3, 2, 2)
+    assert reasons(first) == [("TRACING", "activate"), ("MONITORING", "window_end_action")]
+    check_balanced(first.trace)
+
+    every = run_with_config(tracer, tmp_path, trigger_config("all"), code=CAPPED_STEPS)
+    steps = json.loads(every.stdout)
+    assert steps[:5] == ["TT", "TT", "TT", "TT", "TM"] and set(steps[5:]) == {"MM"}
+    assert (pairs(every, "f"), pairs(every, "h"), pairs(every, "g")) == (3, 5, 5)
+    assert reasons(every) == [("TRACING", "activate"), ("MONITORING", "window_end_action")]
+    ended = every.trace.named("mode_change")[-1]
+    last_g = [e for e in every.trace.named("function_end") if e.fields["qualname"] == "g"][-1]
+    assert last_g.ts <= ended.ts
+    check_balanced(every.trace)
+
+
+def test_window_end_trigger_all_counts_each_thread_alone(tracer: Tracer, tmp_path: Path) -> None:
+    """As in PInsight, `all` is per thread: a worker that ran only f ends the window
+    at f's cap, though the main thread ran g below its cap."""
+    code = textwrap.dedent("""
+        import threading
+        import pinsight_python
+        def f():
+            return 1
+        def g():
+            return 2
+        def worker():
+            for _ in range(6):
+                f()
+        g()
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        print(pinsight_python.status()["mode"])
+        """)
+    run = run_with_config(tracer, tmp_path, trigger_config("all"), code=code)
+    assert run.stdout.strip() == "MONITORING"
+    assert (pairs(run, "f"), pairs(run, "g")) == (3, 1)
+    assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_end_action")]
+    check_balanced(run.trace)
+
+
+def test_window_end_trigger_all_and_a_function_never_called_again(
+    tracer: Tracer, tmp_path: Path
+) -> None:
+    """g ran once and never again, below its cap: under `all` the window stays open
+    past f's cap, and window_timeout bounds it (PInsight's advice). A function
+    that dies below its cap (its code object freed) no longer holds the window
+    open: the next cap ends it."""
+    code = TIMED_CALLS + textwrap.dedent("""
+        import gc, sys
+        def f():
+            return 1
+        namespace = {}
+        exec("def g():\\n    return 2\\n", namespace)
+        namespace["g"]()
+        for _ in range(3):
+            f()
+        print(pinsight_python.status()["mode"])
+        if sys.argv[-1] == "free":
+            del namespace
+            gc.collect()
+        for _ in range(2):
+            f()
+        print(pinsight_python.status()["mode"])
+        if sys.argv[-1] == "keep":
+            calls_for(0.6)
+            print(pinsight_python.status()["mode"])
+        """)
+    f_capped_at_4 = trigger_config("all").replace("max_num_traces = 3", "max_num_traces = 4")
+    kept = run_with_config(tracer, tmp_path, f_capped_at_4.replace("= 60.0", "= 0.3"),
+                           code=code, args=["keep"])
+    assert kept.stdout.split() == ["TRACING", "TRACING", "MONITORING"]
+    assert reasons(kept) == [("TRACING", "activate"), ("MONITORING", "window_timeout")]
+    assert (pairs(kept, "f"), pairs(kept, "g")) == (4, 1)
+    check_balanced(kept.trace)
+
+    freed = run_with_config(tracer, tmp_path, f_capped_at_4, code=code, args=["free"])
+    assert freed.stdout.split() == ["TRACING", "MONITORING"]
+    assert reasons(freed) == [("TRACING", "activate"), ("MONITORING", "window_end_action")]
+    assert (pairs(freed, "f"), pairs(freed, "g")) == (4, 1)
+    check_balanced(freed.trace)

@@ -936,12 +936,54 @@ def test_format_doc_window_timeout() -> None:
     config = parse(text)
     assert config["window_timeout"] == 60.0
     assert config["window_timeout_action"]["python_mode"] == "MONITORING"
-    assert config["warnings"] == [
-        "cfg.txt:4: window_end_trigger = all is not supported yet: the window ends when the "
-        "first lexgion reaches max_num_traces (first)"
-    ]
+    assert config["lexgion_default"]["window_end_trigger"] == "all"
+    assert config["warnings"] == []
     assert parse("[Lexgion.default]\nwindow_timeout = -5\n")["window_timeout"] == 0.0
     assert parse("[Lexgion.default]\nwindow_end_trigger = first\n")["warnings"] == []
+
+
+def test_window_end_trigger() -> None:
+    """PInsight's count policy: `first` (the default) or `all`, case aside, in any
+    lexgion section; named sections take [Lexgion.default]'s as their start."""
+    config = parse(
+        """
+        [Lexgion.default]
+            window_timeout = 10
+            window_end_trigger = ALL
+        [Lexgion(Python:f)]
+            max_num_traces = 3
+        [Lexgion(Python:g)]
+            window_end_trigger = first
+        """
+    )
+    assert config["warnings"] == []
+    assert config["lexgion_default"]["window_end_trigger"] == "all"
+    assert config["python_lexgion_default"]["window_end_trigger"] == "all"
+    by_section = {lex["section"]: lex["window_end_trigger"] for lex in config["lexgions"]}
+    assert by_section == {"Lexgion(Python:f)": "all", "Lexgion(Python:g)": "first"}
+    assert parse("[Lexgion.default]\n")["lexgion_default"]["window_end_trigger"] == "first"
+    assert errors("[Lexgion.default]\nwindow_end_trigger = every\n") == [
+        "cfg.txt:2: window_end_trigger: expected first or all, got 'every'"
+    ]
+
+
+def test_window_end_trigger_all_without_a_timeout_is_warned_about() -> None:
+    """PInsight's never-fires guard: under `all`, a function run once and never
+    again keeps the window open; window_timeout is the bound it recommends."""
+    text = """
+        [Lexgion.default]
+            max_num_traces = 50
+        [Lexgion(Python:f)]
+            window_end_trigger = all
+        [Lexgion(Python:g)]
+            window_end_trigger = all
+        """
+    assert warnings(text) == [
+        "cfg.txt:5: window_end_trigger = all without a window_timeout in [Lexgion.default]: "
+        "the window never ends while a function a thread ran stays below its max_num_traces "
+        "(one called rarely, or never again); set window_timeout as a bound"
+    ]
+    assert warnings(text + "[Lexgion.default]\nwindow_timeout = 5\n") == []
 
 
 def test_window_timeout_outside_lexgion_default_is_warned_about() -> None:
