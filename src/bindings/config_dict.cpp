@@ -44,6 +44,10 @@ py::dict window_end_dict(const WindowEndAction &action) {
                            ? py::object(py::str(trace_mode_name(action.python_mode)))
                            : py::object(py::none());
   out["introspect"] = action.introspect;
+  if (action.introspect) {
+    out["introspect_pause"] = action.introspect_pause_s;
+    out["introspect_script"] = action.introspect_script;
+  }
   return out;
 }
 

@@ -81,9 +81,11 @@ struct ThreadSet {
 struct WindowEndAction {
   bool has_python_mode = false;  // "MONITORING" or "Python:MONITORING"
   TraceMode python_mode = TraceMode::Tracing;
-  // "INTROSPECT:pause:script[:modes]" parsed; not supported yet (a warning says
-  // so). python_mode is then the resume mode (MONITORING when none is given).
+  // "INTROSPECT:pause:script[:modes]" (session/introspection.h): python_mode is
+  // then the resume mode (MONITORING when none is given).
   bool introspect = false;
+  double introspect_pause_s = 0;  // > 0: that long; 0: no pause; < 0: until SIGUSR1
+  std::string introspect_script;  // "" when none ("-")
 };
 
 // window_end_trigger: which caps end the TRACING window (PInsight's count policy).

@@ -247,18 +247,23 @@ bool Parser::window_end_action(std::string_view key, std::string_view value, Win
   if (value.size() >= 11 && iequals(value.substr(0, 11), "INTROSPECT:")) {
     const std::string_view rest = value.substr(11);
     const size_t pause_end = rest.find(':');
-    int64_t pause;
-    if (pause_end == std::string_view::npos || !parse_int64(rest.substr(0, pause_end), &pause) ||
+    double pause;
+    if (pause_end == std::string_view::npos || !parse_seconds(rest.substr(0, pause_end), &pause) ||
         trim(rest.substr(pause_end + 1)).empty()) {
-      error(what + ": expected INTROSPECT:pause:script[:modes] with a pause in seconds, got " +
+      error(what +
+            ": expected INTROSPECT:pause:script[:modes] with a pause in seconds (0: none, "
+            "-1: until SIGUSR1) and a script ('-': none), got " +
             quote(value));
       return false;
     }
-    const std::string_view script = rest.substr(pause_end + 1);
-    const size_t script_end = script.find(':');
-    modes =
-        script_end == std::string_view::npos ? std::string_view() : script.substr(script_end + 1);
+    const std::string_view after_pause = rest.substr(pause_end + 1);
+    const size_t script_end = after_pause.find(':');
+    const std::string_view script = trim(after_pause.substr(0, script_end));
+    modes = script_end == std::string_view::npos ? std::string_view()
+                                                 : after_pause.substr(script_end + 1);
     action.introspect = true;
+    action.introspect_pause_s = pause;
+    action.introspect_script = script == "-" ? std::string() : std::string(script);
   } else if (value.empty()) {
     error(what + ": expected a mode (" + expected_names(kModeNames) +
           "), a Domain:MODE list or INTROSPECT:pause:script[:modes], got ''");
@@ -289,17 +294,9 @@ bool Parser::window_end_action(std::string_view key, std::string_view value, Win
       warning(what + ": unknown domain " + quote(domain) + ": ignored");
     }
   }
-  if (action.introspect) {
-    if (modes.empty()) {  // PInsight's default resume mode
-      action.has_python_mode = true;
-      action.python_mode = TraceMode::Monitoring;
-    }
-    warning(what +
-            " INTROSPECT is not supported yet by pinsight-python: no pause, script or "
-            "trace rotation happens; when the window ends " +
-            (action.has_python_mode
-                 ? std::string("Python switches to ") + trace_mode_name(action.python_mode)
-                 : std::string("Python's mode does not change")));
+  if (action.introspect && modes.empty()) {  // PInsight's default resume mode
+    action.has_python_mode = true;
+    action.python_mode = TraceMode::Monitoring;
   }
   *out = action;
   return true;

@@ -63,6 +63,7 @@ std::atomic<bool> thread_exited{false};
 // set_timer's (CLOCK_MONOTONIC ns, 0: none) and what it calls.
 std::atomic<uint64_t> timer_deadline_ns{0};
 std::atomic<void (*)()> timer_fire{nullptr};
+std::atomic<void (*)()> pending_job{nullptr};  // run_soon's
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler counts requests");
 
 // Async-signal-safe: wakes the control thread, then lets a handler installed
@@ -247,6 +248,9 @@ void run(PyInterpreterState *interpreter) {
       continue;
     }
     if (stopping.load()) break;
+    // First: a pause of the job's consumes the wakes of the exits and signals
+    // looked at below.
+    if (auto job = pending_job.exchange(nullptr)) job();
     if (thread_exited.exchange(false)) exit_checks = kExitWatchChecks;
     // One reload per signal, as before timers and exits shared the semaphore.
     if (reload_requests.load() > 0) {
@@ -315,6 +319,34 @@ void set_timer(uint64_t deadline_ns, void (*fire)()) {
   timer_fire.store(fire);
   timer_deadline_ns.store(deadline_ns);
   if (running.load()) sem_post(&wakeup);
+}
+
+void run_soon(void (*job)()) {
+  pending_job.store(job);
+  if (running.load()) sem_post(&wakeup);
+}
+
+bool wait_for_signal(double seconds) {
+  // Longer than about 285 years is without end (its nanoseconds would not fit).
+  const bool endless = seconds < 0 || seconds > 9e9;
+  const uint64_t end =
+      endless ? 0 : emitter::cycle_clock::monotonic_ns() + static_cast<uint64_t>(seconds * 1e9);
+  while (!stopping.load()) {
+    if (reload_requests.load() > 0) return true;
+    long wait_ns = kCheckNanoseconds;
+    if (!endless) {
+      const uint64_t now = emitter::cycle_clock::monotonic_ns();
+      if (now >= end) return false;
+      if (end - now < static_cast<uint64_t>(wait_ns)) wait_ns = static_cast<long>(end - now);
+    }
+    timespec deadline = {};
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_nsec += wait_ns;
+    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    sem_timedwait(&wakeup, &deadline);  // whatever woke it, the loop looks again
+  }
+  return false;
 }
 
 void program_thread_exiting() {

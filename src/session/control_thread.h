@@ -2,7 +2,8 @@
 // (which parses the file, publishes it in the configuration store, then takes
 // the GIL through ScopedGil to apply CPython-level changes). Between signals it
 // watches that the program still has a thread, advances the compact payload's
-// naming epoch and fires the session's timer (window_timeout).
+// naming epoch, fires the session's timer (window_timeout) and runs the jobs
+// asked of it (an INTROSPECT window end).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,14 @@ void program_thread_exiting();
 // when CLOCK_MONOTONIC reaches `deadline_ns`. A later call replaces it;
 // deadline_ns 0 disarms it. Any thread.
 void set_timer(uint64_t deadline_ns, void (*fire)());
+// Has the control thread call `job` (GIL not held) once, soon. One job waits
+// at a time: a later request before it ran replaces it. Any thread.
+void run_soon(void (*job)());
+// For a job, on the control thread: waits until `seconds` have passed (< 0:
+// without end), a SIGUSR1 arrives (true; the thread makes its reload after the
+// job) or the thread is stopping. Wakes for timers and thread exits are left
+// to the thread's loop.
+bool wait_for_signal(double seconds);
 // Stops the control thread (atexit, before the interpreter finalizes; detach)
 // and gives SIGUSR1 back to the handler it had before start().
 void stop();

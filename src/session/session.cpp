@@ -21,6 +21,7 @@
 #include "gil/gil_hooks.h"
 #include "session/control_thread.h"
 #include "session/debugger_guard.h"
+#include "session/introspection.h"
 #include "tracer/gil_accounting.h"
 #include "tracer/imports.h"
 #include "tracer/tracer.h"
@@ -218,7 +219,8 @@ void on_window_timeout() {
 void arm_window_timer(double timeout_s, const WindowEndAction &action) {
   // Longer (about 285 years) is no bound at all, and its nanoseconds would not fit.
   constexpr double kLongestTimeoutS = 9e9;
-  if (timeout_s <= 0 || timeout_s > kLongestTimeoutS || !action.has_python_mode) {
+  if (timeout_s <= 0 || timeout_s > kLongestTimeoutS ||
+      (!action.has_python_mode && !action.introspect)) {
     state.window_deadline_ns = 0;
     control::set_timer(0, nullptr);
     return;
@@ -228,6 +230,20 @@ void arm_window_timer(double timeout_s, const WindowEndAction &action) {
   state.window_action = action;
   state.windows_ended_at_arm = tracer().windows_ended();
   control::set_timer(state.window_deadline_ns, &on_window_timeout);
+}
+
+// A new TRACING window after an INTROSPECT pause: bounded again (GIL held).
+void arm_window_timer_from_config() {
+  const Config *config = config_store::read_lock();
+  const double timeout_s = config->window_timeout_s;
+  const WindowEndAction action = config->window_timeout_action;
+  config_store::read_unlock();
+  arm_window_timer(timeout_s, action);
+}
+
+// The tracer's hook: a window ended with INTROSPECT (GIL held).
+void on_introspect(const WindowEndAction &action) {
+  introspection::request(action, config_path(), &arm_window_timer_from_config);
 }
 
 // Publishes a parsed configuration (control thread or activate).
@@ -397,7 +413,7 @@ void activate(const ActivateOptions &options) {
   state.backend_name = options.backend;
   std::unique_ptr<Backend> backend;
   if (initial != TraceMode::Off) backend = installed_backend();
-  tracer().set_hooks({&installed_backend, &sync_alloc});
+  tracer().set_hooks({&installed_backend, &sync_alloc, &on_introspect});
   thread_states::set_main_thread(options.main_thread_ident);
   thread_states::set_last_thread_exit_hook(&control::program_thread_exiting);
   const double window_timeout_s = config->window_timeout_s;

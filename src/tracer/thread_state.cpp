@@ -149,6 +149,11 @@ void with_thread(int python_thread_id, const std::function<void(ThreadState &)> 
   }
 }
 
+void for_each(const std::function<void(ThreadState &)> &fn) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (ThreadState *state : registry()) fn(*state);
+}
+
 void forget_code(const CodeInfo &code, CodeInfo &replacement) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   for (ThreadState *state : registry()) {

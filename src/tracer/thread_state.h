@@ -109,6 +109,8 @@ void forget_code(const CodeInfo &code, CodeInfo &replacement);
 // Runs `fn` on the live thread `python_thread_id` under the registry's lock (a
 // thread exits without the GIL); nothing if it exited. GIL held.
 void with_thread(int python_thread_id, const std::function<void(ThreadState &)> &fn);
+// Runs `fn` on every live thread's state, under the registry's lock. GIL held.
+void for_each(const std::function<void(ThreadState &)> &fn);
 // Called (without the GIL, from the exiting thread) when the last thread that
 // ran Python code exits; the session installs it (its control thread then looks
 // whether the program has any thread left).

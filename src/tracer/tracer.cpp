@@ -192,10 +192,49 @@ void Tracer::generator_ended(const FrameRecord &record, const ThreadState &state
 }
 
 void Tracer::end_window(const WindowEndAction &action, const char *reason) {
+  if (action.introspect && hooks_.introspect) {
+    if (introspecting_) return;  // this window's introspection is under way
+    introspecting_ = true;
+    ++windows_ended_;
+    hooks_.introspect(action);
+    return;
+  }
   ++windows_ended_;
   if (action.has_python_mode && action.python_mode != mode()) {
     set_mode(action.python_mode, reason);
   }
+}
+
+void Tracer::end_introspection(const WindowEndAction &action) {
+  introspecting_ = false;
+  if (!active_ || !action.has_python_mode) return;
+  if (action.python_mode == TraceMode::Tracing) start_window_cycle();
+  if (action.python_mode == mode()) {
+    // Marked all the same: the trace shows where the pause ended.
+    emitter::mode_change(trace_mode_name(action.python_mode), "introspect", generation_.load());
+  } else {
+    set_mode(action.python_mode, "introspect");
+  }
+}
+
+void Tracer::start_window_cycle() {
+  // PInsight resets trace_counter alone: trace_starts_at and tracing_rate go
+  // on counting executions. Each lexgion is decided again, so that the window
+  // gates count anew.
+  for (CodeInfo *info = code_registry::first(); info; info = info->next) {
+    const auto reset = [](ThreadLexgion &lex) {
+      lex.counters.trace_counter = 0;
+      lex.window_gate = 0;
+      lex.generation = UINT32_MAX;
+    };
+    reset(info->main_thread);
+    if (info->other_threads) {
+      for (auto &entry : *info->other_threads) reset(entry.second);
+    }
+    info->uncapped_gates = 0;
+  }
+  thread_states::for_each([](ThreadState &state) { state.window_gates = WindowGates{}; });
+  rearm(/*per_thread_only=*/false);  // the capped functions' begins were disabled
 }
 
 void Tracer::window_ended(CodeInfo &code, ThreadState &state) {
@@ -416,6 +455,7 @@ void Tracer::stop() {
   }
   installed_events_ = 0;
   aside_ = false;
+  introspecting_ = false;  // a pending introspection finds tracing stopped and does nothing
   forget_records();
   legacy_qualname::clear();
 }
@@ -483,6 +523,8 @@ void Tracer::after_fork_child() {
   // begins are in the parent's trace, so their ends (and the end of the
   // fork call itself) must not appear under the child's vpid.
   thread_states::forked_child();
+  // The parent's control thread, which would have ended an introspection, is not here.
+  introspecting_ = false;
   // The child's events carry its own vpid: its names must be written anew.
   emitter::advance_naming_epoch();
   // Its lexgion_counts describe its own calls (the parent's are in the

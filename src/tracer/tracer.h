@@ -39,6 +39,9 @@ struct TracerHooks {
   std::unique_ptr<Backend> (*make_backend)() = nullptr;
   // The mode changed, or tracing turned itself off: allocation sampling follows.
   void (*mode_changed)() = nullptr;
+  // A window ended with an INTROSPECT action (GIL held): the session pauses and
+  // runs its script, then calls end_introspection. None: the resume mode at once.
+  void (*introspect)(const WindowEndAction &action) = nullptr;
 };
 
 struct LexgionReport {
@@ -102,6 +105,11 @@ class Tracer {
   // window_timeout passed: the TRACING window ends with `action`, as a
   // function's last traced execution ends it (GIL held).
   void window_timed_out(const WindowEndAction &action);
+  // An INTROSPECT window end's pause is over (GIL held): Python takes the resume
+  // mode of `action`; resuming in TRACING starts a new window, in which every
+  // function's cap counts from zero again (PInsight's cyclic INTROSPECT).
+  void end_introspection(const WindowEndAction &action);
+  bool introspecting() const { return introspecting_; }
   // Import events: asked for by activate(events=...), or possible at all (asked
   // for or named by the configuration). shadow_all: every frame needs a record
   // (allocation samples name the innermost Python function).
@@ -145,6 +153,8 @@ class Tracer {
   void window_ended(CodeInfo &code, ThreadState &state);
   // Both ends of a window (a cap, window_timeout): counted, and `action` applied.
   void end_window(const WindowEndAction &action, const char *reason);
+  // A new window: every function's cap counts again (end_introspection).
+  void start_window_cycle();
   // A frame of generator code returned or unwound: its instance's lifetime.
   void generator_ended(const FrameRecord &record, const ThreadState &state, int transition);
   void reconcile_events();  // CPython's events follow mode_ and open records
@@ -231,6 +241,9 @@ class Tracer {
 
   uint64_t events_emitted_ = 0;
   uint64_t windows_ended_ = 0;
+  // A window ended with INTROSPECT and its introspection is not over: other
+  // ends of the same window (later caps, the timer) add nothing.
+  bool introspecting_ = false;
   std::atomic<int> threads_seen_{0};
 };
 

@@ -851,3 +851,123 @@ def test_window_end_trigger_all_and_a_function_never_called_again(
     assert reasons(freed) == [("TRACING", "activate"), ("MONITORING", "window_end_action")]
     assert (pairs(freed, "f"), pairs(freed, "g")) == (4, 1)
     check_balanced(freed.trace)
+
+
+# f() once per step, then the program's own clock and the mode it saw: where
+# the pauses fell, by the workload's account.
+STAMPED_STEPS = """
+import json, os, sys, time
+import pinsight_python
+def f():
+    return 1
+stamps = []
+for i in range(int(sys.argv[1])):
+    f()
+    stamps.append((time.monotonic(), pinsight_python.status()["mode"]))
+    time.sleep(0.03)
+print(json.dumps({"pid": os.getpid(), "stamps": stamps}))
+"""
+
+
+def introspect_config(action: str, cap: int, extra: str = "") -> str:
+    return textwrap.dedent(f"""
+        [Lexgion.default]
+        window_end_action = {action}
+        {extra}
+        [Lexgion(Python:f)]
+        max_num_traces = {cap}
+        """)
+
+
+def gaps(stamps: List[List]) -> List[float]:
+    """Seconds between each step and the next, by the program's clock."""
+    return [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
+
+
+def test_introspect_runs_the_script_and_pauses_the_program(
+    tracer: Tracer, tmp_path: Path
+) -> None:
+    """INTROSPECT:0.5:script:MONITORING. f's cap ends the window: the script starts
+    with PInsight's arguments (where traces are, the pid, the configuration) in an
+    environment without LD_PRELOAD and OMP_TOOL_LIBRARIES; no Python code runs for
+    0.5 s (the program's own clock shows the gap after f's third call); then Python
+    is in MONITORING. The trace marks both ends of the pause."""
+    script = tmp_path / "analyze.sh"
+    seen = tmp_path / "script-saw.txt"
+    script.write_text(
+        f'printf "%s\\n" "$@" "${{LD_PRELOAD-unset}}" "${{OMP_TOOL_LIBRARIES-unset}}" > {seen}\n'
+    )
+    config = introspect_config(f"INTROSPECT:0.5:{script}:MONITORING", cap=3)
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["6"],
+                          env={"OMP_TOOL_LIBRARIES": "/nonexistent/libtool.so"})
+    out = json.loads(run.stdout)
+    stamps = out["stamps"]
+    assert [mode for _, mode in stamps] == ["TRACING"] * 3 + ["MONITORING"] * 3
+    between = gaps(stamps)
+    assert between[2] >= 0.5 and all(gap < 0.45 for i, gap in enumerate(between) if i != 2)
+    assert pairs(run, "f") == 3
+    assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
+                            ("MONITORING", "introspect")]
+    _, paused, resumed = run.trace.named("mode_change")
+    assert resumed.ts - paused.ts >= 0.5e9
+    location = os.environ.get("PINSIGHT_PYTHON_TRACE_DIR") or (
+        (os.environ.get("LTTNG_HOME") or os.environ["HOME"]) + "/lttng-traces")
+    cfg = tmp_path / f"cfg{tracer.counter}.txt"
+    assert seen.read_text().splitlines() == [location, str(out["pid"]), str(cfg), "unset",
+                                             "unset"]
+    check_balanced(run.trace)
+
+
+def test_introspect_resuming_in_tracing_starts_a_new_window(
+    tracer: Tracer, tmp_path: Path
+) -> None:
+    """PInsight's cyclic INTROSPECT (resume mode TRACING, no script): each pause
+    ends a window of f's cap, and the next window traces f's cap again."""
+    config = introspect_config("INTROSPECT:0.25:-:TRACING", cap=2)
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["6"])
+    stamps = json.loads(run.stdout)["stamps"]
+    between = gaps(stamps)
+    assert between[1] >= 0.25 and between[3] >= 0.25
+    assert all(between[i] < 0.2 for i in (0, 2, 4))
+    assert pairs(run, "f") == 6
+    assert reasons(run)[:5] == [("TRACING", "activate"),
+                                ("TRACING", "introspect_pause"), ("TRACING", "introspect"),
+                                ("TRACING", "introspect_pause"), ("TRACING", "introspect")]
+    check_balanced(run.trace)
+
+
+def test_introspect_until_sigusr1_from_the_script(tracer: Tracer, tmp_path: Path) -> None:
+    """INTROSPECT:-1:script: paused until SIGUSR1, said on stderr. The script rewrites
+    the configuration (its third argument) and signals the program (its second):
+    the program resumes and reloads it. The counters carry over the reload, as
+    PInsight's do: f, traced twice under a cap of 2, is traced 3 more times under 5."""
+    script = tmp_path / "resume.sh"
+    script.write_text(textwrap.dedent("""
+        sleep 0.3
+        printf '[Lexgion(Python:f)]\\nmax_num_traces = 5\\n' > "$3"
+        kill -USR1 "$2"
+        """))
+    config = introspect_config(f"INTROSPECT:-1:{script}", cap=2)
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["9"])
+    stamps = json.loads(run.stdout)["stamps"]
+    assert gaps(stamps)[1] >= 0.3
+    assert pairs(run, "f") == 5
+    assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
+                            ("MONITORING", "introspect"), ("TRACING", "reload")]
+    assert "pinsight-python: INTROSPECT: paused until SIGUSR1 (kill -USR1 " in run.stderr
+    check_balanced(run.trace)
+
+
+def test_window_timeout_with_introspect(tracer: Tracer, tmp_path: Path) -> None:
+    """window_timeout ends the window with [Lexgion.default]'s INTROSPECT action too:
+    the pause starts at the deadline, though no function reached a cap."""
+    config = introspect_config("INTROSPECT:0.3:-:MONITORING", cap=-1, extra="window_timeout = 0.2")
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["30"])
+    stamps = json.loads(run.stdout)["stamps"]
+    assert max(gaps(stamps)) >= 0.3
+    assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
+                            ("MONITORING", "introspect")]
+    activated, paused, resumed = run.trace.named("mode_change")
+    assert 0.2e9 <= paused.ts - activated.ts < 0.2e9 + 0.25e9
+    assert resumed.ts - paused.ts >= 0.3e9
+    check_balanced(run.trace)

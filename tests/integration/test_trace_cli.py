@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from importlib import metadata
 from pathlib import Path
@@ -558,3 +559,42 @@ echo status=$? sent=$sent
     assert "trace written to" in proc.stderr, proc.stderr
     _, session = trace_report(proc.stderr)
     assert not session_exists(session)
+
+
+# ---------------------------------------------------------------------------- INTROSPECT
+
+
+def test_introspect_script_gets_the_trace_folder(tmp_path: Path) -> None:
+    """Under `trace`, an INTROSPECT window end's script gets trace's output folder as
+    its first argument (PInsight's: where traces are), and an environment without
+    trace's switch (PINSIGHT_PYTHON), so that the Python it runs is not traced; once
+    it rotates the session (docs/configuration.md's recipe) it reads the window's
+    calls there. The summary lists the pause."""
+    script = write(tmp_path, "look.sh", """\
+        here="$(dirname "$0")"
+        printf "%s\\n" "$1" "$2" "${PINSIGHT_PYTHON-unset}" > "$here/saw"
+        lttng rotate "$PINSIGHT_PYTHON_TRACE_RUN" > /dev/null
+        babeltrace2 "$1" | grep -c 'function_begin.*qualname = "f"' > "$here/window"
+        kill -USR1 "$2"
+        """)
+    config = write(tmp_path, "cfg.ini", textwrap.dedent(f"""\
+        [Lexgion.default]
+        window_end_action = INTROSPECT:-1:{script}:MONITORING
+        [Lexgion(Python:f)]
+        max_num_traces = 2
+        """))
+    write(tmp_path, "prog.py", "import os, time\ndef f():\n    return 1\n"
+          "for _ in range(5):\n    f()\n    time.sleep(0.02)\nprint(os.getpid())\n")
+    proc = subprocess.run([*CLI, "trace", "-o", "t", "--config", str(config), "--", PY, "prog.py"],
+                          cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "saw").read_text().splitlines() == [
+        str(tmp_path / "t"), proc.stdout.strip(), "unset"]
+    assert (tmp_path / "window").read_text().strip() == "2"
+    assert re.search(r"mode changes: TRACING at \+\S+ \S+ \(introspect_pause\), "
+                     r"MONITORING at \+\S+ \S+ \(introspect\), "
+                     r"TRACING at \+\S+ \S+ \(reload\)", proc.stderr), proc.stderr
+    trace = read_trace(tmp_path / "t")
+    assert begins(trace, "f") == 2
+    check_balanced(trace)

@@ -19,7 +19,7 @@ import random
 import re
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -333,7 +333,7 @@ def test_doc_auto_mode_switch_per_domain() -> None:
     assert len(result["traced"]) == 200 and result["mode_after"] == "MONITORING"
 
 
-def test_doc_introspect_is_parsed_and_warned_about() -> None:
+def test_doc_introspect_is_parsed() -> None:
     text = """
         [Lexgion(Python).default]
             max_num_traces   = 50
@@ -344,11 +344,10 @@ def test_doc_introspect_is_parsed_and_warned_about() -> None:
     assert config["python_lexgion_default"]["window_end_action"] == {
         "python_mode": "TRACING",
         "introspect": True,
+        "introspect_pause": 60.0,
+        "introspect_script": "analyze_python_traces.sh",
     }
-    assert config["warnings"] == [
-        "cfg.txt:5: trace_mode_after INTROSPECT is not supported yet by pinsight-python: no "
-        "pause, script or trace rotation happens; when the window ends Python switches to TRACING"
-    ]
+    assert config["warnings"] == []
     result = detail(text)
     assert result["traced"] == list(range(50)) and result["window_end_at"] == 49
 
@@ -631,7 +630,7 @@ def test_doc_thread_filter_combined_with_window_actions() -> None:
             max_num_traces   = 5
             trace_mode_after = INTROSPECT:30:analyze.sh:TRACING
         """
-    assert len(warnings(text)) == 1  # INTROSPECT
+    assert warnings(text) == []
     worker = detail(text, "worker", thread=2, n=30)
     assert worker["traced"] == list(range(7)) and worker["mode_after"] == "MONITORING"
     main = detail(text, "main_work", thread=0, n=30)
@@ -882,34 +881,32 @@ def test_format_doc_set_merges() -> None:
 @pytest.mark.parametrize(
     ("value", "python_mode", "introspect"),
     [
-        ("MONITORING", "MONITORING", False),
-        ("OpenMP:MONITORING, MPI:OFF", None, False),
-        ("Python:OFF, OpenMP:TRACING", "OFF", False),
-        ("INTROSPECT:60:analyze_traces.sh:TRACING", "TRACING", True),
-        ("INTROSPECT:-1:-", "MONITORING", True),
-        ("INTROSPECT:0:analyze_traces.sh:TRACING", "TRACING", True),
-        ("INTROSPECT:60:analyze.sh:STANDBY", "STANDBY", True),
-        ("INTROSPECT:5:/tmp/introspect_script.sh:Python:TRACING", "TRACING", True),
-        ("INTROSPECT:30:analyze.sh:OpenMP:STANDBY", None, True),
-        ("HIP:MONITORING", None, False),
-        ("HIP:device_activity=off", None, False),
+        ("MONITORING", "MONITORING", None),
+        ("OpenMP:MONITORING, MPI:OFF", None, None),
+        ("Python:OFF, OpenMP:TRACING", "OFF", None),
+        ("INTROSPECT:60:analyze_traces.sh:TRACING", "TRACING", (60.0, "analyze_traces.sh")),
+        ("INTROSPECT:-1:-", "MONITORING", (-1.0, "")),
+        ("INTROSPECT:0:analyze_traces.sh:TRACING", "TRACING", (0.0, "analyze_traces.sh")),
+        ("INTROSPECT:60:analyze.sh:STANDBY", "STANDBY", (60.0, "analyze.sh")),
+        ("INTROSPECT:5:/tmp/introspect_script.sh:Python:TRACING", "TRACING",
+         (5.0, "/tmp/introspect_script.sh")),
+        ("INTROSPECT:30:analyze.sh:OpenMP:STANDBY", None, (30.0, "analyze.sh")),
+        ("introspect:0.25: a b.sh :MONITORING", "MONITORING", (0.25, "a b.sh")),
+        ("HIP:MONITORING", None, None),
+        ("HIP:device_activity=off", None, None),
     ],
 )
-def test_format_doc_window_end_actions(value: str, python_mode: str, introspect: bool) -> None:
+def test_format_doc_window_end_actions(
+    value: str, python_mode: str, introspect: Optional[Tuple[float, str]]
+) -> None:
     text = f"[Lexgion.default]\n    max_num_traces = 100\n    window_end_action = {value}\n"
     config = parse(text)
     action = config["lexgion_default"]["window_end_action"]
-    assert action == {"python_mode": python_mode, "introspect": introspect}
-    expected_warnings = []
-    if introspect:
-        after = (
-            f"Python switches to {python_mode}" if python_mode else "Python's mode does not change"
-        )
-        expected_warnings = [
-            "cfg.txt:3: window_end_action INTROSPECT is not supported yet by pinsight-python: "
-            f"no pause, script or trace rotation happens; when the window ends {after}"
-        ]
-    assert config["warnings"] == expected_warnings
+    expected: Dict[str, Any] = {"python_mode": python_mode, "introspect": introspect is not None}
+    if introspect is not None:
+        expected["introspect_pause"], expected["introspect_script"] = introspect
+    assert action == expected
+    assert config["warnings"] == []
     result = detail(text, n=150)
     assert result["mode_after"] == (python_mode or "TRACING")
 
@@ -1483,12 +1480,14 @@ def test_unicode_qualnames() -> None:
         (
             "[Lexgion.default]\nwindow_end_action = INTROSPECT:soon:x.sh\n",
             "cfg.txt:2: window_end_action: expected INTROSPECT:pause:script[:modes] with a pause "
-            "in seconds, got 'INTROSPECT:soon:x.sh'",
+            "in seconds (0: none, -1: until SIGUSR1) and a script ('-': none), "
+            "got 'INTROSPECT:soon:x.sh'",
         ),
         (
             "[Lexgion.default]\nwindow_end_action = INTROSPECT:5\n",
             "cfg.txt:2: window_end_action: expected INTROSPECT:pause:script[:modes] with a pause "
-            "in seconds, got 'INTROSPECT:5'",
+            "in seconds (0: none, -1: until SIGUSR1) and a script ('-': none), "
+            "got 'INTROSPECT:5'",
         ),
         (
             "[Lexgion.default]\nwindow_end_action =\n",

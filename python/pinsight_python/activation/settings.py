@@ -57,6 +57,7 @@ __all__ = [
     "ENV_MODULES",
     "ENV_PAYLOAD",
     "ENV_SWITCH",
+    "ENV_TRACE_DIR",
     "EVENT_NAMES",
     "FROZEN_IMPORTLIB",
     "MODES",
@@ -110,6 +111,9 @@ ENV_CYCLE_CLOCK = "PINSIGHT_PYTHON_CYCLE_CLOCK"
 # writer thread (nodes whose every core computes); thread, the default: a writer
 # thread does (docs/architecture.md, "The writer thread").
 ENV_BLOCK_WRITER = "PINSIGHT_PYTHON_BLOCK_WRITER"
+# Set by pinsight-python trace: its output folder, the first argument of an
+# INTROSPECT window end's script (docs/configuration.md, "Introspection").
+ENV_TRACE_DIR = "PINSIGHT_PYTHON_TRACE_DIR"
 
 
 

@@ -116,6 +116,8 @@ def make(args: argparse.Namespace) -> Plan:
         raise Refused(errors)
     chosen.export(env)
     env[_settings.ENV_CONFIG_REPORTED] = "1"
+    if output is not None:
+        env[_settings.ENV_TRACE_DIR] = str(output)
     return Plan(tuple(command), output, MappingProxyType(env), url, config, tuple(warnings),
                 subbuf_size, num_subbuf, domains, summary=not args.no_summary)
 

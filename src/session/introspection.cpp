@@ -1,0 +1,123 @@
+#include "session/introspection.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common/compat.h"
+#include "emit/emitter.h"
+#include "session/control_thread.h"
+#include "tracer/tracer.h"
+
+extern char **environ;
+
+namespace pinsight::introspection {
+namespace {
+
+// Written by request() under the GIL; the job reads it under the GIL too.
+struct Pending {
+  WindowEndAction action;
+  std::string config_path;
+  void (*window_started)() = nullptr;
+};
+// Never destroyed: the control thread may still read it while the process exits.
+Pending &pending = *new Pending();
+// Scripts started and not reaped yet (the control thread's).
+std::vector<pid_t> &scripts = *new std::vector<pid_t>();
+
+// What the script's environment leaves out: a preloaded library or an OpenMP
+// tool would start again in bash and in what it runs (PInsight strips these
+// two), and our switch would trace the script's own Python.
+bool passed_to_script(const char *entry) {
+  static constexpr const char *kLeftOut[] = {
+      "LD_PRELOAD=", "OMP_TOOL_LIBRARIES=", "PINSIGHT_PYTHON="};
+  for (const char *prefix : kLeftOut) {
+    if (std::strncmp(entry, prefix, std::strlen(prefix)) == 0) return false;
+  }
+  return true;
+}
+
+// The script's first argument, where the trace is: `trace` names its output
+// folder; otherwise PInsight's ($LTTNG_HOME, else $HOME, /lttng-traces).
+std::string trace_location() {
+  if (const char *dir = std::getenv("PINSIGHT_PYTHON_TRACE_DIR"); dir && *dir) return dir;
+  const char *home = std::getenv("LTTNG_HOME");
+  if (!home || !*home) home = std::getenv("HOME");
+  return home ? std::string(home) + "/lttng-traces" : std::string();
+}
+
+// By pid only: the program's own children stay the program's to wait for.
+void reap_scripts() {
+  std::vector<pid_t> running;
+  for (pid_t pid : scripts) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == 0) running.push_back(pid);
+  }
+  scripts.swap(running);
+}
+
+void start_script(const std::string &script, const std::string &config_path) {
+  if (script.empty()) return;
+  std::string args[] = {"bash", script, trace_location(), std::to_string(getpid()), config_path};
+  std::vector<char *> argv;
+  for (std::string &arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<char *> envp;
+  for (char **entry = environ; entry && *entry; ++entry) {
+    if (passed_to_script(*entry)) envp.push_back(*entry);
+  }
+  envp.push_back(nullptr);
+  pid_t child = 0;
+  // posix_spawn, not fork: no lock of another thread's is inherited.
+  const int error = posix_spawn(&child, "/bin/bash", nullptr, nullptr, argv.data(), envp.data());
+  if (error != 0) {
+    std::fprintf(stderr, "pinsight-python: INTROSPECT: cannot start /bin/bash %s: %s\n",
+                 script.c_str(), std::strerror(error));
+    return;
+  }
+  scripts.push_back(child);
+}
+
+// The control thread's job (GIL not held).
+void run() {
+  reap_scripts();
+  if (compat::is_finalizing()) return;
+  control::ScopedGil gil;
+  Tracer &tracer = Tracer::instance();
+  if (!tracer.active() || !tracer.introspecting()) return;
+  const WindowEndAction action = pending.action;
+  // The batched payload's pending records first: the script reads them.
+  if (emitter::payload() == emitter::PayloadKind::Batched) emitter::flush_blocks(/*last=*/false);
+  emitter::mode_change(trace_mode_name(tracer.mode()), "introspect_pause", tracer.generation());
+  // Under the GIL: the program changes its environment under it.
+  start_script(action.introspect_script, pending.config_path);
+  if (action.introspect_pause_s < 0) {
+    // Without this line a paused program looks hung.
+    std::fprintf(stderr, "pinsight-python: INTROSPECT: paused until SIGUSR1 (kill -USR1 %d)\n",
+                 static_cast<int>(getpid()));
+  }
+  // The GIL held meanwhile is the pause: no Python code runs.
+  if (action.introspect_pause_s != 0) control::wait_for_signal(action.introspect_pause_s);
+  tracer.end_introspection(action);
+  if (action.has_python_mode && action.python_mode == TraceMode::Tracing &&
+      pending.window_started) {
+    pending.window_started();
+  }
+}
+
+}  // namespace
+
+void request(const WindowEndAction &action, const std::string &config_path,
+             void (*window_started)()) {
+  pending.action = action;
+  pending.config_path = config_path;
+  pending.window_started = window_started;
+  control::run_soon(&run);
+}
+
+}  // namespace pinsight::introspection
