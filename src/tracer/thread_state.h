@@ -84,12 +84,14 @@ struct ThreadState {
   // only: the pair outlives neither the call nor the generator).
   std::vector<std::pair<const void *, const void *>> pending_throws;
   GilPoint gil;
-  WindowGates window_gates;  // touched under the GIL
   // This thread's instance of libpython's thread-state variable (the one
   // PyThreadState_GetUnchecked reads), when it could be found
   // (python_state_slot()); null: ask libpython. Its address is fixed for the
   // thread's life.
   PyThreadState *const *python_state = nullptr;
+  // Last: every callback reads the fields above (stack, python_state), and this
+  // only the slow paths, under the GIL.
+  WindowGates window_gates;
 };
 
 namespace thread_states {
