@@ -349,6 +349,8 @@ bool wait_for_signal(double seconds) {
   return false;
 }
 
+bool on_control_thread() { return python_state != nullptr; }
+
 void program_thread_exiting() {
   if (!running.load()) return;
   thread_exited.store(true);

@@ -32,6 +32,8 @@ void run_soon(void (*job)());
 // job) or the thread is stopping. Wakes for timers and thread exits are left
 // to the thread's loop.
 bool wait_for_signal(double seconds);
+// Whether the calling thread is the control thread.
+bool on_control_thread();
 // Stops the control thread (atexit, before the interpreter finalizes; detach)
 // and gives SIGUSR1 back to the handler it had before start().
 void stop();

@@ -4,9 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "common/compat.h"
@@ -29,6 +32,19 @@ struct Pending {
 Pending &pending = *new Pending();
 // Scripts started and not reaped yet (the control thread's).
 std::vector<pid_t> &scripts = *new std::vector<pid_t>();
+
+// hand_over_gil's wait: the job holds the GIL, or will never take it.
+std::mutex handover_mutex;
+std::condition_variable handover_done;
+bool job_started = false;
+
+void tell_job_started() {
+  {
+    std::lock_guard<std::mutex> lock(handover_mutex);
+    job_started = true;
+  }
+  handover_done.notify_all();
+}
 
 // What the script's environment leaves out: a preloaded library or an OpenMP
 // tool would start again in bash and in what it runs (PInsight strips these
@@ -86,8 +102,12 @@ void start_script(const std::string &script, const std::string &config_path) {
 // The control thread's job (GIL not held).
 void run() {
   reap_scripts();
-  if (compat::is_finalizing()) return;
+  if (compat::is_finalizing()) {
+    tell_job_started();
+    return;
+  }
   control::ScopedGil gil;
+  tell_job_started();
   Tracer &tracer = Tracer::instance();
   if (!tracer.active() || !tracer.introspecting()) return;
   const WindowEndAction action = pending.action;
@@ -117,7 +137,23 @@ void request(const WindowEndAction &action, const std::string &config_path,
   pending.action = action;
   pending.config_path = config_path;
   pending.window_started = window_started;
+  {
+    std::lock_guard<std::mutex> lock(handover_mutex);
+    job_started = false;
+  }
   control::run_soon(&run);
+}
+
+void hand_over_gil() {
+  if (control::on_control_thread() || compat::is_finalizing()) return;
+  // Bounded: a control thread that is not there (a forked child's) never
+  // holds up the program.
+  constexpr auto kLongestWait = std::chrono::milliseconds(200);
+  Py_BEGIN_ALLOW_THREADS {
+    std::unique_lock<std::mutex> lock(handover_mutex);
+    handover_done.wait_for(lock, kLongestWait, [] { return job_started; });
+  }
+  Py_END_ALLOW_THREADS
 }
 
 }  // namespace pinsight::introspection

@@ -18,5 +18,9 @@ namespace pinsight::introspection {
 // when the program resumes in a new TRACING window.
 void request(const WindowEndAction &action, const std::string &config_path,
              void (*window_started)());
+// On the thread whose execution ended the window, right after request(): lets
+// the GIL go until the control thread holds it, so that the pause starts
+// there and then, not a switch interval (5 ms of calls) later.
+void hand_over_gil();
 
 }  // namespace pinsight::introspection

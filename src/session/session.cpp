@@ -244,6 +244,7 @@ void arm_window_timer_from_config() {
 // The tracer's hook: a window ended with INTROSPECT (GIL held).
 void on_introspect(const WindowEndAction &action) {
   introspection::request(action, config_path(), &arm_window_timer_from_config);
+  introspection::hand_over_gil();
 }
 
 // Publishes a parsed configuration (control thread or activate).

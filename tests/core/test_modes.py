@@ -853,18 +853,21 @@ def test_window_end_trigger_all_and_a_function_never_called_again(
     check_balanced(freed.trace)
 
 
-# f() once per step, then the program's own clock and the mode it saw: where
-# the pauses fell, by the workload's account.
+# f() once per step (argv[1] steps, argv[2] seconds of sleep between them, 0: none),
+# then the program's own clock and the mode it saw: where the pauses fell, by the
+# workload's account.
 STAMPED_STEPS = """
 import json, os, sys, time
 import pinsight_python
 def f():
     return 1
 stamps = []
+between = float(sys.argv[2])
 for i in range(int(sys.argv[1])):
     f()
     stamps.append((time.monotonic(), pinsight_python.status()["mode"]))
-    time.sleep(0.03)
+    if between:
+        time.sleep(between)
 print(json.dumps({"pid": os.getpid(), "stamps": stamps}))
 """
 
@@ -890,21 +893,22 @@ def test_introspect_runs_the_script_and_pauses_the_program(
     """INTROSPECT:0.5:script:MONITORING. f's cap ends the window: the script starts
     with PInsight's arguments (where traces are, the pid, the configuration) in an
     environment without LD_PRELOAD and OMP_TOOL_LIBRARIES; no Python code runs for
-    0.5 s (the program's own clock shows the gap after f's third call); then Python
-    is in MONITORING. The trace marks both ends of the pause."""
+    0.5 s, from the end of f's third call: that call returns after the pause (the
+    program's own clock shows the gap there, though the program never lets the GIL
+    go by itself), in MONITORING. The trace marks both ends of the pause."""
     script = tmp_path / "analyze.sh"
     seen = tmp_path / "script-saw.txt"
     script.write_text(
         f'printf "%s\\n" "$@" "${{LD_PRELOAD-unset}}" "${{OMP_TOOL_LIBRARIES-unset}}" > {seen}\n'
     )
     config = introspect_config(f"INTROSPECT:0.5:{script}:MONITORING", cap=3)
-    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["6"],
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["6", "0"],
                           env={"OMP_TOOL_LIBRARIES": "/nonexistent/libtool.so"})
     out = json.loads(run.stdout)
     stamps = out["stamps"]
-    assert [mode for _, mode in stamps] == ["TRACING"] * 3 + ["MONITORING"] * 3
+    assert [mode for _, mode in stamps] == ["TRACING"] * 2 + ["MONITORING"] * 4
     between = gaps(stamps)
-    assert between[2] >= 0.5 and all(gap < 0.45 for i, gap in enumerate(between) if i != 2)
+    assert between[1] >= 0.5 and all(gap < 0.45 for i, gap in enumerate(between) if i != 1)
     assert pairs(run, "f") == 3
     assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
                             ("MONITORING", "introspect")]
@@ -922,17 +926,18 @@ def test_introspect_resuming_in_tracing_starts_a_new_window(
     tracer: Tracer, tmp_path: Path
 ) -> None:
     """PInsight's cyclic INTROSPECT (resume mode TRACING, no script): each pause
-    ends a window of f's cap, and the next window traces f's cap again."""
+    ends a window of f's cap, and the next window traces f's cap again: every call
+    of a busy loop is traced."""
     config = introspect_config("INTROSPECT:0.25:-:TRACING", cap=2)
-    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["6"])
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["6", "0"])
     stamps = json.loads(run.stdout)["stamps"]
+    # Each second call returns after its window's pause.
     between = gaps(stamps)
-    assert between[1] >= 0.25 and between[3] >= 0.25
-    assert all(between[i] < 0.2 for i in (0, 2, 4))
+    assert between[0] >= 0.25 and between[2] >= 0.25 and between[4] >= 0.25
+    assert between[1] < 0.2 and between[3] < 0.2
     assert pairs(run, "f") == 6
-    assert reasons(run)[:5] == [("TRACING", "activate"),
-                                ("TRACING", "introspect_pause"), ("TRACING", "introspect"),
-                                ("TRACING", "introspect_pause"), ("TRACING", "introspect")]
+    assert reasons(run) == [("TRACING", "activate")] + [
+        ("TRACING", "introspect_pause"), ("TRACING", "introspect")] * 3
     check_balanced(run.trace)
 
 
@@ -948,9 +953,9 @@ def test_introspect_until_sigusr1_from_the_script(tracer: Tracer, tmp_path: Path
         kill -USR1 "$2"
         """))
     config = introspect_config(f"INTROSPECT:-1:{script}", cap=2)
-    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["9"])
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["9", "0.03"])
     stamps = json.loads(run.stdout)["stamps"]
-    assert gaps(stamps)[1] >= 0.3
+    assert gaps(stamps)[0] >= 0.3  # f's second call returns after the pause
     assert pairs(run, "f") == 5
     assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
                             ("MONITORING", "introspect"), ("TRACING", "reload")]
@@ -962,7 +967,7 @@ def test_window_timeout_with_introspect(tracer: Tracer, tmp_path: Path) -> None:
     """window_timeout ends the window with [Lexgion.default]'s INTROSPECT action too:
     the pause starts at the deadline, though no function reached a cap."""
     config = introspect_config("INTROSPECT:0.3:-:MONITORING", cap=-1, extra="window_timeout = 0.2")
-    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["30"])
+    run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["30", "0.03"])
     stamps = json.loads(run.stdout)["stamps"]
     assert max(gaps(stamps)) >= 0.3
     assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
