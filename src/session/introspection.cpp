@@ -33,17 +33,18 @@ Pending &pending = *new Pending();
 // Scripts started and not reaped yet (the control thread's).
 std::vector<pid_t> &scripts = *new std::vector<pid_t>();
 
-// hand_over_gil's wait: the job holds the GIL, or will never take it.
-std::mutex handover_mutex;
-std::condition_variable handover_done;
+// hand_over_gil's wait: the job holds the GIL, or will never take it. Never
+// destroyed, and made anew in a forked child (after_fork_child).
+std::mutex *handover_mutex = new std::mutex();
+std::condition_variable *handover_done = new std::condition_variable();
 bool job_started = false;
 
 void tell_job_started() {
   {
-    std::lock_guard<std::mutex> lock(handover_mutex);
+    std::lock_guard<std::mutex> lock(*handover_mutex);
     job_started = true;
   }
-  handover_done.notify_all();
+  handover_done->notify_all();
 }
 
 // What the script's environment leaves out: a preloaded library or an OpenMP
@@ -138,10 +139,17 @@ void request(const WindowEndAction &action, const std::string &config_path,
   pending.config_path = config_path;
   pending.window_started = window_started;
   {
-    std::lock_guard<std::mutex> lock(handover_mutex);
+    std::lock_guard<std::mutex> lock(*handover_mutex);
     job_started = false;
   }
   control::run_soon(&run);
+}
+
+void after_fork_child() {
+  // Another thread may have held the lock at the fork; the old ones are left.
+  handover_mutex = new std::mutex();
+  handover_done = new std::condition_variable();
+  job_started = false;
 }
 
 void hand_over_gil() {
@@ -150,8 +158,8 @@ void hand_over_gil() {
   // holds up the program.
   constexpr auto kLongestWait = std::chrono::milliseconds(200);
   Py_BEGIN_ALLOW_THREADS {
-    std::unique_lock<std::mutex> lock(handover_mutex);
-    handover_done.wait_for(lock, kLongestWait, [] { return job_started; });
+    std::unique_lock<std::mutex> lock(*handover_mutex);
+    handover_done->wait_for(lock, kLongestWait, [] { return job_started; });
   }
   Py_END_ALLOW_THREADS
 }

@@ -22,5 +22,7 @@ void request(const WindowEndAction &action, const std::string &config_path,
 // the GIL go until the control thread holds it, so that the pause starts
 // there and then, not a switch interval (5 ms of calls) later.
 void hand_over_gil();
+// In a forked child (GIL held): no introspection of the parent's is under way.
+void after_fork_child();
 
 }  // namespace pinsight::introspection

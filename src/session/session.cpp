@@ -533,6 +533,7 @@ bool reload(std::string *error) {
 }
 
 void after_fork_child() {
+  introspection::after_fork_child();
   gil_hooks::after_fork_child();
   gil_accounting::after_fork_child();
   tracer().after_fork_child();
