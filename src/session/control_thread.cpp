@@ -199,6 +199,16 @@ uint64_t fire_timer_if_due() {
   return 0;
 }
 
+// sem_timedwait's deadline (CLOCK_REALTIME) `wait_ns` (< 1 s) from now.
+timespec realtime_in(long wait_ns) {
+  timespec deadline = {};
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_nsec += wait_ns;
+  deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+  deadline.tv_nsec %= 1000000000L;
+  return deadline;
+}
+
 void run(PyInterpreterState *interpreter) {
   control_tid = static_cast<pid_t>(syscall(SYS_gettid));
   alloc::ignore_calling_thread();  // its thread state, parses and reloads are ours
@@ -214,11 +224,7 @@ void run(PyInterpreterState *interpreter) {
     if (uint64_t left = fire_timer_if_due(); left > 0 && left < static_cast<uint64_t>(wait_ns)) {
       wait_ns = static_cast<long>(left);
     }
-    timespec deadline = {};
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += wait_ns;
-    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-    deadline.tv_nsec %= 1000000000L;
+    const timespec deadline = realtime_in(wait_ns);
     if (sem_timedwait(&wakeup, &deadline) != 0) {
       if (errno != ETIMEDOUT || stopping.load()) continue;
       if (emitter::blocks::idle_flush_wanted() && emitter::blocks::any_idle() &&
@@ -327,8 +333,7 @@ void run_soon(void (*job)()) {
 }
 
 bool wait_for_signal(double seconds) {
-  // Longer than about 285 years is without end (its nanoseconds would not fit).
-  const bool endless = seconds < 0 || seconds > 9e9;
+  const bool endless = seconds < 0 || seconds > kLongestWaitS;
   const uint64_t end =
       endless ? 0 : emitter::cycle_clock::monotonic_ns() + static_cast<uint64_t>(seconds * 1e9);
   while (!stopping.load()) {
@@ -339,11 +344,7 @@ bool wait_for_signal(double seconds) {
       if (now >= end) return false;
       if (end - now < static_cast<uint64_t>(wait_ns)) wait_ns = static_cast<long>(end - now);
     }
-    timespec deadline = {};
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += wait_ns;
-    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-    deadline.tv_nsec %= 1000000000L;
+    const timespec deadline = realtime_in(wait_ns);
     sem_timedwait(&wakeup, &deadline);  // whatever woke it, the loop looks again
   }
   return false;

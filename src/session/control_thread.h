@@ -13,6 +13,9 @@
 namespace pinsight {
 
 namespace control {
+// Longer waits (about 285 years) are without end: their nanoseconds would not
+// fit in 64 bits.
+constexpr double kLongestWaitS = 9e9;
 // Starts the control thread and installs the SIGUSR1 handler, once per
 // process (again in a forked child). The thread calls on_signal (GIL not held)
 // for each SIGUSR1.

@@ -215,11 +215,9 @@ void on_window_timeout() {
   tracer().window_timed_out(state.window_action);
 }
 
-// (Re)arms the window timer from the configuration in force (GIL held).
+// (Re)arms the window timer: `action` after `timeout_s` (0: none) (GIL held).
 void arm_window_timer(double timeout_s, const WindowEndAction &action) {
-  // Longer (about 285 years) is no bound at all, and its nanoseconds would not fit.
-  constexpr double kLongestTimeoutS = 9e9;
-  if (timeout_s <= 0 || timeout_s > kLongestTimeoutS ||
+  if (timeout_s <= 0 || timeout_s > control::kLongestWaitS ||
       (!action.has_python_mode && !action.introspect)) {
     state.window_deadline_ns = 0;
     control::set_timer(0, nullptr);
@@ -232,7 +230,9 @@ void arm_window_timer(double timeout_s, const WindowEndAction &action) {
   control::set_timer(state.window_deadline_ns, &on_window_timeout);
 }
 
-// A new TRACING window after an INTROSPECT pause: bounded again (GIL held).
+// Arms the window timer from the configuration in force, once it is published:
+// at activation, at each publication, and for the new TRACING window after an
+// INTROSPECT pause (GIL held).
 void arm_window_timer_from_config() {
   const Config *config = config_store::read_lock();
   const double timeout_s = config->window_timeout_s;
@@ -252,8 +252,6 @@ void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil
   apply_module_options(*config);
   TraceMode config_mode = config->mode;
   Payload config_payload = config->payload;
-  const double window_timeout_s = config->window_timeout_s;
-  const WindowEndAction window_timeout_action = config->window_timeout_action;
   update_extra_events(*config);
   // Parsing and RCU publication happen without the GIL; only what touches
   // CPython takes it.
@@ -275,7 +273,7 @@ void publish_config(std::unique_ptr<Config> config, const char *reason, bool gil
                             reason);
   emitter::config_info(config_path(), generation);
   sync_alloc();  // a reload may turn sampling on or off, or change its interval
-  arm_window_timer(window_timeout_s, window_timeout_action);
+  arm_window_timer_from_config();
 }
 
 void emit_process_info(const char *backend) {
@@ -417,8 +415,6 @@ void activate(const ActivateOptions &options) {
   tracer().set_hooks({&installed_backend, &sync_alloc, &on_introspect});
   thread_states::set_main_thread(options.main_thread_ident);
   thread_states::set_last_thread_exit_hook(&control::program_thread_exiting);
-  const double window_timeout_s = config->window_timeout_s;
-  const WindowEndAction window_timeout_action = config->window_timeout_action;
   uint64_t generation = config_store::publish(std::move(config));
   set_payload(payload);
 
@@ -437,7 +433,7 @@ void activate(const ActivateOptions &options) {
   tracer().start(std::move(backend), initial, generation, requested);
   sync_alloc();
   control::start(&on_reload_signal);
-  arm_window_timer(window_timeout_s, window_timeout_action);
+  arm_window_timer_from_config();
   if (tracer().backend_name() && std::strcmp(tracer().backend_name(), "sys.monitoring") == 0) {
     debugger_guard::install({&step_aside_for_debugger, &step_back_after_debugger});
   }

@@ -18,6 +18,13 @@
 
 namespace pinsight {
 
+// window_end_trigger = all: a lexgion with a cap counts in its thread's
+// WindowGates (thread_state.h) once seen, and again once capped.
+enum WindowGateBits : uint8_t {
+  kGateSeen = 1u << 0,
+  kGateCapped = 1u << 1,
+};
+
 // The rate-control state of one code object on one Python thread, with the
 // events decided for that thread under config generation `generation` (its low
 // 32 bits: 2^32 reloads in one process would be needed to mistake one for another).
@@ -29,14 +36,11 @@ struct ThreadLexgion {
   uint8_t start_flags = 0;
   uint8_t window_gate = 0;           // WindowGateBits, under `generation`
   uint32_t generation = UINT32_MAX;  // UINT32_MAX: never decided
+
+  // Counted in its thread's WindowGates as seen and not capped yet.
+  bool uncapped_gate() const { return (window_gate & (kGateSeen | kGateCapped)) == kGateSeen; }
 };
 
-// window_end_trigger = all: a lexgion with a cap counts in its thread's
-// WindowGates (thread_state.h) once seen, and again once capped.
-enum WindowGateBits : uint8_t {
-  kGateSeen = 1u << 0,
-  kGateCapped = 1u << 1,
-};
 static_assert(kEventGil < (1u << 16), "ThreadLexgion::events holds every kEvent* bit");
 
 // Why a code object's locations were disabled (CodeInfo::disabled).
@@ -127,6 +131,14 @@ struct alignas(64) CodeInfo : CodeHotState, NamedCode {
   }
   // Out of line: the map's code would fill the callbacks' cache lines.
   __attribute__((noinline)) ThreadLexgion &other_thread(int python_thread_id);
+  // fn(python_thread_id, lexgion) for every thread this code was decided for.
+  template <typename Fn>
+  void for_each_thread(Fn &&fn) {
+    fn(0, main_thread);
+    if (other_threads) {
+      for (auto &[python_thread_id, lex] : *other_threads) fn(python_thread_id, lex);
+    }
+  }
   int line_at(int offset);
 
   // The hot paths' counts (carried past 2^32 into the high words).

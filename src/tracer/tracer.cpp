@@ -61,7 +61,7 @@ void Tracer::decide_thread(CodeInfo &code, ThreadLexgion &lex, ThreadState &stat
 }
 
 void Tracer::count_window_gate(CodeInfo &code, ThreadLexgion &lex, ThreadState &state) {
-  if ((lex.window_gate & (kGateSeen | kGateCapped)) == kGateSeen) --code.uncapped_gates;
+  if (lex.uncapped_gate()) --code.uncapped_gates;
   lex.window_gate = 0;
   // A gate is a lexgion this thread may trace, up to a cap: the lexgions it
   // never traces (no events for it, its module left out) could never cap.
@@ -83,19 +83,15 @@ void Tracer::count_window_gate(CodeInfo &code, ThreadLexgion &lex, ThreadState &
 }
 
 void Tracer::uncount_window_gates(CodeInfo &code) {
-  const auto uncount = [&code](int python_thread_id, ThreadLexgion &lex) {
-    if ((lex.window_gate & (kGateSeen | kGateCapped)) != kGateSeen) return;
+  code.for_each_thread([&code](int python_thread_id, ThreadLexgion &lex) {
+    if (!lex.uncapped_gate()) return;
     lex.window_gate = 0;
     --code.uncapped_gates;
     thread_states::with_thread(python_thread_id, [&lex](ThreadState &state) {
       WindowGates &gates = state.window_gates;
       if (gates.generation == lex.generation && gates.seen > 0) --gates.seen;
     });
-  };
-  uncount(0, code.main_thread);
-  if (code.other_threads) {
-    for (auto &[python_thread_id, lex] : *code.other_threads) uncount(python_thread_id, lex);
-  }
+  });
 }
 
 uint8_t Tracer::never_traced_again(const CodeInfo &code, const ThreadLexgion &lex) const {
@@ -192,14 +188,14 @@ void Tracer::generator_ended(const FrameRecord &record, const ThreadState &state
 }
 
 void Tracer::end_window(const WindowEndAction &action, const char *reason) {
-  if (action.introspect && hooks_.introspect) {
-    if (introspecting_) return;  // this window's introspection is under way
+  const bool introspect = action.introspect && hooks_.introspect;
+  if (introspect && introspecting_) return;  // this window's introspection is under way
+  ++windows_ended_;
+  if (introspect) {
     introspecting_ = true;
-    ++windows_ended_;
     hooks_.introspect(action);
     return;
   }
-  ++windows_ended_;
   if (action.has_python_mode && action.python_mode != mode()) {
     set_mode(action.python_mode, reason);
   }
@@ -222,15 +218,11 @@ void Tracer::start_window_cycle() {
   // on counting executions. Each lexgion is decided again, so that the window
   // gates count anew.
   for (CodeInfo *info = code_registry::first(); info; info = info->next) {
-    const auto reset = [](ThreadLexgion &lex) {
+    info->for_each_thread([](int, ThreadLexgion &lex) {
       lex.counters.trace_counter = 0;
       lex.window_gate = 0;
       lex.generation = UINT32_MAX;
-    };
-    reset(info->main_thread);
-    if (info->other_threads) {
-      for (auto &entry : *info->other_threads) reset(entry.second);
-    }
+    });
     info->uncapped_gates = 0;
   }
   thread_states::for_each([](ThreadState &state) { state.window_gates = WindowGates{}; });
@@ -244,7 +236,7 @@ void Tracer::window_ended(CodeInfo &code, ThreadState &state) {
     ThreadLexgion &lex = code.for_thread(state.python_thread_id);
     WindowGates &gates = state.window_gates;
     if (lex.generation != gates.generation) return;  // capped under an earlier configuration
-    if ((lex.window_gate & (kGateSeen | kGateCapped)) == kGateSeen) {
+    if (lex.uncapped_gate()) {
       lex.window_gate |= kGateCapped;
       ++gates.capped;
       --code.uncapped_gates;
