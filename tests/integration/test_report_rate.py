@@ -200,6 +200,34 @@ def test_reload_lists_the_new_configuration(tracer: Tracer, tmp_path: Path) -> N
     assert "generation 2" in report_text(trace_dir(tracer))
 
 
+def test_cyclic_windows_are_counted(tracer: Tracer, tmp_path: Path) -> None:
+    """PInsight's cyclic INTROSPECT (resume in TRACING, no pause): hot's cap of 10
+    counts from zero in each window, so its 100 calls are all traced, in 10 windows
+    (the tenth cap opens an eleventh). The report says so instead of "capped 100/100"
+    alone, which reads as a cap of 100 or more."""
+    run_with_config(tracer, tmp_path, """
+        [Lexgion.default]
+            window_end_action = INTROSPECT:0:-:TRACING
+        [Lexgion(Python:hot)]
+            max_num_traces = 10
+        """, CALL_100, payload="batched")
+    proc = main_process(report_json(trace_dir(tracer), "--top", "0"))
+    rate = function_row(proc, "hot")["rate"]
+    assert (rate["traced"], rate["seen"], rate["max_num_traces"]) == (100, 100, 10)
+    assert rate["capped"] and rate["windows"] == 11
+    resumed = [m for m in proc["mode_changes"] if m["reason"] == "introspect"]
+    assert len(resumed) == 10 and {m["mode"] for m in resumed} == {"TRACING"}
+    text = report_text(trace_dir(tracer))
+    assert "capped 100/100 (10 per window, 11 windows)" in text
+    assert "capped in each window (11 windows), traced 100 of 100 calls" in text
+
+    from pinsight_python.reading.summary import summarize
+
+    lines = summarize(trace_dir(tracer), progress="never")
+    calls = [line for line in lines if line.startswith("top functions by calls")]
+    assert calls and "hot (100; capped 100/100 (10 per window, 11 windows))" in calls[0], lines
+
+
 def test_forked_child_counts_its_own_calls(tracer: Tracer, tmp_path: Path) -> None:
     code = CALL_100.replace("main()\n", "") + textwrap.dedent("""
         import os

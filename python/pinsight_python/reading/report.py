@@ -17,7 +17,7 @@ from .native import native_lines, native_section
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 
 if TYPE_CHECKING:
-    from .._pinsight_reader import LexgionCounts, ProcessRecord, ThreadRecord
+    from .._pinsight_reader import LexgionCounts, ModeChange, ProcessRecord, ThreadRecord
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
@@ -76,8 +76,16 @@ def _native_totals(threads: Iterable[ThreadRecord]) -> NativeTotals:
     return totals
 
 
-def rate_json(counts: LexgionCounts) -> Dict[str, Any]:
-    """Rate control's counts of one function (lexgion_counts), as the report's "rate"."""
+def tracing_windows(mode_changes: Iterable[ModeChange]) -> int:
+    """The TRACING windows in which caps counted from zero: one, and one more per
+    INTROSPECT pause that resumed in TRACING (PInsight's cyclic windows; a reload
+    keeps the counts)."""
+    return 1 + sum(1 for m in mode_changes if m.reason == "introspect" and m.mode == "TRACING")
+
+
+def rate_json(counts: LexgionCounts, windows: int = 1) -> Dict[str, Any]:
+    """Rate control's counts of one function (lexgion_counts), as the report's "rate";
+    `windows`: tracing_windows() of its process."""
     # Counters are per thread: traced calls summed over threads can reach the
     # cap before one thread did; a reached cap is what a user looks for.
     capped = counts.max_num_traces >= 0 and counts.traced >= counts.max_num_traces
@@ -93,14 +101,22 @@ def rate_json(counts: LexgionCounts) -> Dict[str, Any]:
         "tracing_rate": counts.tracing_rate,
         "trace_starts_at": counts.trace_starts_at,
         "section": counts.section,
+        "windows": windows,
     }
+
+
+def _per_windows(rate: Dict[str, Any]) -> str:
+    # A cap counts from zero in each window: the traced calls add up past it.
+    return f" in each window ({rate['windows']:,} windows)" if rate["windows"] > 1 else ""
 
 
 def rate_text(rate: Dict[str, Any]) -> str:
     """"capped 10/>=10", "sampled 10/100", "traced 5/5": traced of seen calls."""
     seen = f"{'>=' if rate['seen_is_lower_bound'] else ''}{rate['seen']:,}"
     kind = "capped" if rate["capped"] else "sampled" if rate["sampled"] else "traced"
-    return f"{kind} {rate['traced']:,}/{seen}"
+    windows = (f" ({rate['max_num_traces']:,} per window, {rate['windows']:,} windows)"
+               if rate["capped"] and rate["windows"] > 1 else "")
+    return f"{kind} {rate['traced']:,}/{seen}{windows}"
 
 
 def _function_rows(
@@ -341,7 +357,8 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
     first = raw.first_ns
     for proc in trace.processes:
         # Rate control's counts are the process's (every thread's calls).
-        rates = {c.symbol: rate_json(c) for c in proc.rate_controlled}
+        windows = tracing_windows(proc.mode_changes)
+        rates = {c.symbol: rate_json(c, windows) for c in proc.rate_controlled}
         threads = []
         for thread in proc.threads:
             entry = {
@@ -549,7 +566,8 @@ def _rate_lines(proc: Dict[str, Any]) -> List[str]:
                 settings.append(f"trace_starts_at = {rate['trace_starts_at']}")
             where = ", ".join(s for s in [f"[{rate['section']}]" if rate["section"] else "",
                                           *settings] if s)
-            kind = "capped" if rate["capped"] else "sampled" if rate["sampled"] else "all traced"
+            kind = ("capped" + _per_windows(rate) if rate["capped"]
+                    else "sampled" if rate["sampled"] else "all traced")
             lines.append(f"  {_where(row)}: {kind}, traced {rate['traced']:,} {seen} ({where})")
     changes = proc.get("mode_changes", [])
     if changes:

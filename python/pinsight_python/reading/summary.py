@@ -24,7 +24,7 @@ from .analysis import (
     read_trace,
 )
 from .native import display_name
-from .report import rate_json, rate_text
+from .report import rate_json, rate_text, tracing_windows
 
 __all__ = ["summarize", "summary_lines"]
 
@@ -106,12 +106,14 @@ def _rate_controlled(trace: TraceData) -> Dict[int, Dict[str, Any]]:
     """Rate control: traced of seen calls per function, summed over processes."""
     rated: Dict[int, Dict[str, Any]] = {}
     for proc in trace.processes:
+        windows = tracing_windows(proc.mode_changes)
         for counts in proc.rate_controlled:
-            rate = rate_json(counts)
+            rate = rate_json(counts, windows)
             earlier = rated.get(counts.symbol)
             if earlier is not None:
                 for key in ("traced", "seen"):
                     rate[key] += earlier[key]
+                rate["windows"] = max(rate["windows"], earlier["windows"])
                 for key in ("seen_is_lower_bound", "capped", "sampled"):
                     rate[key] = rate[key] or earlier[key]
             rated[counts.symbol] = rate
