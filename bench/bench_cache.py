@@ -13,6 +13,13 @@ evict each other from the L1 instruction cache). Per event = (configuration - un
 non-temporal stores (our staging, x86-64) count as ordinary misses; and every thread is
 counted together, the writer threads' work (ours and trace0's) with the traced thread's.
 Needs valgrind (apt-get install valgrind). About two minutes per configuration.
+
+Where the counts fall (which functions: ours, the interpreter's, trace0's): --keep DIR,
+then `cg_annotate --show=Ir,I1mr,D1mr --sort=I1mr DIR/cachegrind.batched-function`.
+Our module's functions have names there only in an unstripped build: install with
+`--config-settings=cmake.build-type=RelWithDebInfo` and
+`"--config-settings=cmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO=-O3 -g -DNDEBUG"`
+(pybind11 strips Release builds).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import GID, events_of, in_group, installed, names_among
@@ -36,13 +43,17 @@ CONFIGS = ("untraced", "trace0", "cProfile", "batched-function", "batched")
 CACHES = ["--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64"]
 
 
-def counts(config: str, tests: List[str], tmp: Path) -> Tuple[Dict[str, int], int]:
-    """(cachegrind's totals by event name, the events pinsight-python emitted)."""
-    code = suite_code("cpython", tests, config, "perf_counter", tmp)
-    out = tmp / f"cachegrind.{config}"
+def counts(config: str, tests: List[str], tmp: Path,
+           keep: Optional[Path]) -> Tuple[Dict[str, int], int]:
+    """(cachegrind's totals by event name, the events pinsight-python emitted);
+    cachegrind's file stays in `keep` if given."""
+    # A script rather than -c: cg_annotate cannot read a command line of many lines.
+    script = tmp / f"suite_{config.replace('-', '_')}.py"
+    script.write_text(suite_code("cpython", tests, config, "perf_counter", tmp))
+    out = (keep or tmp) / f"cachegrind.{config}"
     proc = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHES,
-         f"--cachegrind-out-file={out}", sys.executable, "-c", code],
+         f"--cachegrind-out-file={out}", sys.executable, str(script)],
         capture_output=True, text=True, check=False, preexec_fn=in_group,
         env=dict(os.environ, PYTHONHASHSEED="0"),
     )
@@ -65,9 +76,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", default=CPYTHON_TESTS)
     parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep cachegrind's files there (cachegrind.CONFIG), for cg_annotate")
     args = parser.parse_args()
     if not shutil.which("valgrind"):
         parser.error("valgrind is not installed (apt-get install valgrind)")
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     wanted = set(names_among(parser, args.configs, CONFIGS, "configuration"))
     # untraced is every figure's base; the event counts come from ours.
     wanted |= {"untraced", "batched-function"} | {events_of(c) for c in wanted}
@@ -80,7 +95,7 @@ def main() -> int:
         tmp = Path(tmpdir)
         with lttng.Session(tmp / "trace", track_vgid=GID):
             for config in configs:
-                measured[config], n = counts(config, args.tests.split(","), tmp)
+                measured[config], n = counts(config, args.tests.split(","), tmp, args.keep)
                 if config in OURS:
                     events[config] = n
                 print(f"{config}: {measured[config]['Ir']:,} instructions", flush=True)
