@@ -15,9 +15,11 @@ namespace {
 PyObject *disable_object = nullptr;  // sys.monitoring.DISABLE
 
 inline PyObject *verdict(Verdict v) {
-  PyObject *result = v == Verdict::Disable ? disable_object : Py_None;
-  Py_INCREF(result);
-  return result;
+  // None is immortal wherever sys.monitoring exists (3.12+, PEP 683): its
+  // reference needs no count, and the common verdict no load of it.
+  if (__builtin_expect(v == Verdict::Continue, 1)) return Py_None;
+  Py_INCREF(disable_object);
+  return disable_object;
 }
 
 inline const void *frame_now() { return thread_states::current_frame(); }

@@ -671,7 +671,10 @@ void flush_all(bool final) {
   for (Block *b = registry; b; b = b->next) {
     if (b->opened) flush_block(*b, final ? PINSIGHT_BLOCK_FINAL : 0, !final);
     // A thread's next record, if any, opens its stream again.
-    if (final) b->opened = false;
+    if (final) {
+      b->opened = false;
+      b->segment_end_ticks = 0;  // the next record opens the stream again (stage_slow)
+    }
   }
 }
 
@@ -724,6 +727,7 @@ void forked_child() {
   b->sequence = 0;
   b->tid = my_tid();
   b->opened = false;  // the next record opens the child's stream
+  b->segment_end_ticks = 0;
   link(b);
 }
 

@@ -68,9 +68,11 @@ struct alignas(64) StageCursor {
   Staged *filling = nullptr;  // the open segment's records
   uint32_t staged_count = 0;
   volatile sig_atomic_t writing = 0;  // a record or segment is half-done (signal handlers)
-  uint64_t segment_end_ticks = 0;     // a record past this closes the segment
-  bool opened = false;                // the empty opening block went out
-  bool streaming = false;             // a writer runs: records are staged write-combined
+  // A record past this closes the segment; 0 while the stream is not open, so
+  // that one compare on the hot path sends both to stage_slow.
+  uint64_t segment_end_ticks = 0;
+  bool opened = false;     // the empty opening block went out
+  bool streaming = false;  // a writer runs: records are staged write-combined
 };
 
 // The calling thread's cursor; null before its first record.
@@ -103,13 +105,12 @@ inline void stream(uint64_t *to, uint64_t value) {
 // read is the slowest step; nothing before it waits on it), a full or old
 // segment closed, its words written while the block is marked as being written
 // (a fatal signal's flush then leaves it alone). Inline: the callbacks' hot path.
-__attribute__((always_inline)) inline void stage(int python_thread_id, uint64_t code_id,
-                                                 uint64_t callable_id, uint64_t line_head) {
-  uint64_t ticks = cycle_clock::ticks();
+__attribute__((always_inline)) inline void stage_at(uint64_t ticks, int python_thread_id,
+                                                    uint64_t code_id, uint64_t callable_id,
+                                                    uint64_t line_head) {
   StageCursor *c = current_cursor;
-  if (__builtin_expect(c == nullptr || !c->opened || c->staged_count == kSegmentRecords ||
-                           ticks > c->segment_end_ticks,
-                       0)) {
+  if (__builtin_expect(
+          c == nullptr || c->staged_count == kSegmentRecords || ticks > c->segment_end_ticks, 0)) {
     c = stage_slow(python_thread_id, &ticks);
   }
   c->writing = 1;
@@ -129,6 +130,11 @@ __attribute__((always_inline)) inline void stage(int python_thread_id, uint64_t 
   ++c->staged_count;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   c->writing = 0;
+}
+
+__attribute__((always_inline)) inline void stage(int python_thread_id, uint64_t code_id,
+                                                 uint64_t callable_id, uint64_t line_head) {
+  stage_at(cycle_clock::ticks(), python_thread_id, code_id, callable_id, line_head);
 }
 
 inline uint64_t line_head(int line, int kind, int transition) {

@@ -32,6 +32,19 @@ extern bool use_counter;
 // activate()'s choice (PINSIGHT_PYTHON_CYCLE_CLOCK), read by calibrate().
 extern bool allowed;
 
+// The counter itself, where use_counter said it can be used.
+inline uint64_t counter() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#elif defined(__aarch64__)
+  uint64_t value;
+  asm volatile("mrs %0, cntvct_el0" : "=r"(value));
+  return value;
+#else
+  return monotonic_ns();
+#endif
+}
+
 inline uint64_t ticks() {
 #if defined(__x86_64__)
   if (__builtin_expect(use_counter, 1)) return __rdtsc();

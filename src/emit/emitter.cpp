@@ -129,6 +129,7 @@ bool provider_loaded() { return provider_handle != nullptr; }
 
 bool compact_payload = false;
 bool batched_payload = false;
+bool batched_counted = false;
 std::atomic<uint32_t> naming_epoch{1};
 NamedCallable named_callables[1u << kNamedCallableBits];
 
@@ -153,6 +154,7 @@ void set_payload(PayloadKind payload) {
   }
   batched_payload = batched;
   compact_payload = compact;
+  batched_counted = batched && cycle_clock::use_counter;  // enable() calibrated it
   // Names written under the other payload may be far back: write them again.
   advance_naming_epoch();
 }

@@ -67,6 +67,8 @@ void advance_naming_epoch();
 // compact_payload is set under batched too.
 extern bool compact_payload;
 extern bool batched_payload;
+// batched_payload with the cycle counter for time: the one case staged inline.
+extern bool batched_counted;
 
 // Slow paths: write the names, remember the epoch.
 __attribute__((cold)) void name_code(NamedCode &code, uint32_t epoch);
@@ -113,15 +115,29 @@ __attribute__((noinline)) inline void function_event(bool begin, NamedCode &code
   }
 }
 
-inline void function(bool begin, NamedCode &code, int python_thread_id, int transition) {
-  // Every payload names the code object's file in code_info only.
-  ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
+// Every other case: the batched payload on clock_gettime, compact, full.
+__attribute__((noinline)) inline void function_other(bool begin, NamedCode &code,
+                                                     int python_thread_id, int transition) {
   if (batched_payload) {
     blocks::append_function(begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
                             transition, reinterpret_cast<uintptr_t>(code.code), python_thread_id);
     return;
   }
   function_event(begin, code, python_thread_id, transition);
+}
+
+inline void function(bool begin, NamedCode &code, int python_thread_id, int transition) {
+  // Every payload names the code object's file in code_info only.
+  ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
+  if (__builtin_expect(batched_counted, 1)) {
+    // One test for the payload and the clock: the counter is read directly.
+    blocks::stage_at(
+        cycle_clock::counter(), python_thread_id, reinterpret_cast<uintptr_t>(code.code), 0,
+        blocks::line_head(0, begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
+                          transition));
+    return;
+  }
+  function_other(begin, code, python_thread_id, transition);
 }
 
 // A native call by `caller` at line `line` of `callee` (an interned name, its id).
