@@ -97,8 +97,9 @@ def _install_process_hooks() -> None:
     # LTTng-UST hears of forks inside fork() itself (pthread_atfork, set up by
     # the core); the child needs its own control thread and silent inherited frames.
     os.register_at_fork(before=_filter_fork_warning, after_in_child=_after_fork_in_child)
-    # Join the control thread before the interpreter finalizes.
-    atexit.register(_core._stop_control_thread)
+    # Join the control thread before the interpreter finalizes. SIGUSR1 stays
+    # ours: a reload request during finalization must not end the program.
+    atexit.register(_core._stop_control_thread, False)
     # Registered after it, run before it: rate control's counts per code object
     # (lexgion_counts), while the session still stands.
     atexit.register(_core._emit_lexgion_counts)

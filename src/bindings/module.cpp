@@ -171,10 +171,14 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "_emit_lexgion_counts", [] { session::emit_lexgion_counts(); },
       "atexit: rate control's counts per code object (lexgion_counts), before the control "
       "thread stops.");
-  m.def("_stop_control_thread", [] {
-    Py_BEGIN_ALLOW_THREADS session::stop_control_thread();
-    Py_END_ALLOW_THREADS
-  });
+  m.def(
+      "_stop_control_thread",
+      [](bool hand_back_sigusr1) {
+        Py_BEGIN_ALLOW_THREADS session::stop_control_thread(hand_back_sigusr1);
+        Py_END_ALLOW_THREADS
+      },
+      py::arg("hand_back_sigusr1"),
+      "atexit (False: SIGUSR1 stays ours until the process ends) and detach (True).");
   // `pinsight-python attach` writes the code it injects into one anonymous
   // page (src/inject/injector.c, or gdb); the next injection releases it. The
   // injector's page is released only once its trampoline has marked it done

@@ -358,11 +358,12 @@ void program_thread_exiting() {
   sem_post(&wakeup);
 }
 
-void stop() {
+void stop(bool hand_back_sigusr1) {
   if (!running.exchange(false)) return;
   stopping.store(true);
   sem_post(&wakeup);
   if (worker.joinable()) worker.join();
+  if (!hand_back_sigusr1) return;
   // Hand SIGUSR1 back to whoever had it before us (often SIG_DFL): a process
   // we were attached to and detached from must react to it as it did before.
   struct sigaction current = {};

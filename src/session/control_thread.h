@@ -37,9 +37,13 @@ void run_soon(void (*job)());
 bool wait_for_signal(double seconds);
 // Whether the calling thread is the control thread.
 bool on_control_thread();
-// Stops the control thread (atexit, before the interpreter finalizes; detach)
-// and gives SIGUSR1 back to the handler it had before start().
-void stop();
+// Stops the control thread (atexit, before the interpreter finalizes; detach).
+// hand_back_sigusr1: SIGUSR1 goes back to the handler it had before start()
+// (detach: the program runs on). At exit ours stays, a no-op from then on: put
+// back to its default, a SIGUSR1 that a job script or trace's forwarding sends
+// during the interpreter's finalization would end the program, whose exit
+// status would then be the signal's.
+void stop(bool hand_back_sigusr1);
 
 // Holds the GIL for its scope, on a thread that did not hold it: the control
 // thread with the Python thread state it keeps (control_thread.cpp says why), any

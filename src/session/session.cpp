@@ -550,7 +550,7 @@ void emit_lexgion_counts() {
   }
 }
 
-void stop_control_thread() { control::stop(); }
+void stop_control_thread(bool hand_back_sigusr1) { control::stop(hand_back_sigusr1); }
 
 int block_writer_tid() { return emitter::block_writer_tid(); }
 

@@ -111,8 +111,9 @@ bool reload(std::string *error);
 // In a forked child (os.register_at_fork): the tracer's part, then process_info
 // again and the child's own control thread.
 void after_fork_child();
-// Before the interpreter finalizes (atexit) and on detach.
-void stop_control_thread();
+// Before the interpreter finalizes (atexit: SIGUSR1 stays ours) and on detach
+// (hand_back_sigusr1: the program's handler again); control::stop says why.
+void stop_control_thread(bool hand_back_sigusr1);
 // The batched payload's writer thread's tid (0: none runs here): pinsight_python's
 // fork hook counts the program's threads without ours.
 int block_writer_tid();

@@ -599,6 +599,29 @@ def test_sigusr1_without_a_configuration_file_says_so_once(tmp_path: Path) -> No
                     "file, so there is nothing to reload (said once)"], stderr
 
 
+def test_sigusr1_during_finalization_does_not_end_the_program(tmp_path: Path) -> None:
+    """A reload request that comes as the program ends (a job script's signal, or
+    trace's forwarding, which saw our handler a moment before) is a no-op: the
+    program keeps its exit status. Before, the atexit hook that stops the control
+    thread put SIGUSR1 back to its default, and such a signal ended the program
+    during the interpreter's finalization (status 138 under trace, CI on 3.14)."""
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import os, signal, pinsight_python\n"
+        "pinsight_python.activate()\n"
+        "class Late:\n"
+        "    def __del__(self):\n"
+        "        # After every atexit hook: the module's globals go at finalization.\n"
+        "        os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "        print('after the signal', flush=True)\n"
+        "late = Late()\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, env=clean_env(), timeout=60, check=False)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout == "after the signal\n"
+
+
 def window_config(seconds: float) -> str:
     """A TRACING window of `seconds` at most, MONITORING after it."""
     return f"[Lexgion.default]\nwindow_timeout = {seconds}\nwindow_end_action = MONITORING\n"

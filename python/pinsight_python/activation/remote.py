@@ -87,7 +87,7 @@ def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
         pinsight_python.deactivate()
         # Detached means gone: the control thread stops and SIGUSR1 goes back to
         # the handler the program had (by default, it terminates the process).
-        core._stop_control_thread()
+        core._stop_control_thread(True)
     return {"ok": True, "was_active": bool(before["active"]), "status": pinsight_python.status()}
 
 
