@@ -196,6 +196,14 @@ bool lock_encoder_from_signal(Block &b) {
 
 inline void unlock_encoder(Block &b) { b.encoder.store(0, std::memory_order_release); }
 
+// The thread's stream ends (a final flush, a forked child): its next record
+// opens it again. segment_end_ticks 0 sends that record to stage_slow, the
+// hot path's one test (StageCursor).
+inline void close_stream(Block &b) {
+  b.opened = false;
+  b.segment_end_ticks = 0;
+}
+
 // ---------------------------------------------------------------------------
 // Encoding (encoder lock held).
 
@@ -671,10 +679,7 @@ void flush_all(bool final) {
   for (Block *b = registry; b; b = b->next) {
     if (b->opened) flush_block(*b, final ? PINSIGHT_BLOCK_FINAL : 0, !final);
     // A thread's next record, if any, opens its stream again.
-    if (final) {
-      b->opened = false;
-      b->segment_end_ticks = 0;  // the next record opens the stream again (stage_slow)
-    }
+    if (final) close_stream(*b);
   }
 }
 
@@ -726,8 +731,7 @@ void forked_child() {
   b->used = 0;
   b->sequence = 0;
   b->tid = my_tid();
-  b->opened = false;  // the next record opens the child's stream
-  b->segment_end_ticks = 0;
+  close_stream(*b);  // the next record opens the child's stream
   link(b);
 }
 

@@ -45,18 +45,7 @@ inline uint64_t counter() {
 #endif
 }
 
-inline uint64_t ticks() {
-#if defined(__x86_64__)
-  if (__builtin_expect(use_counter, 1)) return __rdtsc();
-#elif defined(__aarch64__)
-  if (__builtin_expect(use_counter, 1)) {
-    uint64_t value;
-    asm volatile("mrs %0, cntvct_el0" : "=r"(value));
-    return value;
-  }
-#endif
-  return monotonic_ns();
-}
+inline uint64_t ticks() { return __builtin_expect(use_counter, 1) ? counter() : monotonic_ns(); }
 
 // A counter value and the clock's at the same instant, within half of
 // `window` ticks (the two counter reads around clock_gettime; the narrowest of
