@@ -121,6 +121,15 @@ PYBIND11_MODULE(_pinsight_python, m) {
       py::arg("path"),
       "Parse a configuration file as activate() and reloads do: its warnings, one "
       "'file:line: message' each; ConfigError with every error, one a line.");
+  m.def(
+      "native_keys",
+      [](const std::string &path) {
+        py::gil_scoped_release release;
+        return session::native_keys(path);
+      },
+      py::arg("path"),
+      "The keys of a configuration file's sections that libpinsight.so reads (other "
+      "domains', services'), by section: {'CUDA.default': ['device_activity']}.");
   m.def("deactivate", [] { session::deactivate(); });
   m.def(
       "_alloc_finish", [] { session::finish_alloc(); },

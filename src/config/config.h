@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -192,6 +193,10 @@ struct ParseResult {
   std::unique_ptr<Config> config;  // null when errors is not empty
   std::vector<ConfigDiagnostic> errors;
   std::vector<ConfigDiagnostic> warnings;  // unknown keys, unsupported actions
+  // The keys of the sections left to libpinsight.so (other domains', services'),
+  // by section ("CUDA.default" -> {"device_activity"}), unjudged: what
+  // `trace --domains cuda` asks of a configuration.
+  std::map<std::string, std::vector<std::string>> native_keys;
 };
 
 ParseResult parse_config_file(const std::string &path);

@@ -58,6 +58,7 @@ ParseResult Parser::run() {
   std::unique_ptr<Config> config = finish();
   result.errors = std::move(errors_);
   result.warnings = std::move(warnings_);
+  result.native_keys = std::move(native_keys_);
   if (result.errors.empty()) result.config = std::move(config);
   return result;
 }
@@ -94,8 +95,14 @@ std::string Parser::clean_line(std::string_view raw, int buffer_size) {
   }
   const std::string_view line = trim(raw);
   if (line.empty()) return "";
-  // Another domain's keys are libpinsight.so's to judge.
-  if (line.front() != '[' && kind_ == SectionKind::Skipped) return "";
+  // Another domain's keys are libpinsight.so's to judge: only noted.
+  if (line.front() != '[' && kind_ == SectionKind::Skipped) {
+    const size_t separator = line.find_first_of("=:");
+    if (separator != std::string_view::npos && !skipped_section_.empty()) {
+      native_keys_[skipped_section_].emplace_back(trim(line.substr(0, separator)));
+    }
+    return "";
+  }
   if (line.find('\0') != std::string_view::npos) {
     error("unexpected NUL byte: the file is not text");
     return "";
@@ -143,6 +150,10 @@ std::string Parser::open_section(std::string_view text) {
   } else {
     kind_ = SectionKind::Skipped;
   }
+  const size_t close = text.find(']');
+  skipped_section_ = kind_ == SectionKind::Skipped && close != std::string_view::npos
+                         ? std::string(trim(text.substr(1, close - 1)))
+                         : std::string();
   // The section name inih passes back is not used: the current section is
   // known here, and a name could be too long for inih.
   return "[s]";

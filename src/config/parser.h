@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -175,6 +176,8 @@ class Parser {
   int line_ = 0;
   std::vector<ConfigDiagnostic> errors_;
   std::vector<ConfigDiagnostic> warnings_;
+  std::map<std::string, std::vector<std::string>> native_keys_;
+  std::string skipped_section_;  // the section left to libpinsight.so, if the current one is
   // Keys and values too long for inih's line buffer travel as "\x01<index>".
   std::vector<std::string> long_text_;
 

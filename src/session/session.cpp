@@ -587,6 +587,10 @@ std::vector<std::string> check_config(const std::string &path) {
   return lines;
 }
 
+std::map<std::string, std::vector<std::string>> native_keys(const std::string &path) {
+  return parse_config_file(path).native_keys;
+}
+
 bool lttng_available(std::string *error) { return emitter::load_provider(error); }
 
 bool recording() { return emitter::recording(); }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -133,6 +134,9 @@ std::vector<LexgionStatus> lexgions();
 // reload() do; its warnings ("file:line: message" each), else ConfigError
 // with every error, one a line.
 std::vector<std::string> check_config(const std::string &path);
+// Any thread, GIL not needed: the keys of the file's sections that are
+// libpinsight.so's (other domains', services'), by section, as parsed there.
+std::map<std::string, std::vector<std::string>> native_keys(const std::string &path);
 // Loads the provider (once) as activate() does; false with *error set where
 // LTTng-UST is unavailable.
 bool lttng_available(std::string *error);

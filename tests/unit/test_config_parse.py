@@ -1918,3 +1918,27 @@ def test_product_module_has_no_test_hooks(tmp_path: Path) -> None:
     good = tmp_path / "good.txt"
     good.write_text("[Python.default]\ntrace_mode = MONITORING\nfrobnicate = 1\n")
     assert product.check_config(str(good)) == native._parse_config(str(good))["warnings"]
+
+
+def test_the_keys_left_to_libpinsight_are_noted(tmp_path: Path) -> None:
+    # What `trace --domains cuda` asks of a configuration (recording/run/plan.py): the
+    # keys of PInsight's other domains' and services' sections, unjudged, by section.
+    from pinsight_python import _pinsight_python as product
+
+    path = tmp_path / "cfg.txt"
+    path.write_text(textwrap.dedent("""\
+        [Python.default]
+        trace_mode = TRACING
+        [CUDA.default]
+          device_activity = on   # libpinsight.so's
+        [OpenMP.default]
+        trace_mode: OFF
+        [Lexgion(CUDA).default]
+        max_num_traces = 3
+        [Knob]
+        rate = 1
+        """))
+    assert product.native_keys(str(path)) == {
+        "CUDA.default": ["device_activity"], "OpenMP.default": ["trace_mode"],
+        "Lexgion(CUDA).default": ["max_num_traces"], "Knob": ["rate"]}
+    assert product.native_keys(str(tmp_path / "missing.txt")) == {}

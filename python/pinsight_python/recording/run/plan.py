@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
-import re
 import shutil
 from pathlib import Path
 from types import MappingProxyType
@@ -122,9 +121,6 @@ def make(args: argparse.Namespace) -> Plan:
                 subbuf_size, num_subbuf, domains, summary=not args.no_summary)
 
 
-_DEVICE_ACTIVITY = re.compile(r"^\s*device_activity\s*=", re.MULTILINE)
-
-
 def _device_activity(
     chosen: _settings.Settings, config: Optional[str], warnings: List[str]
 ) -> Optional[str]:
@@ -143,12 +139,10 @@ def _device_activity(
                     "[CUDA.default]\ndevice_activity = on\n")
         chosen.config = path
         return path
-    try:
-        with open(config, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return config
-    if not _DEVICE_ACTIVITY.search(text):
+    from ... import _pinsight_python as core
+
+    # As libpinsight.so will read it: the core's parser notes the keys it leaves to it.
+    if not any("device_activity" in keys for keys in core.native_keys(config).values()):
         warnings.append(f"{config}: no device_activity setting, and PInsight records no "
                         "kernel activity without one: add [CUDA.default] device_activity = on "
                         "to time the kernels on the device")
