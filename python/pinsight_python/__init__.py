@@ -256,18 +256,22 @@ def activate(
     configuration and ActivationError (a RuntimeError) when tracing cannot start,
     e.g. when every sys.monitoring tool id is taken.
     """
-    if isinstance(events, str):
-        events = [e.strip() for e in events.split(",") if e.strip()]
     # Arguments, defaults and variables are resolved here, once, into typed options:
     # the core reads no environment and parses no name.
     try:
         options = _settings.activate_options(
-            events, os.fspath(config) if config is not None else "", mode, backend, modules,
-            exclude, payload, os.environ)
+            events, config, mode, backend, modules, exclude, payload, os.environ)
     except _settings.ArgumentError as e:
         raise ValueError(str(e)) from None
     except _settings.SettingsError as e:
         raise ConfigError(str(e)) from None
+    _activate_with(options)
+
+
+def _activate_with(options: _settings.ActivateOptions) -> None:
+    """Start tracing with settings resolved already: activate()'s, and the start-up
+    shim's and ``python -m pinsight_python``'s, which resolve them from the
+    environment and the options (activation/startup.py)."""
     if _IN_SUBINTERPRETER:
         raise ActivationError(_subinterpreter.REASON)
     refusal = _settings.gil_refusal(e.value for e in options.events)

@@ -1,31 +1,17 @@
 """Type stubs of the compiled core (src/bindings)."""
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Tuple
 
 class ConfigError(ValueError): ...
 class ActivationError(RuntimeError): ...
 
 def activate(
-    function_events: bool,
-    c_call_events: bool,
-    config_path: str,
-    mode: int,
-    backend: str,
     main_thread_ident: int,
     mpi_rank: int,
     mpi_size: int,
     hostname: str,
     argv: str,
-    import_events: bool = False,
-    alloc_events: bool = False,
-    gil_events: bool = False,
-    module_filter: Optional[Sequence[str]] = None,
-    module_exclude: Sequence[str] = (),
-    report_config: bool = True,
-    payload: int = -1,
-    clock_plugin: bool = False,
-    cycle_clock: bool = True,
-    block_writer: bool = True,
+    **settings: object,  # SETTINGS, each as activation/settings.py's table hands it
 ) -> None: ...
 def check_config(path: str) -> List[str]: ...
 def native_keys(path: str) -> Dict[str, List[str]]: ...
@@ -35,8 +21,11 @@ def _flush_device_activity() -> None: ...
 def status() -> Dict[str, Any]: ...
 def set_mode(mode: int) -> None: ...
 
+SETTINGS: Tuple[str, ...]  # activate()'s keywords of the settings
 MODES: Tuple[str, ...]  # the trace modes, in the order activate() and set_mode() number them
 PAYLOADS: Tuple[str, ...]  # the payloads, likewise
+EVENTS: Tuple[str, ...]  # activate()'s events, each a keyword <name>_events
+BACKENDS: Tuple[str, ...]  # the backends' names
 def reload() -> None: ...
 def lexgions() -> List[Dict[str, Any]]: ...
 def lttng_available() -> Tuple[bool, str]: ...

@@ -8,7 +8,7 @@
 
 namespace pinsight {
 
-// The backend for `name` (auto, sys.monitoring, setprofile); throws
+// The backend for `name` (a name of common/settings.h's kBackendNames); throws
 // ActivationError when it is not available on this CPython.
 std::unique_ptr<Backend> make_backend(const std::string &name);
 

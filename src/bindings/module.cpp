@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 // The session's API only: the layers below it are the session's to drive.
@@ -50,6 +51,39 @@ py::dict status_dict() {
   return d;
 }
 
+// The core's keywords of the settings (kSettingFields), in its order.
+py::tuple setting_keywords() {
+  return std::apply([](const auto &...field) { return py::make_tuple(field.keyword...); },
+                    pinsight::kSettingFields);
+}
+
+// A setting's field from its keyword, if given; its C++ type decides the
+// conversion (a bad one raises TypeError: Python hands what its table says).
+template <typename T>
+bool set_field(pinsight::ActivateOptions &options, const pinsight::SettingField<T> &setting,
+               const py::kwargs &given) {
+  if (!given.contains(setting.keyword)) return false;
+  options.*setting.field = given[setting.keyword].template cast<T>();
+  return true;
+}
+
+pinsight::ActivateOptions activate_options(const py::kwargs &given) {
+  pinsight::ActivateOptions options;
+  size_t used = std::apply(
+      [&](const auto &...field) { return (size_t{0} + ... + set_field(options, field, given)); },
+      pinsight::kSettingFields);
+  if (used != given.size()) {
+    py::tuple known = setting_keywords();
+    for (const auto &item : given) {
+      if (!known.contains(item.first)) {
+        throw py::type_error("activate(): unknown setting " +
+                             py::repr(item.first).cast<std::string>());
+      }
+    }
+  }
+  return options;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_pinsight_python, m) {
@@ -75,43 +109,16 @@ PYBIND11_MODULE(_pinsight_python, m) {
 
   m.def(
       "activate",
-      [](bool function_events, bool c_call_events, const std::string &config_path, int mode,
-         const std::string &backend, unsigned long main_thread_ident, int mpi_rank, int mpi_size,
-         const std::string &hostname, const std::string &argv, bool import_events,
-         bool alloc_events, bool gil_events, std::optional<std::vector<std::string>> module_filter,
-         const std::vector<std::string> &module_exclude, bool report_config, int payload,
-         bool clock_plugin, bool cycle_clock, bool block_writer) {
-        pinsight::ActivateOptions options;
-        options.function_events = function_events;
-        options.c_call_events = c_call_events;
-        options.import_events = import_events;
-        options.alloc_events = alloc_events;
-        options.gil_events = gil_events;
-        options.config_path = config_path;
-        options.mode = mode;
-        options.backend = backend;
-        options.main_thread_ident = main_thread_ident;
-        options.mpi_rank = mpi_rank;
-        options.mpi_size = mpi_size;
-        options.hostname = hostname;
-        options.argv = argv;
-        options.module_filter_given = module_filter.has_value();
-        if (module_filter) options.module_filter = *module_filter;
-        options.module_exclude = module_exclude;
-        options.report_config = report_config;
-        options.payload = payload;
-        options.clock_plugin = clock_plugin;
-        options.cycle_clock = cycle_clock;
-        options.block_writer = block_writer;
-        session::activate(options);
+      [](unsigned long main_thread_ident, int mpi_rank, int mpi_size, const std::string &hostname,
+         const std::string &argv, const py::kwargs &settings) {
+        session::activate(activate_options(settings),
+                          {main_thread_ident, mpi_rank, mpi_size, hostname, argv});
       },
-      py::arg("function_events"), py::arg("c_call_events"), py::arg("config_path"), py::arg("mode"),
-      py::arg("backend"), py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"),
-      py::arg("hostname"), py::arg("argv"), py::arg("import_events") = false,
-      py::arg("alloc_events") = false, py::arg("gil_events") = false,
-      py::arg("module_filter") = py::none(), py::arg("module_exclude") = std::vector<std::string>(),
-      py::arg("report_config") = true, py::arg("payload") = -1, py::arg("clock_plugin") = false,
-      py::arg("cycle_clock") = true, py::arg("block_writer") = true);
+      py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"), py::arg("hostname"),
+      py::arg("argv"),
+      "Start tracing: the process's identity, then each setting by its keyword "
+      "(SETTINGS; one left out keeps its default).");
+  m.attr("SETTINGS") = setting_keywords();
   m.def(
       "check_config",
       [](const std::string &path) {
@@ -139,10 +146,12 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "atexit: CUPTI's buffered kernel activity to PInsight's CUDA domain, probes alive.");
   m.def("status", &status_dict);
   m.def("set_mode", [](int mode) { session::set_mode(mode, "set_mode"); });
-  // The one list of modes and payloads, in their enums' order: activate() and
-  // set_mode() take an index of it (Python's settings.Mode and settings.Payload).
-  m.attr("MODES") = py::tuple(py::cast(session::mode_names()));
-  m.attr("PAYLOADS") = py::tuple(py::cast(session::payload_names()));
+  // The names of each setting's values, in their enums' order (MODES, PAYLOADS,
+  // ...): activate() and set_mode() take a mode or payload as its index
+  // (Python's settings.Mode and settings.Payload are checked against them).
+  for (const session::SettingNames &names : session::setting_names()) {
+    m.attr(names.attribute) = py::tuple(py::cast(names.names));
+  }
   m.def("reload", [] {
     std::string error;
     bool ok;

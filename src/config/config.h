@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,40 +13,17 @@
 #include <utility>
 #include <vector>
 
+#include "common/settings.h"
+
 namespace pinsight {
 
-enum class TraceMode : uint8_t { Off = 0, Standby = 1, Monitoring = 2, Tracing = 3 };
-// The modes' names, indexed by TraceMode: the one list that the parser, its
-// error messages and Python read (the core's MODES; settings.Mode is checked
-// against it by tests/unit/test_settings.py).
-inline constexpr std::string_view kTraceModeNames[] = {"OFF", "STANDBY", "MONITORING", "TRACING"};
-
+// TraceMode and Payload, their names: common/settings.h (Python hands them too).
 const char *trace_mode_name(TraceMode mode);
 // Accepts a name of kTraceModeNames (any case); false if none matches.
 bool parse_trace_mode(std::string_view text, TraceMode *out);
-
-// What a frame or native-call event carries: `full` (the design's payload,
-// names on every event) or `compact` (integers; names in code_info /
-// callable_info events) or `batched` (compact's records packed per thread
-// into event_block events). [Python] payload = full | compact | batched.
-enum class Payload : uint8_t { Full = 0, Compact = 1, Batched = 2 };
-// The payloads' names, indexed by Payload (the core's PAYLOADS, as above).
-inline constexpr std::string_view kPayloadNames[] = {"full", "compact", "batched"};
 const char *payload_name(Payload payload);
 // Accepts a name of kPayloadNames (any case); false if none matches.
 bool parse_payload(std::string_view text, Payload *out);
-
-// "A, B or C": the names an error message expects.
-template <typename Names>
-std::string expected_names(const Names &names) {
-  std::string text;
-  const size_t count = std::size(names);
-  for (size_t i = 0; i < count; ++i) {
-    if (i > 0) text += i + 1 == count ? " or " : ", ";
-    text += names[i];
-  }
-  return text;
-}
 
 // Event selection: PInsight's pysysmon_* keys and the design's `events = ...`.
 enum EventBits : uint32_t {

@@ -141,9 +141,9 @@ void after_fork_in_python() {
 
 int block_writer_tid() { return blocks::writer_tid(); }
 
-void set_payload(PayloadKind payload) {
-  bool compact = payload != PayloadKind::Full;
-  bool batched = payload == PayloadKind::Batched;
+void set_payload(Payload payload) {
+  bool compact = payload != Payload::Full;
+  bool batched = payload == Payload::Batched;
   if (compact_payload == compact && batched_payload == batched) return;
   // Records written so far go out before events of the other payload.
   if (batched_payload && !batched) blocks::stop_writer();
@@ -159,10 +159,8 @@ void set_payload(PayloadKind payload) {
   advance_naming_epoch();
 }
 
-PayloadKind payload() {
-  return batched_payload   ? PayloadKind::Batched
-         : compact_payload ? PayloadKind::Compact
-                           : PayloadKind::Full;
+Payload payload() {
+  return batched_payload ? Payload::Batched : compact_payload ? Payload::Compact : Payload::Full;
 }
 
 void set_idle_flush(bool wanted) { blocks::set_idle_flush(wanted); }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/settings.h"
 #include "emit/block_buffer.h"
 #include "emit/event_text.h"
 #include "emit/named_code.h"
@@ -31,13 +32,13 @@ bool recording();
 // hold when they move: records of one payload go out before events of the
 // next, and names are written again after a change. Set with the GIL held.
 //
-// The payload: full (every event names its function and callee; the file once
-// per code object and naming epoch, in code_info), compact (integers; names once
-// per code object and callable and naming epoch) or batched (compact's records
-// and names, the records packed per thread: block_buffer.h).
-enum class PayloadKind : uint8_t { Full, Compact, Batched };
-void set_payload(PayloadKind payload);
-PayloadKind payload();
+// The payload (common/settings.h): full (every event names its function and
+// callee; the file once per code object and naming epoch, in code_info), compact
+// (integers; names once per code object and callable and naming epoch) or
+// batched (compact's records and names, the records packed per thread:
+// block_buffer.h).
+void set_payload(Payload payload);
+Payload payload();
 // Whether the batched payload may time records with the CPU's cycle counter;
 // decided for the process when batched is first chosen (emit/cycle_clock.h).
 void allow_cycle_clock(bool allowed);

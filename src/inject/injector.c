@@ -30,13 +30,15 @@
 // code once the trampoline has marked it done (python/pinsight_python/activation/remote.py).
 //
 // Usage: pinsight-python-inject PID ADD_PENDING_CALL RUN_SIMPLE_STRING
-//                               SYSCALL_INSTRUCTION CODE
+//                               SYSCALL_INSTRUCTION CODE [FAIL_AT PAUSE_AT]
 // Addresses in hex, in the target. CODE holds 0x0000000000000000 where the
 // data page's own address goes. Prints "ok tid=T page=0xP rc=R" and exits 0,
 // or prints "error: ..." and exits 1 with the target as it was.
-// Test hooks: PINSIGHT_PYTHON_INJECT_FAIL=STAGE stops at that stage as a
-// failure would; PINSIGHT_PYTHON_INJECT_PAUSE=STAGE[:SECONDS] sleeps there (so
-// that a test can kill us or the target); the stages are named in `stage_names`.
+// Test hooks, passed on by attach from its environment (the injector reads
+// none): FAIL_AT=STAGE (PINSIGHT_PYTHON_INJECT_FAIL) stops at that stage as a
+// failure would; PAUSE_AT=STAGE[:SECONDS] (PINSIGHT_PYTHON_INJECT_PAUSE) sleeps
+// there (so that a test can kill us or the target); "" for none; the stages are
+// named in `stage_names`.
 
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -182,9 +184,13 @@ static void fail(const char *format, ...) {
   vfail(format, args);
 }
 
-// Whether the variable names the stage ("STAGE" or "STAGE:SECONDS").
-static bool stage_hook(enum stage stage, const char *variable, unsigned *seconds) {
-  const char *value = getenv(variable);
+// The test hooks attach passes on (its PINSIGHT_PYTHON_INJECT_FAIL and _PAUSE):
+// "" or a stage, "STAGE" or "STAGE:SECONDS".
+static const char *fail_at = "";
+static const char *pause_at = "";
+
+// Whether the hook names the stage.
+static bool stage_hook(enum stage stage, const char *value, unsigned *seconds) {
   size_t length = strlen(stage_names[stage]);
   if (value == NULL || strncmp(value, stage_names[stage], length) != 0) return false;
   if (value[length] == ':' && seconds != NULL) *seconds = (unsigned)atoi(value + length + 1);
@@ -194,8 +200,8 @@ static bool stage_hook(enum stage stage, const char *variable, unsigned *seconds
 // A failure forced at a stage, or our parent (attach) gone: give up there.
 static bool should_stop(enum stage stage) {
   unsigned seconds = 30;
-  if (stage_hook(stage, "PINSIGHT_PYTHON_INJECT_PAUSE", &seconds)) sleep(seconds);
-  return parent_gone || stage_hook(stage, "PINSIGHT_PYTHON_INJECT_FAIL", NULL);
+  if (stage_hook(stage, pause_at, &seconds)) sleep(seconds);
+  return parent_gone || stage_hook(stage, fail_at, NULL);
 }
 
 static void on_parent_gone(int signal_number) {
@@ -502,10 +508,16 @@ static uint64_t parse_address(const char *text, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: %s PID ADD_PENDING_CALL RUN_SIMPLE_STRING SYSCALL_INSTRUCTION CODE\n",
+  if (argc != 6 && argc != 8) {
+    fprintf(stderr,
+            "usage: %s PID ADD_PENDING_CALL RUN_SIMPLE_STRING SYSCALL_INSTRUCTION CODE "
+            "[FAIL_AT PAUSE_AT]\n",
             argv[0]);
     return 2;
+  }
+  if (argc == 8) {
+    fail_at = argv[6];
+    pause_at = argv[7];
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   target_pid = (pid_t)atoi(argv[1]);

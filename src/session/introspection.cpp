@@ -7,7 +7,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -59,14 +58,9 @@ bool passed_to_script(const char *entry) {
   return true;
 }
 
-// The script's first argument, where the trace is: `trace` names its output
-// folder; otherwise PInsight's ($LTTNG_HOME, else $HOME, /lttng-traces).
-std::string trace_location() {
-  if (const char *dir = std::getenv("PINSIGHT_PYTHON_TRACE_DIR"); dir && *dir) return dir;
-  const char *home = std::getenv("LTTNG_HOME");
-  if (!home || !*home) home = std::getenv("HOME");
-  return home ? std::string(home) + "/lttng-traces" : std::string();
-}
+// The script's first argument, where the trace is (set_trace_dir). Written at
+// activation under the GIL; the job reads it under the GIL too.
+std::string &trace_dir = *new std::string();
 
 // By pid only: the program's own children stay the program's to wait for.
 void reap_scripts() {
@@ -80,7 +74,7 @@ void reap_scripts() {
 
 void start_script(const std::string &script, const std::string &config_path) {
   if (script.empty()) return;
-  std::string args[] = {"bash", script, trace_location(), std::to_string(getpid()), config_path};
+  std::string args[] = {"bash", script, trace_dir, std::to_string(getpid()), config_path};
   std::vector<char *> argv;
   for (std::string &arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -113,7 +107,7 @@ void run() {
   if (!tracer.active() || !tracer.introspecting()) return;
   const WindowEndAction action = pending.action;
   // The batched payload's pending records first: the script reads them.
-  if (emitter::payload() == emitter::PayloadKind::Batched) emitter::flush_blocks(/*last=*/false);
+  if (emitter::payload() == Payload::Batched) emitter::flush_blocks(/*last=*/false);
   emitter::mode_change(trace_mode_name(tracer.mode()), "introspect_pause", tracer.generation());
   // Under the GIL: the program changes its environment under it.
   start_script(action.introspect_script, pending.config_path);
@@ -144,6 +138,8 @@ void request(const WindowEndAction &action, const std::string &config_path,
   }
   control::run_soon(&run);
 }
+
+void set_trace_dir(const std::string &dir) { trace_dir = dir; }
 
 void after_fork_child() {
   // Another thread may have held the lock at the fork; the old ones are left.

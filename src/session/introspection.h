@@ -22,6 +22,10 @@ void request(const WindowEndAction &action, const std::string &config_path,
 // the GIL go until the control thread holds it, so that the pause starts
 // there and then, not a switch interval (5 ms of calls) later.
 void hand_over_gil();
+// The scripts' first argument, where the trace is: activate()'s trace_dir (the
+// settings' PINSIGHT_PYTHON_TRACE_DIR, trace's output folder, else LTTng's own
+// default, $LTTNG_HOME or $HOME, /lttng-traces), set at activation (GIL held).
+void set_trace_dir(const std::string &dir);
 // In a forked child (GIL held): no introspection of the parent's is under way.
 void after_fork_child();
 

@@ -48,8 +48,7 @@ struct State {
   std::string refused;
   std::mutex config_path_mutex;  // the control thread reads it (reload)
   std::string config_path;
-  bool module_filter_given = false;
-  std::vector<std::string> module_filter;
+  std::optional<std::vector<std::string>> module_filter;  // activate(modules=)
   std::vector<std::string> module_exclude;
   std::atomic<bool> report_config{true};
   std::atomic<uint64_t> reloads{0};
@@ -139,7 +138,7 @@ void sync_alloc() {
   sync_gil();
   bool tracing =
       tracer().active() && !tracer().stepped_aside() && tracer().mode() == TraceMode::Tracing;
-  emitter::set_idle_flush(emitter::payload() == emitter::PayloadKind::Batched && tracing);
+  emitter::set_idle_flush(emitter::payload() == Payload::Batched && tracing);
   if (tracing && state.alloc_wanted.load()) {
     alloc::start(state.alloc_interval.load());
   } else if (alloc::active()) {
@@ -162,14 +161,12 @@ void set_payload(Payload payload) {
     }
     payload = Payload::Compact;
   }
-  emitter::set_payload(payload == Payload::Batched   ? emitter::PayloadKind::Batched
-                       : payload == Payload::Compact ? emitter::PayloadKind::Compact
-                                                     : emitter::PayloadKind::Full);
+  emitter::set_payload(payload);
 }
 
 // activate()'s module options, applied to every configuration before it is published.
 void apply_module_options(Config &config) {
-  if (state.module_filter_given) config.module_filter = state.module_filter;
+  if (state.module_filter) config.module_filter = *state.module_filter;
   for (const std::string &name : state.module_exclude) {
     if (std::find(config.module_exclude.begin(), config.module_exclude.end(), name) ==
         config.module_exclude.end()) {
@@ -290,8 +287,7 @@ void on_reload_signal() {
   // The batched payload's pending records go out first: a snapshot recorded
   // after the signal holds them (a flush with nothing to reload is no mistake).
   bool flushed = false;
-  if (emitter::payload() == emitter::PayloadKind::Batched && tracer().active() &&
-      !compat::is_finalizing()) {
+  if (emitter::payload() == Payload::Batched && tracer().active() && !compat::is_finalizing()) {
     control::ScopedGil gil;
     emitter::flush_blocks(/*last=*/false);
     flushed = true;
@@ -338,7 +334,7 @@ std::unique_ptr<Config> initial_config(const ActivateOptions &options) {
 
 }  // namespace
 
-void activate(const ActivateOptions &options) {
+void activate(const ActivateOptions &options, const ProcessIdentity &process) {
   if (tracer().active()) return;
   if (options.gil_events) {
     std::string refusal = compat::gil_events_refusal(compat::kFreeThreaded);
@@ -370,11 +366,11 @@ void activate(const ActivateOptions &options) {
   state.payload_override_set = given_payload.has_value();
   state.payload_override = payload;
 
-  state.module_filter_given = options.module_filter_given;
   state.module_filter = options.module_filter;
   state.module_exclude = options.module_exclude;
   state.report_config.store(options.report_config);
   state.clock_plugin = options.clock_plugin;
+  introspection::set_trace_dir(options.trace_dir);
   emitter::allow_cycle_clock(options.cycle_clock);
   emitter::allow_block_writer(options.block_writer);
   apply_module_options(*config);
@@ -413,16 +409,16 @@ void activate(const ActivateOptions &options) {
   std::unique_ptr<Backend> backend;
   if (initial != TraceMode::Off) backend = installed_backend();
   tracer().set_hooks({&installed_backend, &sync_alloc, &on_introspect});
-  thread_states::set_main_thread(options.main_thread_ident);
+  thread_states::set_main_thread(process.main_thread_ident);
   thread_states::set_last_thread_exit_hook(&control::program_thread_exiting);
   uint64_t generation = config_store::publish(std::move(config));
   set_payload(payload);
 
   std::string version = Py_GetVersion();
-  state.mpi_rank = options.mpi_rank;
-  state.mpi_size = options.mpi_size;
-  state.hostname = options.hostname;
-  state.argv = options.argv;
+  state.mpi_rank = process.mpi_rank;
+  state.mpi_size = process.mpi_size;
+  state.hostname = process.hostname;
+  state.argv = process.argv;
   state.python_version = version.substr(0, version.find(' '));
   uint32_t requested =
       (options.function_events ? kEventFunction : 0u) | (options.c_call_events ? kEventCCall : 0u);
@@ -455,25 +451,18 @@ Status status() {
   const char *backend = t.backend_name();
   s.backend = backend ? backend : (t.active() ? state.backend_name : "");
   s.mode = trace_mode_name(t.mode());
-  switch (emitter::payload()) {
-    case emitter::PayloadKind::Full:
-      s.payload = "full";
-      break;
-    case emitter::PayloadKind::Compact:
-      s.payload = "compact";
-      break;
-    case emitter::PayloadKind::Batched:
-      s.payload = "batched";
-      break;
-  }
+  s.payload = payload_name(emitter::payload());
   s.lttng_available = emitter::provider_loaded();
   s.lttng_error = state.lttng_error;
   s.tool_id = t.tool_id();
-  if (t.requested_events() & kEventFunction) s.events.push_back("function");
-  if (t.requested_events() & kEventCCall) s.events.push_back("c_call");
-  if (t.imports_possible()) s.events.push_back("import");
-  if (state.alloc_wanted.load()) s.events.push_back("alloc");
-  if (state.gil_wanted.load() && t.active()) s.events.push_back("gil");
+  const auto event = [&s](ActivationEvent e) {
+    s.events.emplace_back(name_of(e, kActivationEventNames));
+  };
+  if (t.requested_events() & kEventFunction) event(ActivationEvent::Function);
+  if (t.requested_events() & kEventCCall) event(ActivationEvent::CCall);
+  if (t.imports_possible()) event(ActivationEvent::Import);
+  if (state.alloc_wanted.load()) event(ActivationEvent::Alloc);
+  if (state.gil_wanted.load() && t.active()) event(ActivationEvent::Gil);
   s.gil_hooks = gil_hooks::patched_count();
   s.alloc_sampling = alloc::active();
   s.alloc_native = alloc::native_hooked();
@@ -496,9 +485,12 @@ void set_mode(int mode, const char *reason) {
   tracer().set_mode(*parsed, reason);
 }
 
-std::vector<std::string> mode_names() { return name_list(kTraceModeNames); }
-
-std::vector<std::string> payload_names() { return name_list(kPayloadNames); }
+std::vector<SettingNames> setting_names() {
+  return {{"MODES", name_list(kTraceModeNames)},
+          {"PAYLOADS", name_list(kPayloadNames)},
+          {"EVENTS", name_list(kActivationEventNames)},
+          {"BACKENDS", name_list(kBackendNames)}};
+}
 
 bool reload(std::string *error) {
   std::string path = config_path();

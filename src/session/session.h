@@ -12,8 +12,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/errors.h"  // ActivationError, thrown through activate() and set_mode()
@@ -24,10 +26,11 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Resolved by the Python layer (activation/settings.py, ActivateOptions):
-// defaults and environment variables are looked up and checked there, once.
-// The mode and payload come as indexes into mode_names() / payload_names()
-// (the enums' values), -1 for the configuration's: nothing here parses them.
+// Every setting the core takes: a row of Python's table (activation/settings.py,
+// SETTINGS), resolved there once, defaults and variables included. A field
+// here, named as the row's core keyword, and its line in kSettingFields below.
+// The mode and payload come as indexes into their names (common/settings.h,
+// the enums' values), -1 for the configuration's: nothing here parses them.
 struct ActivateOptions {
   bool function_events = true;
   bool c_call_events = true;
@@ -35,18 +38,12 @@ struct ActivateOptions {
   bool alloc_events = false;     // also when the configuration names alloc
   bool gil_events = false;       // gil_switch / gil_released (refused on free-threaded builds)
   std::string config_path;       // empty: the built-in default configuration
-  int mode = -1;                 // an index of mode_names(); -1: the configuration's
-  std::string backend = "auto";  // auto | sys.monitoring | setprofile
-  int payload = -1;              // an index of payload_names(); -1: the configuration's
-  unsigned long main_thread_ident = 0;
-  int mpi_rank = -1;
-  int mpi_size = -1;
-  std::string hostname;
-  std::string argv;
-  // modules=: replaces the configuration's module_filter; exclude=: added to its
-  // module_exclude. Both hold across reloads.
-  bool module_filter_given = false;
-  std::vector<std::string> module_filter;
+  int mode = -1;                 // a TraceMode's index; -1: the configuration's
+  std::string backend = "auto";  // a name of kBackendNames
+  int payload = -1;              // a Payload's index; -1: the configuration's
+  // modules=: replaces the configuration's module_filter (none: the file's);
+  // exclude=: added to its module_exclude. Both hold across reloads.
+  std::optional<std::vector<std::string>> module_filter;
   std::vector<std::string> module_exclude;
   // False under a supervisor (pinsight-python trace) that reports the
   // configuration's warnings and reload errors once for the whole run.
@@ -61,6 +58,50 @@ struct ActivateOptions {
   // The batched payload's blocks written by a writer thread (emit/block_buffer.h),
   // not by each traced thread itself.
   bool block_writer = true;
+  // Where the trace goes: an INTROSPECT window end's script's first argument
+  // (session/introspection.h).
+  std::string trace_dir;
+};
+
+// A setting's core keyword and its field: the bindings set each field from its
+// keyword and export the keywords (_pinsight_python.SETTINGS), which
+// tests/unit/test_settings.py holds equal to the table's.
+template <typename T>
+struct SettingField {
+  const char *keyword;
+  T ActivateOptions::*field;
+};
+
+template <typename T>
+constexpr SettingField<T> setting_field(const char *keyword, T ActivateOptions::*field) {
+  return {keyword, field};
+}
+
+inline constexpr auto kSettingFields =
+    std::make_tuple(setting_field("function_events", &ActivateOptions::function_events),
+                    setting_field("c_call_events", &ActivateOptions::c_call_events),
+                    setting_field("import_events", &ActivateOptions::import_events),
+                    setting_field("alloc_events", &ActivateOptions::alloc_events),
+                    setting_field("gil_events", &ActivateOptions::gil_events),
+                    setting_field("config_path", &ActivateOptions::config_path),
+                    setting_field("mode", &ActivateOptions::mode),
+                    setting_field("backend", &ActivateOptions::backend),
+                    setting_field("payload", &ActivateOptions::payload),
+                    setting_field("module_filter", &ActivateOptions::module_filter),
+                    setting_field("module_exclude", &ActivateOptions::module_exclude),
+                    setting_field("report_config", &ActivateOptions::report_config),
+                    setting_field("clock_plugin", &ActivateOptions::clock_plugin),
+                    setting_field("cycle_clock", &ActivateOptions::cycle_clock),
+                    setting_field("block_writer", &ActivateOptions::block_writer),
+                    setting_field("trace_dir", &ActivateOptions::trace_dir));
+
+// Who this process is, for process_info (not settings: the API finds them).
+struct ProcessIdentity {
+  unsigned long main_thread_ident = 0;
+  int mpi_rank = -1;
+  int mpi_size = -1;
+  std::string hostname;
+  std::string argv;
 };
 
 struct Status {
@@ -97,15 +138,19 @@ struct LexgionStatus {
 namespace session {
 
 // Throws ConfigError (bad configuration or option) and ActivationError.
-void activate(const ActivateOptions &options);
+void activate(const ActivateOptions &options, const ProcessIdentity &process);
 void deactivate();
 Status status();
 // `mode`: an index of mode_names(); ConfigError otherwise.
 void set_mode(int mode, const char *reason);
-// The trace modes' and payloads' names, in their enums' order (config.h's
-// lists): Python's settings.Mode and settings.Payload are checked against them.
-std::vector<std::string> mode_names();
-std::vector<std::string> payload_names();
+// The names of each setting's values (common/settings.h), in their enums'
+// order, under the attribute the bindings export them as (MODES, PAYLOADS,
+// EVENTS, BACKENDS): Python's enums are checked against them.
+struct SettingNames {
+  const char *attribute;
+  std::vector<std::string> names;
+};
+std::vector<SettingNames> setting_names();
 // Re-reads the configuration file (SIGUSR1, the API); false with *error set
 // when there is none or it is bad (the previous configuration stays in force).
 bool reload(std::string *error);

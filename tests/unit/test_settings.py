@@ -96,7 +96,7 @@ def test_find_relayd_traces_both_layouts(tmp_path: Path) -> None:
 def test_own_variables_are_every_variable_settings_reads() -> None:
     # The tests scrub these from their children's environment (tests/tracing.py):
     # a variable settings.py reads but the list lacked would let the shell steer a test.
-    read = {name for name, _, _ in settings._VARIABLES} | {settings.ENV_SWITCH}
+    read = {s.variable for s in settings.SETTINGS} | {settings.ENV_SWITCH}
     assert read <= set(OWN_VARIABLES)
 
 
@@ -290,3 +290,105 @@ def test_a_bad_switch_says_what_it_expects() -> None:
         settings.switch({settings.ENV_SWITCH: "yes"})
     assert settings.mode_requests_tracing({settings.ENV_MODE: "tracng"})  # reported on activation
     assert not settings.mode_requests_tracing({settings.ENV_MODE: " off "})
+
+
+# ---------------------------------------------------------------------------- one table
+
+
+def test_the_cores_names_are_the_tables() -> None:
+    # One enum per setting in the core (src/common/settings.h), with its names, and
+    # one keyword per setting (src/session/session.h, kSettingFields): the table's.
+    from pinsight_python import _pinsight_python as core
+
+    assert (core.EVENTS, core.BACKENDS) == (settings.ALL_EVENT_NAMES, settings.BACKENDS)
+    keywords = [k for s in settings.SETTINGS for k in s.keywords]
+    assert sorted(keywords) == sorted(core.SETTINGS) and len(set(keywords)) == len(keywords)
+    assert settings.SETTING["events"].keywords == tuple(f"{e}_events" for e in core.EVENTS)
+
+
+# A value of each setting other than its default, as its variable's text; the value
+# it parses to; and, for an option, its command line. A row added to the table
+# without its line here fails below, before it is wired through.
+SAMPLES: Dict[str, Tuple[str, Any, List[str]]] = {
+    "events": ("c_call,gil", ["c_call", "gil"], ["--events", "c_call,gil"]),
+    "mode": ("standby", "STANDBY", ["--mode", "standby"]),
+    "backend": ("setprofile", "setprofile", ["--backend", "setprofile"]),
+    "config": ("CONFIG", "CONFIG", ["--config", "CONFIG"]),
+    "modules": ("a,b.c", ["a", "b.c"], ["--module", "a", "--module", "b.c"]),
+    "exclude": ("numpy", ["numpy"], ["--exclude", "numpy"]),
+    "payload": ("batched", "batched", ["--batch"]),
+    "report_config": ("1", False, []),
+    "clock_plugin": ("", True, []),
+    "cycle_clock": ("0", False, []),
+    "block_writer": ("inline", False, []),
+    "trace_dir": ("/traces/run", "/traces/run", []),
+}
+
+
+def test_every_setting_is_wired_through(tmp_path: Path) -> None:
+    """Each row of the table reaches every place a setting goes: its variable is read
+    and exported, its option (if any) parsed, activate() resolves it, and it reaches
+    the core under its keyword with a value other than its default's."""
+    import argparse
+
+    config = tmp_path / "pinsight_trace_config.txt"
+    config.write_text("")
+    assert set(SAMPLES) == set(settings.SETTING), "a setting without a sample here"
+    for name, sample in SAMPLES.items():
+        s = settings.SETTING[name]
+        text, argv = sample[0].replace("CONFIG", str(config)), [
+            a.replace("CONFIG", str(config)) for a in sample[2]]
+        value = str(config) if sample[1] == "CONFIG" else sample[1]
+        # The variable, parsed once, into its one form; exported back, read again.
+        got = settings.from_environment({s.variable: text})
+        assert getattr(got, name) == value, name
+        env: Dict[str, str] = {}
+        got.export(env)
+        if s.text is not None:
+            assert getattr(settings.from_environment(env), name) == value, name
+        # The options of trace and python -m (attach's are some of them).
+        parser = argparse.ArgumentParser()
+        settings.add_arguments(parser)
+        errors: List[str] = []
+        from_options = settings.from_arguments(parser.parse_args(argv), errors)
+        assert errors == [] and getattr(from_options, name) == (value if argv else None), name
+        assert (s.option is None) == (argv == []), name
+        # activate()'s resolution, and the core's arguments: not the default's.
+        options = settings.resolve(got, {})
+        default = settings.resolve(settings.Settings(), {})
+        assert getattr(options, s.field) != getattr(default, s.field), name
+        core, core_default = options.core_arguments(), default.core_arguments()
+        assert [core[k] for k in s.keywords] != [core_default[k] for k in s.keywords], name
+    # activate()'s own arguments are the table's settings that have one; the docs
+    # name every variable of ours.
+    import inspect
+
+    documented = (Path(__file__).parents[2] / "docs" / "activation.md").read_text()
+    assert [s.variable for s in settings.SETTINGS
+            if s.text is not None and f"| `{s.variable}" not in documented] == []
+
+    api = set(inspect.signature(pinsight_python.activate).parameters)
+    assert api == {s.name for s in settings.SETTINGS if s.api is not None}
+
+
+def test_activate_reads_the_variables_of_the_settings_it_inherits() -> None:
+    # The configuration's settings (mode, payload, config) and those only a variable
+    # gives come from the environment when activate() is not given them; events,
+    # backend and the module filters are activate()'s arguments alone.
+    environ = {settings.SETTING[name].variable: SAMPLES[name][0]
+               for name in ("events", "mode", "backend", "cycle_clock", "trace_dir")}
+    options = settings.activate_options(["function"], None, None, "auto", None, (), None,
+                                        environ)
+    assert (options.events, options.backend) == ((settings.Event.FUNCTION,),
+                                                 settings.Backend.AUTO)
+    assert (options.mode, options.cycle_clock, options.trace_dir) == (
+        settings.Mode.STANDBY, False, "/traces/run")
+
+
+def test_the_options_of_trace_come_over_the_variables() -> None:
+    inherited = settings.from_environment({settings.ENV_EXCLUDE: "a,b",
+                                           settings.ENV_MODE: "standby"})
+    chosen = settings.Settings(exclude=["b", "c"], events=[settings.Event.GIL])
+    merged = chosen.over(inherited)
+    assert (merged.exclude, merged.events, merged.mode) == (
+        ["a", "b", "c"], [settings.Event.GIL], settings.Mode.STANDBY)

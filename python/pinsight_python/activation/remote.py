@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any, Dict, Iterator, Optional
 
-from .settings import EVENT_NAMES
+from .settings import SETTINGS
 
 CLAIMED_SUFFIX = ".claimed"
 RESULT_SUFFIX = ".result"
@@ -76,13 +76,11 @@ def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
         if before["active"]:
             return {"ok": True, "was_active": True, "status": before}
         with _ust_register_timeout(request.get("register_timeout_ms")):
-            pinsight_python.activate(
-                request.get("events") or EVENT_NAMES,
-                config=request.get("config"),
-                mode=request.get("mode"),
-                backend=request.get("backend") or "auto",
-                payload=request.get("payload"),
-            )
+            # The settings attach was given, each under its name, as activate() takes
+            # them: what they leave open is the target's own (its variables, defaults).
+            pinsight_python.activate(**{
+                s.name: request[s.name] for s in SETTINGS
+                if s.api is not None and request.get(s.name)})
     else:
         pinsight_python.deactivate()
         # Detached means gone: the control thread stops and SIGUSR1 goes back to

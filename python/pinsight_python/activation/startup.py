@@ -22,10 +22,7 @@ import sys
 from types import CodeType
 
 from . import settings as _settings
-from .settings import (
-    EVENT_NAMES,
-    Settings,
-)
+from .settings import Settings
 
 TYPE_CHECKING = False  # typing only for the checker: every traced process imports us
 if TYPE_CHECKING:  # argparse is imported only by python -m pinsight_python
@@ -132,22 +129,11 @@ def _is_own_tool(argv: Sequence[str]) -> bool:
 
 
 def activate_from_environment(environ: Mapping[str, str]) -> None:
-    """activate() with the settings the environment gives (SettingsError if bad)."""
-    _activate(_settings.from_environment(environ))
-
-
-def _activate(chosen: Settings) -> None:
+    """Activate with the settings the environment gives, each variable parsed once
+    here (SettingsError if bad)."""
     import pinsight_python
 
-    pinsight_python.activate(
-        chosen.events if chosen.events is not None else EVENT_NAMES,
-        config=chosen.config,
-        mode=chosen.mode,
-        backend=chosen.backend or "auto",
-        modules=chosen.modules,
-        exclude=chosen.exclude,
-        payload=chosen.payload,
-    )
+    pinsight_python._activate_with(_settings.resolve(_settings.from_environment(environ), environ))
 
 
 def _report(error: BaseException, how: str) -> None:
@@ -399,8 +385,10 @@ def _start_tracing(chosen: Settings) -> None:
     # the .pth shim activates them from these variables.
     chosen.export(os.environ)
     try:
-        _activate(chosen)
-    except (pinsight_python.ConfigError, pinsight_python.ActivationError) as e:
+        # As activate() would with these arguments: the variables it reads fill in.
+        pinsight_python._activate_with(_settings.activation(chosen, os.environ))
+    except (_settings.SettingsError, pinsight_python.ConfigError,
+            pinsight_python.ActivationError) as e:
         sys.stderr.write(f"{PROG}: error: cannot start tracing: {e}\n")
         raise SystemExit(2) from None
 

@@ -35,6 +35,8 @@ PROG = "pinsight-python attach"
 DEFAULT_TIMEOUT = 30.0
 # How long the target's LTTng-UST may wait for a busy session daemon (see activation/remote.py).
 REGISTER_TIMEOUT_MS = 10000
+# The settings attach takes: what the target's activate() takes but its module filters.
+SETTINGS = ("events", "mode", "backend", "config", "payload")
 # Blocking signals a user sends to stop a recording (Ctrl-C, kill, a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -89,21 +91,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="record for S seconds, then detach (default: until Ctrl-C or the targets exit); "
         "implies a new session",
     )
-    parser.add_argument("--config", metavar="FILE", help="PInsight trace configuration file")
-    parser.add_argument(
-        "--events", metavar="LIST",
-        help="any of function, c_call, import, alloc, gil (default: function,c_call)",
-    )
-    parser.add_argument(
-        "--mode",
-        metavar="MODE",
-        help="TRACING, MONITORING, STANDBY or OFF (default: the target's PINSIGHT_TRACE_PYTHON,"
-        " else the configuration's trace_mode, TRACING without one)",
-    )
-    parser.add_argument(
-        "--backend", metavar="NAME", help="auto, sys.monitoring or setprofile (default: auto)"
-    )
-    settings.add_payload_arguments(parser.add_mutually_exclusive_group())
+    settings.add_arguments(parser, SETTINGS, for_target=True)
     parser.add_argument(
         "--no-summary", action="store_true", help="do not read the trace back for a summary"
     )
@@ -139,16 +127,12 @@ def _describe(result: Dict[str, Any]) -> str:
 
 
 def _activation_request(args: argparse.Namespace) -> Dict[str, Any]:
-    events = settings.parse_events(args.events, "--events") if args.events is not None else None
-    mode = settings.parse_mode(args.mode, "--mode") if args.mode is not None else None
-    backend = (
-        settings.parse_backend(args.backend, "--backend") if args.backend is not None else None
-    )
-    config = (
-        settings.check_config_path(args.config, "--config") if args.config is not None else None
-    )
-    return {"action": "activate", "events": events, "mode": mode, "config": config,
-            "backend": backend, "payload": settings.payload_option(args),
+    errors: List[str] = []
+    chosen = settings.from_arguments(args, errors, SETTINGS)
+    if errors:
+        raise settings.SettingsError(errors[0])
+    # Each under its name, as the target's activate() takes it (activation/remote.py).
+    return {"action": "activate", **{name: getattr(chosen, name) for name in SETTINGS},
             "register_timeout_ms": REGISTER_TIMEOUT_MS}
 
 

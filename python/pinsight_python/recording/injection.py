@@ -55,6 +55,9 @@ from .native_files import beside_extension
 
 GDB_TIMEOUT = 60.0
 INJECTOR_TIMEOUT = 60.0
+# Test hooks of the injector (tests/integration/test_attach_safety.py): a stage to
+# fail at, and one to pause at (STAGE[:SECONDS]); attach passes them on as arguments.
+INJECTOR_TEST_HOOKS = ("PINSIGHT_PYTHON_INJECT_FAIL", "PINSIGHT_PYTHON_INJECT_PAUSE")
 PROBE_TIMEOUT = 60.0
 OLDEST = (3, 8)
 REMOTE_EXEC = (3, 14)  # sys.remote_exec (PEP 768) from here on
@@ -476,6 +479,8 @@ def _inject_with_injector(target: Target, request: str) -> None:
         f"{addresses['PyRun_SimpleString']:x}",
         f"{syscall:x}",
         _injected_code(request),
+        # The injector's test hooks (src/inject/injector.c), which it reads from us.
+        *(os.environ.get(hook, "") for hook in INJECTOR_TEST_HOOKS),
     ]
     try:
         proc = subprocess.run(

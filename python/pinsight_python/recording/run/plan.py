@@ -84,8 +84,9 @@ def _configuration_in_force(
     """The file the command's processes will read, as the core chooses it (None: none,
     or the one named is refused already)."""
     if args.config is not None or os.environ.get(_settings.ENV_CONFIG, "").strip():
-        return chosen.config
-    found = _settings.activation_config("", {})  # the working directory's, as activate()'s
+        named: Optional[str] = chosen.config
+        return named
+    found = _settings.default_config(os.environ)  # the working directory's, as activate()'s
     return os.path.abspath(found) if found else None
 
 
@@ -113,10 +114,10 @@ def make(args: argparse.Namespace) -> Plan:
     _guard_descriptors(env, errors)
     if errors:
         raise Refused(errors)
-    chosen.export(env)
-    env[_settings.ENV_CONFIG_REPORTED] = "1"
+    chosen.report_config = False  # trace reports it, once for the run
     if output is not None:
-        env[_settings.ENV_TRACE_DIR] = str(output)
+        chosen.trace_dir = str(output)
+    chosen.export(env)
     return Plan(tuple(command), output, MappingProxyType(env), url, config, tuple(warnings),
                 subbuf_size, num_subbuf, domains, summary=not args.no_summary)
 
@@ -181,12 +182,7 @@ def _command(args: argparse.Namespace, errors: List[str]) -> List[str]:
 def _chosen_settings(args: argparse.Namespace, errors: List[str]) -> _settings.Settings:
     """The variables the command inherits first, the options over them."""
     inherited = _settings.from_environment(os.environ, errors)
-    chosen = _settings.from_arguments(args, errors)
-    for name in ("events", "mode", "backend", "config", "modules"):
-        if getattr(chosen, name) is None:
-            setattr(chosen, name, getattr(inherited, name))
-    chosen.exclude = inherited.exclude + [m for m in chosen.exclude if m not in inherited.exclude]
-    return chosen
+    return _settings.from_arguments(args, errors).over(inherited)
 
 
 def _destination(
@@ -238,9 +234,9 @@ def _alloc_preload(
     """With --alloc: the alloc event added, and the malloc interposer to preload."""
     if not args.alloc:
         return None
-    chosen.events = list(chosen.events or _settings.EVENT_NAMES)
-    if "alloc" not in chosen.events:
-        chosen.events.append("alloc")
+    chosen.events = list(chosen.events or _settings.SETTING["events"].default)
+    if _settings.Event.ALLOC not in chosen.events:
+        chosen.events.append(_settings.Event.ALLOC)
     preload = alloc_preload_library()
     if not preload.is_file():
         errors.append(f"--alloc: {preload} is missing: reinstall pinsight-python")
