@@ -4,18 +4,27 @@ Records traces of at least ``--events`` events (default 10 million) by
 running a recursive workload under the tracer in a real LTTng session
 (pinsight_python.recording.lttng.Session), then runs ``babeltrace2 -o dummy`` (the
 baseline: babeltrace2 decoding the trace and nothing else), the end-of-run
-summary of ``trace``, ``report``, ``flamegraph`` and ``export --format
-chrome`` on each, in fresh processes, and prints wall time, events/s, CPU
-time, peak RSS and the speed relative to babeltrace2 of each. Two workloads:
+summary of ``trace``, ``report``, ``flamegraph``, ``export --format chrome``
+and ``export --format perfetto`` on each, in fresh processes, and prints wall
+time, events/s, CPU time, peak RSS and the speed relative to babeltrace2 of
+each, and the bytes per event of both exports. Workloads:
 
 * ``1-process``: one Python process; its events land in one per-CPU stream,
   which one thread must decode (babeltrace2 decodes a stream sequentially);
 * ``2-ranks``: the same calls split over two processes labelled as MPI ranks
   and pinned to one CPU each, as an MPI launcher would; the reader decodes
-  the two streams on two threads.
+  the two streams on two threads;
+* ``nbody``: the n-body integration of bench_core.py, 4,437 steps (about 230,000
+  events), recorded by ``pinsight-python trace`` with its defaults (the trace the
+  Chrome export's 110 bytes per event were measured on);
+* ``networkx`` and ``networkx-batched``: networkx's shortest-path test suite
+  under pytest (the bench extra), recorded by ``pinsight-python trace`` with the
+  default events, in the full payload (``trace``'s default) and the batched one
+  (``trace --batch``): about 31 million events, the size of a real suite.
 
     .venv/bin/python bench/bench_reader.py [--events N] [--trace DIR] [--keep]
-                                           [--workload 1-process|2-ranks|both]
+        [--workload 1-process|2-ranks|nbody|networkx|networkx-batched|both|all]
+        [--exports]   # only the exports (and babeltrace2 -o dummy)
 
 With ``--trace DIR`` existing traces are reused (or recorded there and
 kept). A benchmark, not a test: nothing is asserted.
@@ -80,7 +89,58 @@ print("\\n".join(summarize(sys.argv[1], progress="never")))
 """
 
 
-WORKLOADS = ("1-process", "2-ranks")
+WORKLOADS = ("1-process", "2-ranks", "nbody", "networkx", "networkx-batched")
+# The workloads `pinsight-python trace` records: the command and trace's options.
+NBODY_STEPS = 4437
+SUITE = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", "pytest.ini", "--pyargs",
+         "networkx.algorithms.shortest_paths"]
+TRACED = {
+    "nbody": ((), None),
+    "networkx": ((), SUITE),
+    "networkx-batched": (("--batch",), SUITE),
+}
+
+
+def record_with_trace(trace_dir: Path, workload: str) -> float:
+    """The workload run under `pinsight-python trace` (its defaults, the default events)."""
+    options, command = TRACED[workload]
+    with tempfile.TemporaryDirectory() as tmp:
+        if command is None:
+            script = Path(tmp) / "nbody.py"
+            script.write_text(textwrap.dedent(NBODY))
+            command = [str(script), str(NBODY_STEPS)]
+        else:
+            (Path(tmp) / "pytest.ini").write_text("[pytest]\n")
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pinsight_python.cli", "trace", "--no-summary",
+                        "-o", str(trace_dir), *options, "--", sys.executable, *command],
+                       cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - started
+
+
+NBODY = """
+import sys
+def advance(bodies, pairs, dt):
+    for (b1, b2) in pairs:
+        dx = b1[0] - b2[0]; dy = b1[1] - b2[1]; dz = b1[2] - b2[2]
+        mag = dt * inverse_cube(dx * dx + dy * dy + dz * dz)
+        kick(b1, b2, dx, dy, dz, mag)
+    for b in bodies:
+        drift(b, dt)
+def inverse_cube(d2):
+    return d2 ** -1.5
+def kick(b1, b2, dx, dy, dz, mag):
+    m1 = b1[6] * mag; m2 = b2[6] * mag
+    b1[3] -= dx * m2; b1[4] -= dy * m2; b1[5] -= dz * m2
+    b2[3] += dx * m1; b2[4] += dy * m1; b2[5] += dz * m1
+def drift(b, dt):
+    b[0] += dt * b[3]; b[1] += dt * b[4]; b[2] += dt * b[5]
+bodies = [[float(i), float(i * i % 7), float(i % 3), 0.1 * i, 0.0, 0.05, 1.0 + i]
+          for i in range(5)]
+pairs = [(bodies[i], bodies[j]) for i in range(5) for j in range(i + 1, 5)]
+for _ in range(int(sys.argv[1])):
+    advance(bodies, pairs, 0.01)
+"""
 
 
 def record(trace_dir: Path, events: int, workload: str) -> float:
@@ -122,11 +182,15 @@ def trace_bytes(trace_dir: Path) -> int:
     return sum(p.stat().st_size for p in trace_dir.rglob("*") if p.is_file())
 
 
-def bench(trace_dir: Path, events_wanted: int, workload: str) -> None:
+def bench(trace_dir: Path, events_wanted: int, workload: str, exports_only: bool) -> None:
     print(f"\n== workload {workload} ==")
     if not trace_dir.exists():
-        print(f"recording >= {events_wanted:,} events into {trace_dir} ...", flush=True)
-        seconds = record(trace_dir, events_wanted, workload)
+        if workload in TRACED:
+            print(f"recording into {trace_dir} ...", flush=True)
+            seconds = record_with_trace(trace_dir, workload)
+        else:
+            print(f"recording >= {events_wanted:,} events into {trace_dir} ...", flush=True)
+            seconds = record(trace_dir, events_wanted, workload)
         print(f"  recorded in {seconds:.1f} s", flush=True)
 
     cli = [sys.executable, "-m", "pinsight_python.cli"]
@@ -154,7 +218,12 @@ def bench(trace_dir: Path, events_wanted: int, workload: str) -> None:
                                  "-o", f"{out}/flame.svg"],
             "export --format chrome": [*cli, "export", str(trace_dir), "--progress", "never",
                                        "-o", f"{out}/trace.json"],
+            "export --format perfetto": [*cli, "export", str(trace_dir), "--progress",
+                                         "never", "-o", f"{out}/trace.pftrace"],
         }
+        if exports_only:
+            commands = {name: command for name, command in commands.items()
+                        if name.startswith(("babeltrace2", "export"))}
         print(f"{'command':<24} {'wall s':>8} {'events/s':>12} {'CPU s':>8} {'peak RSS':>10} "
               f"{'vs babeltrace2: wall':>21} {'CPU':>6}")
         baseline: Optional[Tuple[float, float]] = None
@@ -167,9 +236,13 @@ def bench(trace_dir: Path, events_wanted: int, workload: str) -> None:
             print(f"{name:<24} {wall:8.2f} {events / wall:12,.0f} {cpu:8.2f} "
                   f"{rss:7.0f} MiB {baseline[0] / wall:20.2f}x {baseline[1] / cpu:5.2f}x{flag}",
                   flush=True)
-        chrome = Path(out) / "trace.json"
-        if chrome.exists():
-            print(f"chrome JSON: {chrome.stat().st_size / 2**20:,.0f} MiB")
+        for label, name in (("chrome JSON", "trace.json"), ("Perfetto", "trace.pftrace")):
+            exported = Path(out) / name
+            if exported.exists():
+                size = exported.stat().st_size
+                print(f"{label}: {size / 2**20:,.1f} MiB, {size / events:.2f} bytes per event")
+        if exports_only:
+            return
 
     split = json.loads(subprocess.run([sys.executable, "-c", CPU_SPLIT, str(trace_dir)],
                                       capture_output=True, text=True, check=True).stdout)
@@ -188,7 +261,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--trace", type=Path,
                         help="directory of the traces to reuse or record into")
     parser.add_argument("--keep", action="store_true", help="keep the recorded traces")
-    parser.add_argument("--workload", choices=(*WORKLOADS, "both"), default="both")
+    parser.add_argument("--workload", choices=(*WORKLOADS, "both", "all"), default="both",
+                        help="both: 1-process and 2-ranks (default); all: every workload")
+    parser.add_argument("--exports", action="store_true",
+                        help="only babeltrace2 -o dummy and the two exports")
     args = parser.parse_args(argv)
 
     tmp: Optional[str] = None
@@ -199,8 +275,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         root = args.trace
     try:
         for workload in WORKLOADS:
-            if args.workload in (workload, "both"):
-                bench(root / workload, args.events, workload)
+            both = args.workload == "both" and workload in ("1-process", "2-ranks")
+            if args.workload in (workload, "all") or both:
+                bench(root / workload, args.events, workload, args.exports)
         print("\nevents/s = trace events / wall time of the whole command (interpreter "
               "start-up included); CPU s = user + system time of all its threads.")
     finally:

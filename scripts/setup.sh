@@ -22,7 +22,7 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 
 debian_packages=(
   lttng-tools liblttng-ust-dev liblttng-ctl-dev liburcu-dev libinih-dev
-  babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils
+  babeltrace2 libbabeltrace2-dev python3-bt2 libxml2-utils zlib1g-dev
   pkg-config g++ make procps clang-format
   openmpi-bin libopenmpi-dev
   python3-venv python3-dev

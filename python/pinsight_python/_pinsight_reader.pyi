@@ -11,6 +11,7 @@ from typing import Any, Dict, Final, List, Optional, Tuple, final
 from _typeshed import structseq
 
 class ReaderError(RuntimeError): ...
+class OutputError(OSError): ...  # an export could not be written
 
 
 @final
@@ -501,7 +502,7 @@ class Progress(structseq[int], Tuple[int, int, int, int]):
 class TraceResult(
     structseq[Any],
     Tuple[
-        int, int, int, int, int, int, int, int, List[Discard], int, int, List[MissingEvents],
+        int, int, int, int, int, int, int, int, int, List[Discard], int, int, List[MissingEvents],
         List[SymbolInfo], List[ProcessRecord], List[NativeRegion], List[UnmatchedRegion],
         Dict[str, str], int, Dict[str, int], int, int, float, List[float], float,
     ],
@@ -510,8 +511,9 @@ class TraceResult(
 
     if sys.version_info >= (3, 10):
         __match_args__: Final = (
-            "events", "other_events", "chrome_events", "first_ns", "last_ns", "discarded_events",
-            "discarded_packets", "discard_records", "discards", "blocks", "late_records",
+            "events", "other_events", "chrome_events", "perfetto_packets", "first_ns", "last_ns",
+            "discarded_events", "discarded_packets", "discard_records", "discards", "blocks",
+            "late_records",
             "missing_events", "symbols", "processes", "native", "native_unmatched",
             "native_labels", "native_ends_without_begin", "event_counts", "control_threads",
             "decode_threads", "decode_cpu_s", "decode_thread_cpu_s", "analysis_cpu_s",
@@ -523,6 +525,8 @@ class TraceResult(
     def other_events(self) -> int: ...  # other providers'
     @property
     def chrome_events(self) -> int: ...  # events the Chrome JSON holds (0 without chrome_path)
+    @property
+    def perfetto_packets(self) -> int: ...  # packets the Perfetto trace holds (0 without one)
     @property
     def first_ns(self) -> int: ...
     @property
@@ -572,6 +576,8 @@ class Analysis:
         trace_dirs: List[str],
         call_trees: bool = True,
         chrome_path: str = "",
+        perfetto_path: str = "",
+        compress: bool = True,
         decode_threads: int = 0,
         pids: List[int] = ...,
         ranks: List[int] = ...,

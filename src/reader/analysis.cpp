@@ -61,6 +61,29 @@ void write_chrome_metadata(const CallStackAnalyzer &a, ChromeTraceWriter &chrome
   }
 }
 
+// The processes and threads of the Perfetto trace named, as in the reports: a
+// process by its MPI rank, command and host, a thread by its label.
+void write_perfetto_metadata(const CallStackAnalyzer &a, PerfettoTraceWriter &perfetto) {
+  for (const ProcessState *p : a.processes()) {
+    std::string command = p->argv.empty() ? p->procname : p->argv;
+    std::string host = p->hostname.empty() ? p->host_name : p->hostname;
+    std::vector<std::string> labels;
+    if (p->mpi_rank >= 0) {
+      labels.push_back("MPI rank " + std::to_string(p->mpi_rank) +
+                       (p->mpi_size > 0 ? " of " + std::to_string(p->mpi_size) : ""));
+    }
+    if (!host.empty()) labels.push_back("host " + host);
+    if (!p->python_version.empty()) labels.push_back("Python " + p->python_version);
+    std::string name = p->mpi_rank >= 0 ? "rank " + std::to_string(p->mpi_rank) + ": " : "";
+    name += command.empty() ? p->label : command;
+    if (!host.empty()) name += " on " + host;
+    perfetto.process_metadata(p->chrome_pid, name, command, labels);
+    for (const ThreadState *t : a.threads_of(*p)) {
+      perfetto.thread_metadata(t->chrome_pid, t->vtid, t->label);
+    }
+  }
+}
+
 }  // namespace
 
 // One decoding thread: a graph over a group of streams, and the queue its
@@ -135,8 +158,12 @@ bool Analysis::run() {
   if (!options_.chrome_path.empty()) {
     chrome_ = std::make_unique<ChromeTraceWriter>(options_.chrome_path);
   }
-  analyzer_ = std::make_unique<CallStackAnalyzer>(options_.call_trees, chrome_.get(), hosts_,
-                                                  options_.filter);
+  if (!options_.perfetto_path.empty()) {
+    perfetto_ = std::make_unique<PerfettoTraceWriter>(options_.perfetto_path, options_.compress);
+  }
+  ReplayOutput *output = chrome_ ? static_cast<ReplayOutput *>(chrome_.get()) : perfetto_.get();
+  analyzer_ =
+      std::make_unique<CallStackAnalyzer>(options_.call_trees, output, hosts_, options_.filter);
   merger_ = std::make_unique<BlockMerger>(*analyzer_);
 
   double analysis_start = thread_cpu_seconds();
@@ -173,6 +200,10 @@ bool Analysis::run() {
   if (chrome_) {
     write_chrome_metadata(*analyzer_, *chrome_);
     chrome_->finish(chrome_other_data(*analyzer_, foreign_events_));
+  }
+  if (perfetto_) {
+    write_perfetto_metadata(*analyzer_, *perfetto_);
+    perfetto_->finish();
   }
   completed_ = true;
   return true;

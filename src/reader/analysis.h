@@ -14,6 +14,7 @@
 #include "call_stack_analyzer.h"
 #include "chrome_trace_writer.h"
 #include "host_registry.h"
+#include "perfetto_trace_writer.h"
 #include "read_filter.h"
 #include "trace_graph.h"
 
@@ -23,6 +24,8 @@ struct AnalysisOptions {
   std::vector<std::string> trace_dirs;
   bool call_trees = true;     // needed for folded stacks / flame graphs
   std::string chrome_path;    // non-empty: also write Chrome trace JSON there
+  std::string perfetto_path;  // non-empty: also write a Perfetto trace there
+  bool compress = true;       // the Perfetto trace's packets deflated (compressed_packets)
   size_t decode_threads = 0;  // 0: one per core, at most one per data stream
   ReadFilter filter;          // what the outputs keep
 };
@@ -54,6 +57,8 @@ class Analysis {
   uint64_t foreign_events() const { return foreign_events_; }
   // Events the Chrome JSON holds (0 without chrome_path).
   uint64_t chrome_events() const { return chrome_ ? chrome_->events_written() : 0; }
+  // Packets the Perfetto trace holds (0 without perfetto_path).
+  uint64_t perfetto_packets() const { return perfetto_ ? perfetto_->packets_written() : 0; }
   size_t decode_threads() const { return decode_threads_used_; }
   // CPU time of the decoding threads (summed) and of the analysis thread.
   double decode_cpu_seconds() const { return decode_cpu_seconds_; }
@@ -68,6 +73,7 @@ class Analysis {
   AnalysisOptions options_;
   HostRegistry hosts_;
   std::unique_ptr<ChromeTraceWriter> chrome_;
+  std::unique_ptr<PerfettoTraceWriter> perfetto_;
   std::unique_ptr<CallStackAnalyzer> analyzer_;
   std::unique_ptr<BlockMerger> merger_;
   uint64_t foreign_events_ = 0;

@@ -136,6 +136,7 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     // A renamed symbol is judged again by the filters.
     for (SymbolId renamed : symbols_.take_renamed()) {
       if (renamed < visible_.size()) visible_[renamed] = -1;
+      if (output_) output_->renamed(renamed);
     }
     return;
   }
@@ -163,8 +164,12 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   }
   if (e.kind == EventKind::ModeChange) {
     ++t.mode_changes;
-    t.process->mode_changes.push_back({e.ts_ns, std::string(batch.string(e.str[0])),
-                                       std::string(batch.string(e.str[1])), e.code_id});
+    const ModeChangeRecord &change = t.process->mode_changes.emplace_back(
+        ModeChangeRecord{e.ts_ns, std::string(batch.string(e.str[0])),
+                         std::string(batch.string(e.str[1])), e.code_id});
+    if (output_ && t.process->selected) {
+      output_->mode_change(t.chrome_pid, e.ts_ns, change.mode, change.reason, change.generation);
+    }
     if (batch.string(e.str[1]) == "debugger") step_aside(*t.process, e.ts_ns);
   }
   if (!t.process->selected || !t.selected) return;
@@ -192,11 +197,13 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
       on_import_end(t, e, batch);
       break;
     case EventKind::AllocSample:
-      alloc_sampled(process(e.host, e.vpid), t, alloc_symbol(symbols_, e, batch), e,
-                    build_call_trees_);
+      alloc_sampled(*t.process, t, alloc_symbol(symbols_, e, batch), e, build_call_trees_);
+      if (output_) output_->sampled_memory(t.chrome_pid, e.ts_ns, t.process->live_sampled_bytes);
       break;
     case EventKind::FreeSample:
-      free_sampled(process(e.host, e.vpid), e.code_id);
+      if (free_sampled(*t.process, e.code_id) && output_) {
+        output_->sampled_memory(t.chrome_pid, e.ts_ns, t.process->live_sampled_bytes);
+      }
       break;
     case EventKind::GilSwitch:
     case EventKind::GilReleased:
@@ -431,7 +438,10 @@ void CallStackAnalyzer::on_import_end(ThreadState &t, const RawEvent &e, const E
 
 void CallStackAnalyzer::on_rate_event(ProcessState &p, const RawEvent &e, const EventBatch &batch) {
   if (e.kind == EventKind::ConfigInfo) {
-    p.configs.push_back({e.ts_ns, std::string(batch.string(e.str[0])), e.code_id});
+    const ConfigRecord &config = p.configs.emplace_back(
+        ConfigRecord{e.ts_ns, std::string(batch.string(e.str[0])), e.code_id});
+    if (output_ && p.selected)
+      output_->config_loaded(p.chrome_pid, e.ts_ns, config.path, config.generation);
     return;
   }
   SymbolId symbol =
@@ -447,6 +457,10 @@ void CallStackAnalyzer::on_rate_event(ProcessState &p, const RawEvent &e, const 
   r.tracing_rate = std::strtoll(settings.c_str(), &end, 10);
   r.trace_starts_at = std::strtoll(end, nullptr, 10);
   r.section = batch.string(e.str[2]);
+  if (output_ && p.selected) {
+    output_->rate_counts(p.chrome_pid, e.ts_ns, symbols_[symbol].qualname,
+                         RateCounts{r.executions, r.traced, r.max_num_traces, r.section});
+  }
 }
 
 void CallStackAnalyzer::on_process_info(const RawEvent &e, const EventBatch &batch) {

@@ -35,7 +35,7 @@ const char *exit_args(FrameExit exit) {
 ChromeTraceWriter::ChromeTraceWriter(const std::string &path) : path_(path) {
   file_ = std::fopen(path.c_str(), "wb");
   if (file_ == nullptr) {
-    throw ReaderError("cannot write " + path + ": " + std::strerror(errno));
+    throw OutputError("cannot write " + path + ": " + std::strerror(errno));
   }
   buffer_.reserve(kFlushSize + 4096);
   buffer_ += "{\"traceEvents\":[\n";
@@ -134,7 +134,7 @@ void ChromeTraceWriter::discarded(uint64_t ts_ns, uint64_t count, bool packets, 
 
 void ChromeTraceWriter::native_region(int64_t pid, int32_t tid, const std::string &label,
                                       const std::string &domain, uint64_t begin_ns, uint64_t end_ns,
-                                      int32_t flow_from_tid) {
+                                      int32_t flow_from_tid, uint64_t /*join*/) {
   event_head("X", pid, tid, begin_ns);
   buffer_ += ",\"dur\":";
   append_ns_as_us(buffer_, static_cast<int64_t>(end_ns > begin_ns ? end_ns - begin_ns : 0));
@@ -156,11 +156,10 @@ void ChromeTraceWriter::native_region(int64_t pid, int32_t tid, const std::strin
   flush_if_full();
 }
 
-void ChromeTraceWriter::device_activity(int64_t pid, const std::string &label,
-                                        const std::string &domain, uint64_t begin_ns,
-                                        uint64_t end_ns, int32_t flow_from_tid) {
+void ChromeTraceWriter::device_activity(int64_t pid, const DeviceActivity &a) {
   device_pids_.insert(pid);
-  native_region(pid, kDeviceTrackTid, label, domain, begin_ns, end_ns, flow_from_tid);
+  native_region(pid, kDeviceTrackTid, a.label, a.domain, a.begin_ns, a.end_ns, a.flow_from_tid,
+                a.join);
 }
 
 void ChromeTraceWriter::gil_slice(int64_t pid, int32_t track, const char *state, uint64_t begin_ns,
@@ -216,7 +215,7 @@ void ChromeTraceWriter::finish(const std::string &other_data) {
   int close_status = std::fclose(file_);
   file_ = nullptr;
   if (write_failed_ || close_status != 0) {
-    throw ReaderError("cannot write " + path_ + ": " + std::strerror(errno));
+    throw OutputError("cannot write " + path_ + ": " + std::strerror(errno));
   }
 }
 

@@ -34,10 +34,14 @@ class ChromeTraceWriter final : public ReplayOutput {
   // its end. With flow_from_tid >= 0, an arrow from that thread (the Python call
   // that opened it) at its start.
   void native_region(int64_t pid, int32_t tid, const std::string &label, const std::string &domain,
-                     uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid) override;
+                     uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid,
+                     uint64_t join) override;
   // On the process's device track (kDeviceTrackTid), named in its metadata.
-  void device_activity(int64_t pid, const std::string &label, const std::string &domain,
-                       uint64_t begin_ns, uint64_t end_ns, int32_t flow_from_tid) override;
+  void device_activity(int64_t pid, const DeviceActivity &activity) override;
+  // Its name fragment is made again at its next use.
+  void renamed(SymbolId symbol) override {
+    if (symbol < fragments_.size()) fragments_[symbol].clear();
+  }
   // events = gil: a complete slice on the thread's GIL track (gil_track()).
   void gil_state(int64_t pid, int32_t vtid, const char *state, uint64_t begin_ns,
                  uint64_t end_ns) override {
@@ -53,7 +57,7 @@ class ChromeTraceWriter final : public ReplayOutput {
   void thread_metadata(int64_t pid, int32_t tid, const std::string &label, int64_t sort_index);
 
   // Writes the closing part with `other_data` (a JSON object) and closes the
-  // file. Throws ReaderError when the data could not be written.
+  // file. Throws OutputError when the data could not be written.
   void finish(const std::string &other_data);
   // Trace events written so far (metadata records included).
   uint64_t events_written() const { return events_written_; }

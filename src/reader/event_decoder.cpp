@@ -1,6 +1,7 @@
 #include "event_decoder.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -192,6 +193,8 @@ bool device_event(std::string_view name, EventDecoder::ClassInfo &info) {
     slot("end_gpu", info.end_gpu);
     slot("kernelName", info.kernel_name);
     slot("cudaMemcpyKind", info.copy_kind);
+    slot("devId", info.device);
+    slot("streamId", info.stream);
     return true;
   }
   if (name == "cuda_clock_calibration") {
@@ -464,7 +467,11 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
               ? std::string_view(bt_field_string_get_value(member(payload, info.kernel_name.index)))
               : memcpy_name(read_integer(payload, info.copy_kind, -1));
       out.str[1] = batch.add_string(name.data(), name.size());
-      out.python_thread_id = -1;
+      char stream[16];
+      auto written = std::to_chars(stream, stream + sizeof stream,
+                                   static_cast<uint32_t>(read_integer(payload, info.stream, 0)));
+      out.str[2] = batch.add_string(stream, static_cast<size_t>(written.ptr - stream));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, info.device, 0));
       out.code_id = static_cast<uint64_t>(read_integer(payload, info.correlation, 0));
       out.extra = static_cast<uint64_t>(read_integer(payload, info.start_gpu, 0));
       auto end = static_cast<uint64_t>(read_integer(payload, info.end_gpu, 0));

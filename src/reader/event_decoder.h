@@ -50,7 +50,7 @@ class EventDecoder {
     FieldSlot correlation;
     // CUDA device activity (cudaKernelActivity, cudaMemcpyActivity) and the CUPTI
     // clock's calibration: their fields.
-    FieldSlot start_gpu, end_gpu, kernel_name, copy_kind, monotonic_ns, cupti_ns;
+    FieldSlot start_gpu, end_gpu, kernel_name, copy_kind, device, stream, monotonic_ns, cupti_ns;
     bool has_clock = false;
     uint16_t host = 0;  // events without a clock get the previous timestamp
     EventKind kind = EventKind::FunctionBegin;

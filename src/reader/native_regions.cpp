@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <memory>
 
@@ -82,7 +83,7 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
     return;
   }
   if (e.kind == EventKind::DeviceActivity) {
-    on_device_activity(e, output_pid, p, provider, region);
+    on_device_activity(e, batch, output_pid, p, provider, region);
     return;
   }
   std::vector<NativeOpen> &open = p.open[e.vtid];
@@ -98,18 +99,22 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
       opened.child_ns = t->stack[top].child_ns;
       attribute(t->stack, &opened.by);
     }
+    // The thread of the call the region is attributed to: its own, unless below.
+    int32_t caller_tid = opened.depth != UINT32_MAX ? e.vtid : -1;
     if (e.aux & 2) {  // a CUDA launch: its kernel or copy runs later, on the device
       int32_t launcher = e.vtid;
       if (opened.depth == UINT32_MAX) {  // a thread without Python frames
         if (blocked.only != nullptr && attribute(blocked.only->stack, &opened.by)) {
           opened.by.how = Attributed::kBlockedCall;
           launcher = blocked.only->vtid;
+          caller_tid = launcher;
         } else {
           opened.by.how =
               blocked.count > 1 ? Attributed::kSeveralBlocked : Attributed::kNoBlockedCall;
         }
       }
-      p.launches[static_cast<uint32_t>(e.lineno)] = {opened.by, launcher};
+      p.launches[static_cast<uint32_t>(e.lineno)] = {opened.by, launcher,
+                                                     join(output_pid, caller_tid, opened.by)};
     }
     if (e.aux & 1) {
       std::pair<uint64_t, uint64_t> parallel{e.code_id, e.extra};
@@ -122,10 +127,12 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
           opened.by = it->second.first;
           if (opened.by.caller != kNoCaller || opened.by.via != kNoCaller) {
             opened.opener_tid = it->second.second;
+            caller_tid = opened.opener_tid;
           }
         }
       }
     }
+    opened.join = join(output_pid, caller_tid, opened.by);
     open.push_back(opened);
     return;
   }
@@ -145,7 +152,7 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
     uint64_t frame_start = open[i].frame_start_ns;
     if (output_) {
       output_->native_region(output_pid, e.vtid, p.label(provider, region), p.domain(provider),
-                             open[i].start_ns, e.ts_ns, open[i].opener_tid);
+                             open[i].start_ns, e.ts_ns, open[i].opener_tid, open[i].join);
     }
     open.resize(i);
     // Nothing of this frame open any more: its regions so far are complete, drawn
@@ -160,29 +167,34 @@ void NativeRegions::on_event(uint64_t process_key, int64_t output_pid, const Raw
   ++p.ends_without_begin;
 }
 
-void NativeRegions::on_device_activity(const RawEvent &e, int64_t output_pid, NativeProcess &p,
-                                       uint32_t provider, uint32_t region) {
+void NativeRegions::on_device_activity(const RawEvent &e, const EventBatch &batch,
+                                       int64_t output_pid, NativeProcess &p, uint32_t provider,
+                                       uint32_t region) {
   // The Python call around the launch with the same correlationId; the activity
   // itself is written later, when CUPTI delivers its buffer, by another thread.
-  Attribution by;
-  by.how = Attributed::kNoLaunch;
-  int32_t launch_tid = -1;
+  Launch launch{{}, -1, 0};
+  launch.by.how = Attributed::kNoLaunch;
   auto correlation = static_cast<uint32_t>(e.code_id);
   if (auto it = p.launches.find(correlation); it != p.launches.end()) {
-    by = it->second.first;
-    launch_tid = it->second.second;
+    launch = it->second;
     p.launches.erase(it);
   }
+  const Attribution &by = launch.by;
   uint64_t start = e.extra;
   uint64_t end = static_cast<uint32_t>(e.lineno) | (static_cast<uint64_t>(e.aux) << 32);
   NativeRegionStats &stats = p.regions[{by, provider, region}];
   ++stats.count;
   stats.total_ns += end > start ? end - start : 0;
   if (output_ && p.gpu_clock && end > start) {
-    output_->device_activity(output_pid, p.label(provider, region), p.domain(provider),
-                             static_cast<uint64_t>(start + p.gpu_to_origin),
-                             static_cast<uint64_t>(end + p.gpu_to_origin),
-                             launch_tid >= 0 ? launch_tid : -1);
+    std::string_view stream = batch.string(e.str[2]);
+    uint32_t stream_id = 0;
+    std::from_chars(stream.data(), stream.data() + stream.size(), stream_id);
+    output_->device_activity(
+        output_pid, DeviceActivity{p.label(provider, region), p.domain(provider),
+                                   static_cast<uint64_t>(start + p.gpu_to_origin),
+                                   static_cast<uint64_t>(end + p.gpu_to_origin),
+                                   static_cast<uint32_t>(e.python_thread_id), stream_id, launch.tid,
+                                   launch.join});
   }
 }
 

@@ -74,6 +74,13 @@ struct NativeOpen {
   uint32_t depth = UINT32_MAX;
   uint64_t frame_start_ns = 0;
   uint64_t child_ns = 0;
+  uint64_t join = 0;  // the output's join to the call it is attributed to (0: none)
+};
+// A CUDA launch waiting for its device activity.
+struct Launch {
+  Attribution by;
+  int32_t tid;    // the thread of the call it is attributed to
+  uint64_t join;  // the output's join to that call, for the activity (0: none)
 };
 struct NativeProcess {
   std::vector<std::string> names;  // providers and region names, interned
@@ -93,7 +100,7 @@ struct NativeProcess {
   std::unordered_map<uint64_t, SymbolId> tree_symbols;
   // CUDA: launches (correlationId) waiting for their device activity -> the
   // caller and thread of the launch; what turns CUPTI ns into ns from origin.
-  std::unordered_map<uint32_t, std::pair<Attribution, int32_t>> launches;
+  std::unordered_map<uint32_t, Launch> launches;
   int64_t gpu_to_origin = 0;
   bool gpu_clock = false;
   std::string domain(uint32_t provider) const;                  // "openmp", or the provider
@@ -135,8 +142,13 @@ class NativeRegions {
   // skipped); false when it holds no visible frame.
   bool attribute(const std::vector<Frame> &stack, Attribution *by) const;
   // A CUDA kernel or copy on the device: to the launch's caller.
-  void on_device_activity(const RawEvent &e, int64_t output_pid, NativeProcess &p,
-                          uint32_t provider, uint32_t region);
+  void on_device_activity(const RawEvent &e, const EventBatch &batch, int64_t output_pid,
+                          NativeProcess &p, uint32_t provider, uint32_t region);
+  // The output's join to the call `by` names, open innermost on thread `tid` now.
+  uint64_t join(int64_t output_pid, int32_t tid, const Attribution &by) const {
+    bool attributed = by.caller != kNoCaller || by.via != kNoCaller;
+    return output_ != nullptr && attributed && tid >= 0 ? output_->join(output_pid, tid) : 0;
+  }
   // Logs a region that ended for its frame's drawing; false when the frame is gone.
   bool region_ended(ThreadState &t, NativeProcess &p, const NativeOpen &region, uint64_t ts);
 

@@ -45,7 +45,8 @@ enum class EventKind : uint8_t {
                    // aux 1: OpenMP's enclosing parallel region is code_id (codeptr), extra
   NativeEnd,       // its NAME_end
   DeviceActivity,  // CUDA kernel or memcpy on the device (cupti_pinsight_lttng_ust): str[0]:
-                   // provider, str[1]: kernel name / memcpy kind; code_id: correlationId;
+                   // provider, str[1]: kernel name / memcpy kind, str[2]: streamId in decimal;
+                   // python_thread_id: devId; code_id: correlationId;
                    // extra: start_gpu; lineno | aux << 32: end_gpu (CUPTI ns)
   DeviceClock,     // cuda_clock_calibration: code_id: what to add to CUPTI ns for ns from origin
   Block,           // batched payload's event_block: vtid: its tid; code_id: first_sequence;

@@ -120,6 +120,7 @@ struct RecordTypes {
                {"events",
                 "other_events",
                 "chrome_events",
+                "perfetto_packets",
                 "first_ns",
                 "last_ns",
                 "discarded_events",
@@ -321,13 +322,14 @@ py::object result_record(const Analysis &analysis) {
   for (const ProcessState *p : a.processes()) processes.append(process_record(a, *p));
   NativeRecords native = native_records(a);
   return types->result.make(
-      a.events(), analysis.foreign_events(), analysis.chrome_events(), a.first_ns(), a.last_ns(),
-      a.discarded_events(), a.discarded_packets(), a.discard_records(), std::move(discards),
-      blocks.blocks(), blocks.late_records(), std::move(missing), std::move(symbols),
-      std::move(processes), std::move(native.regions), std::move(native.unmatched),
-      std::move(native.labels), native.ends_without_begin, event_counts(a), a.control_threads(),
-      analysis.decode_threads(), analysis.decode_cpu_seconds(),
-      analysis.decode_thread_cpu_seconds(), analysis.analysis_cpu_seconds());
+      a.events(), analysis.foreign_events(), analysis.chrome_events(), analysis.perfetto_packets(),
+      a.first_ns(), a.last_ns(), a.discarded_events(), a.discarded_packets(), a.discard_records(),
+      std::move(discards), blocks.blocks(), blocks.late_records(), std::move(missing),
+      std::move(symbols), std::move(processes), std::move(native.regions),
+      std::move(native.unmatched), std::move(native.labels), native.ends_without_begin,
+      event_counts(a), a.control_threads(), analysis.decode_threads(),
+      analysis.decode_cpu_seconds(), analysis.decode_thread_cpu_seconds(),
+      analysis.analysis_cpu_seconds());
 }
 
 }  // namespace pinsight_reader

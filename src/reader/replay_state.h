@@ -140,6 +140,7 @@ struct ProcessState {
   std::unordered_map<SymbolId, AllocStats> allocations;
   // Sampled blocks not freed yet: address -> (function, sampled bytes).
   std::unordered_map<uint64_t, std::pair<SymbolId, uint64_t>> live_samples;
+  uint64_t live_sampled_bytes = 0;  // their sampled bytes
   std::vector<ModeChangeRecord> mode_changes;
   std::vector<ConfigRecord> configs;
   std::map<SymbolId, LexgionCountRecord> lexgion_counts;

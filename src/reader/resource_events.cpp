@@ -70,10 +70,12 @@ void alloc_sampled(ProcessState &p, ThreadState &t, SymbolId symbol, const RawEv
   stats.retained_bytes += e.extra;
   if (e.transition == kNative) stats.native_bytes += e.extra;
   auto [it, inserted] = p.live_samples.try_emplace(e.code_id, symbol, e.extra);
+  p.live_sampled_bytes += e.extra;
   if (!inserted) {
     // The address was sampled before and its free not seen: that block is gone.
     AllocStats &old = p.allocations[it->second.first];
     old.retained_bytes -= std::min(old.retained_bytes, it->second.second);
+    p.live_sampled_bytes -= it->second.second;
     it->second = {symbol, e.extra};
   }
   if (call_trees) {
@@ -88,12 +90,14 @@ void alloc_sampled(ProcessState &p, ThreadState &t, SymbolId symbol, const RawEv
   }
 }
 
-void free_sampled(ProcessState &p, uint64_t address) {
+bool free_sampled(ProcessState &p, uint64_t address) {
   auto it = p.live_samples.find(address);
-  if (it == p.live_samples.end()) return;
+  if (it == p.live_samples.end()) return false;
   AllocStats &stats = p.allocations[it->second.first];
   stats.retained_bytes -= std::min(stats.retained_bytes, it->second.second);
+  p.live_sampled_bytes -= it->second.second;
   p.live_samples.erase(it);
+  return true;
 }
 
 }  // namespace pinsight_reader

@@ -54,6 +54,7 @@ void import_ended(ThreadState &t, SymbolId symbol, uint64_t ts, bool raised);
 SymbolId alloc_symbol(SymbolTable &symbols, const RawEvent &e, const EventBatch &batch);
 void alloc_sampled(ProcessState &p, ThreadState &t, SymbolId symbol, const RawEvent &e,
                    bool call_trees);
-void free_sampled(ProcessState &p, uint64_t address);
+// False when the address was not sampled (nothing changed).
+bool free_sampled(ProcessState &p, uint64_t address);
 
 }  // namespace pinsight_reader

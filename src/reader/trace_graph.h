@@ -23,6 +23,12 @@ class ReaderError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A failure to write an export ("cannot write PATH: REASON"): Python's OSError.
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct TimeRange {
   uint64_t begin_ns = 0;
   uint64_t end_ns = 0;

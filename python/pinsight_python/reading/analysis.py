@@ -314,6 +314,8 @@ def read_trace(
     *,
     call_trees: bool = True,
     chrome_path: Optional[str | os.PathLike[str]] = None,
+    perfetto_path: Optional[str | os.PathLike[str]] = None,
+    compress: bool = True,
     progress: str = "auto",
     progress_stream: Optional[TextIO] = None,
     decode_threads: int = 0,
@@ -325,6 +327,8 @@ def read_trace(
 
     ``call_trees`` keeps per-thread call paths (flame graphs need them);
     ``chrome_path`` also writes Chrome trace-event JSON there, streaming;
+    ``perfetto_path`` Perfetto's protobuf instead (its packets deflated unless
+    ``compress`` is false);
     ``decode_threads`` caps the decoding threads (0: one per core, at most
     one per data stream); ``filters`` selects what the aggregates and the
     Chrome JSON keep.
@@ -343,6 +347,8 @@ def read_trace(
         [str(d) for d in trace_dirs],
         call_trees=call_trees,
         chrome_path=str(chrome_path) if chrome_path is not None else "",
+        perfetto_path=str(perfetto_path) if perfetto_path is not None else "",
+        compress=compress,
         decode_threads=decode_threads,
         pids=list(selected.pids),
         ranks=list(selected.ranks),
