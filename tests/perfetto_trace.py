@@ -17,7 +17,7 @@ import collections
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -82,6 +82,13 @@ class PerfettoTrace:
         while t.tid is None and t.parent:
             t = self.tracks[t.parent]
         return t
+
+    def thread_of_process(self, s: Slice) -> Optional[int]:
+        """The pid of the process a slice is on or under."""
+        t = self.tracks[s.track]
+        while t.pid is None and t.parent:
+            t = self.tracks[t.parent]
+        return t.pid
 
     def processes(self) -> Dict[int, Track]:
         return {t.pid: t for t in self.tracks.values() if t.pid is not None and t.tid is None}
@@ -278,3 +285,58 @@ def report_segments(data: TraceData) -> Dict[Tuple[int, int], collections.Counte
                     f.segments)
             counts[(p.chrome_pid, t.vtid)] = +c
     return counts
+
+
+Join = Tuple[str, Optional[str], Optional[str]]  # region, native callee, Python caller
+
+
+def _caller(frame: Slice) -> Join:
+    """The frame a flow leaves from as report names it: the native callee it went
+    through (the frame itself, when native) and the Python function below it."""
+    via = frame.name if frame.category == "native" else None
+    python: Optional[Slice] = frame
+    while python is not None and python.category != "python":
+        python = python.parent
+    return ("", via, python.name if python is not None else None)
+
+
+def joins(trace: PerfettoTrace) -> collections.Counter[Join]:
+    """(region or kernel, native callee, Python caller) of every flow: each flow joins
+    exactly two slices, a frame of a thread's own track and a slice of a domain's or a
+    GPU's track of the same process, the frame starting first (trace_processor's
+    direction: from the earlier slice). A region that never ended (a begin without its
+    end: report lists it unmatched) leaves its flow on the frame alone: drawn by no one."""
+    out: collections.Counter[Join] = collections.Counter()
+    for flow, ends in trace.flows.items():
+        if len(ends) == 1 and trace.tracks[ends[0].track].tid is not None:
+            continue
+        assert len(ends) == 2, f"flow {flow} joins {len(ends)} slices"
+        frame, region = sorted(ends, key=lambda s: trace.tracks[s.track].tid is None)
+        assert trace.tracks[frame.track].tid is not None, f"flow {flow}: no frame"
+        assert trace.tracks[region.track].tid is None, f"flow {flow}: no region"
+        assert trace.thread_of(frame).pid == trace.thread_of_process(region), f"flow {flow}"
+        assert frame.ts <= region.ts, f"flow {flow}: the frame starts after the region"
+        _, via, caller = _caller(frame)
+        out[(region.name, via, caller)] += 1
+    return out
+
+
+def attributed(report: Dict[str, Any]) -> collections.Counter[Join]:
+    """report --json's native rows with a caller, keyed as joins() keys flows."""
+    labels = report["native_labels"]
+    out: collections.Counter[Join] = collections.Counter()
+    for row in report["native"]:
+        if row["caller"] is None and row["via"] is None:
+            continue
+        name = f"[{labels.get(row['domain'], row['domain'])}] {row['name']}"
+        out[(name, row["via"], (row["caller"] or {}).get("qualname"))] += row["count"]
+    return out
+
+
+def check_joins(trace: PerfettoTrace, report: Dict[str, Any]) -> int:
+    """A flow for every region and kernel report attributes to a call, from that call's
+    innermost frame (its native callee's, or the Python function's), the same join;
+    returns their number."""
+    found, expected = joins(trace), attributed(report)
+    assert found == expected, (found, expected)
+    return sum(found.values())

@@ -1,5 +1,7 @@
 #include "perfetto_trace_writer.h"
 
+#include <algorithm>
+
 #include "proto_encoder.h"
 
 namespace pinsight_reader {
@@ -254,17 +256,25 @@ void PerfettoTraceWriter::renamed(SymbolId symbol) {
   ++generations_[symbol];
 }
 
-uint32_t PerfettoTraceWriter::symbol_iid(Sequence &seq, const SymbolTable &symbols,
-                                         SymbolId symbol) {
-  if (symbol >= seq.symbols.size()) seq.symbols.resize(symbols.size());
+const PerfettoTraceWriter::Sequence::Interned &PerfettoTraceWriter::symbol_iid(
+    Sequence &seq, const SymbolTable &symbols, SymbolId symbol) {
+  if (symbol >= seq.symbols.size()) seq.symbols.resize(symbols.size(), {0, 0, 0});
   if (symbol >= generations_.size()) generations_.resize(symbols.size(), 1);
-  auto &[iid, generation] = seq.symbols[symbol];
-  if (generation == generations_[symbol]) return iid;
+  Sequence::Interned &interned = seq.symbols[symbol];
+  if (interned.generation == generations_[symbol]) return interned;
   // New on this sequence, or renamed since: a new id (an id keeps its names).
   const Symbol &s = symbols[symbol];
   bool import = !s.native && s.filename == kImportFile;
-  iid = seq.next_name++;
-  generation = generations_[symbol];
+  uint32_t iid = interned.iid = seq.next_name++;
+  interned.generation = generations_[symbol];
+  // The module: the import's, or the Python function's file's.
+  const std::string &module = import ? s.qualname : s.module;
+  interned.module = 0;
+  if (!s.native && !module.empty()) {
+    fixed(seq, 1u << (16 + kAnnotationModule), interned::kAnnotationNames, kAnnotationModule,
+          "module");
+    interned.module = string_iid(seq, module);
+  }
   ProtoEncoder out(interned_);
   size_t entry = out.begin(interned::kNames);
   out.uint_field(interned::kIid, iid);
@@ -278,7 +288,7 @@ uint32_t PerfettoTraceWriter::symbol_iid(Sequence &seq, const SymbolTable &symbo
     if (s.lineno >= 0) out.uint_field(interned::kLineNumber, static_cast<uint64_t>(s.lineno));
     out.end(entry);
   }
-  return iid;
+  return interned;
 }
 
 // --- tracks ----------------------------------------------------------------
@@ -384,7 +394,8 @@ void PerfettoTraceWriter::begin_frame(int64_t pid, int32_t tid, const SymbolTabl
   Thread &t = thread(pid, tid);
   ++t.depth;
   Sequence &seq = t.seq;
-  uint32_t iid = symbol_iid(seq, symbols, symbol);
+  const Sequence::Interned &interned = symbol_iid(seq, symbols, symbol);
+  uint32_t iid = interned.iid, module_iid = interned.module;
   const Symbol &s = symbols[symbol];
   bool import = !s.native && s.filename == kImportFile;
   uint32_t category = s.native ? kCategoryNative : import ? kCategoryImport : kCategoryPython;
@@ -392,14 +403,6 @@ void PerfettoTraceWriter::begin_frame(int64_t pid, int32_t tid, const SymbolTabl
         s.native ? "native"
         : import ? "import"
                  : "python");
-  // The module: the import's, or the Python function's file's.
-  const std::string &module = import ? s.qualname : s.module;
-  uint32_t module_iid = 0;
-  if (!s.native && !module.empty()) {
-    fixed(seq, 1u << (16 + kAnnotationModule), interned::kAnnotationNames, kAnnotationModule,
-          "module");
-    module_iid = string_iid(seq, module);
-  }
   size_t pkt = begin_packet(seq, ts_ns);
   flush_interned();
   ProtoEncoder out(chunk_);
@@ -487,13 +490,18 @@ void PerfettoTraceWriter::native_region(int64_t pid, int32_t tid, const std::str
 
 void PerfettoTraceWriter::device_activity(int64_t pid, const DeviceActivity &a) {
   Process &p = process(pid);
-  auto [it, added] = p.devices.try_emplace({a.device, a.stream}, 0);
-  if (added) {
-    it->second = child_track(
-        p.uuid, "GPU " + std::to_string(a.device) + ", stream " + std::to_string(a.stream), false);
+  auto &lanes = p.devices[{a.device, a.stream}];
+  auto lane = std::find_if(lanes.begin(), lanes.end(),
+                           [&](const auto &l) { return l.second <= a.begin_ns; });
+  if (lane == lanes.end()) {
+    std::string name = "GPU " + std::to_string(a.device) + ", stream " + std::to_string(a.stream);
+    if (!lanes.empty()) name += " (overlapping " + std::to_string(lanes.size() + 1) + ")";
+    lanes.emplace_back(child_track(p.uuid, name, false), 0);
+    lane = lanes.end() - 1;
   }
-  slice(p.seq, it->second, a.begin_ns, event::kSliceBegin, a.label, a.domain, a.join);
-  slice(p.seq, it->second, a.end_ns, event::kSliceEnd, {}, {}, 0);
+  lane->second = a.end_ns;
+  slice(p.seq, lane->first, a.begin_ns, event::kSliceBegin, a.label, a.domain, a.join);
+  slice(p.seq, lane->first, a.end_ns, event::kSliceEnd, {}, {}, 0);
 }
 
 void PerfettoTraceWriter::gil_state(int64_t pid, int32_t vtid, const char *state, uint64_t begin_ns,

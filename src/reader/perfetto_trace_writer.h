@@ -85,9 +85,12 @@ class PerfettoTraceWriter final : public ReplayOutput {
     uint32_t next_string = 1;  // debug annotation string values
     uint32_t next_category = kFirstDynamicCategory;
     uint32_t defined = 0;  // bits: fixed categories and annotation names already interned
-    // Per symbol: its event name / source location id and the symbol's rename
-    // generation it was interned under (0: not yet).
-    std::vector<std::pair<uint32_t, uint32_t>> symbols;
+    // Per symbol: its event name / source location id, its module's string id
+    // (0: none) and the symbol's rename generation it was interned under (0: not yet).
+    struct Interned {
+      uint32_t iid, module, generation;
+    };
+    std::vector<Interned> symbols;
     std::unordered_map<std::string, uint32_t> names, strings, categories;
   };
   struct Pending {
@@ -109,7 +112,10 @@ class PerfettoTraceWriter final : public ReplayOutput {
     uint64_t uuid;
     Sequence seq;  // its instants and counter
     uint64_t memory_track = 0;
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> devices;  // (device, stream) -> track
+    // (device, stream) -> its tracks, each with the end of its last slice: an activity
+    // overlapping every one of them (their times say so) goes on a track of its own,
+    // as slices on one track must nest.
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> devices;
   };
 
   // Categories and debug annotation names every sequence may use, interned on
@@ -142,7 +148,7 @@ class PerfettoTraceWriter final : public ReplayOutput {
 
   // Interning: the id on `seq`, with the interned data the packet under way
   // must carry when it is new (written into `interned_`).
-  uint32_t symbol_iid(Sequence &seq, const SymbolTable &symbols, SymbolId symbol);
+  const Sequence::Interned &symbol_iid(Sequence &seq, const SymbolTable &symbols, SymbolId symbol);
   uint32_t name_iid(Sequence &seq, const std::string &name);
   uint32_t string_iid(Sequence &seq, const std::string &text);
   uint32_t category_iid(Sequence &seq, const std::string &name);

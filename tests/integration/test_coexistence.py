@@ -38,6 +38,7 @@ import pytest
 
 from pinsight_python.reading.report import render_text
 from pinsight_python.recording import lttng
+from tests import perfetto_trace
 from tests.tracing import (
     PINSIGHT_LIB,
     SETPROFILE,
@@ -451,6 +452,14 @@ def test_reload_applies_to_both_configurations(standin: Dict[str, Path], tmp_pat
     assert len(_windows(trace, "ctypes.pinsight_like_kernel")) == 5
 
 
+def _perfetto(out: Path, pid: int, tmp_path: Path) -> perfetto_trace.PerfettoTrace:
+    """export --format perfetto of the process `pid`, read back with Perfetto's schema."""
+    exported = tmp_path / f"{pid}.pftrace"
+    subprocess.run([sys.executable, "-m", "pinsight_python.cli", "export", "--pid", str(pid),
+                    "-o", str(exported), str(out)], capture_output=True, check=True, timeout=120)
+    return perfetto_trace.read(exported)
+
+
 def _native_report(out: Path, pid: int) -> Dict[str, Any]:
     """Our own reader's report of the process `pid` in the trace `out`."""
     from pinsight_python.reading.analysis import ReadFilter
@@ -504,6 +513,12 @@ def test_report_attributes_any_providers_regions_to_their_caller(
     assert report["native_unmatched"] == []
     assert report["native_ends_without_begin"] == 0
     assert "Native time by Python caller:" in render_text(report)
+    # Perfetto: each region on its thread's track of the provider, joined to its call.
+    exported = _perfetto(tmp_path / "trace-both", pid, tmp_path)
+    regions = [s for s in exported.slices if s.name == f"[{STANDIN}] region"]
+    assert len(regions) == CALLS
+    assert {exported.tracks[s.track].name for s in regions} == {STANDIN}
+    assert perfetto_trace.check_joins(exported, report) == CALLS
 
 
 # ---------------------------------------------------------------------------
@@ -685,6 +700,20 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
     assert len(starts) == len(ends) >= len(workers)
     unmatched = {(u["domain"], u["name"]): u["count"] for u in report["native_unmatched"]}
     assert unmatched[("openmp", "parallel")] == unmatched[("openmp", "implicit_task")] == 1
+    _assert_openmp_in_perfetto(_perfetto(out, pid, tmp_path), report, main_tid)
+
+
+def _assert_openmp_in_perfetto(perfetto: perfetto_trace.PerfettoTrace, report: Dict[str, Any],
+                               main_tid: int) -> None:
+    """Perfetto's own format: the regions on each thread's OpenMP track, every one
+    joined by a flow to the call that opened it, the workers' too (report's join)."""
+    openmp = {s.track for s in perfetto.slices if s.category == "openmp"}
+    assert {perfetto.tracks[t].name for t in openmp} == {"OpenMP"}
+    assert sum(s.name == "[OpenMP] parallel" and perfetto.thread_of(s).tid == main_tid
+               for s in perfetto.slices) == CALLS
+    assert len({perfetto.thread_of(s).tid for s in perfetto.slices
+                if s.track in openmp}) == TEAM
+    assert perfetto_trace.check_joins(perfetto, report) >= CALLS * (TEAM + 1) - 1
 
 
 @pytest.mark.parametrize(

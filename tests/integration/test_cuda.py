@@ -28,6 +28,7 @@ from typing import Any, Dict, Tuple
 import pytest
 
 from pinsight_python.recording import lttng
+from tests import perfetto_trace
 from tests.tracing import SETPROFILE, clean_env, cli, isolated_session
 
 HERE = Path(__file__).resolve().parents[1]  # tests/
@@ -138,6 +139,21 @@ def test_kernels_go_to_the_python_call_that_launched_them(
     # Each kernel starts 1 us after its launch returned, in CPU time.
     assert sorted(e["ts"] for e in kernels)[0] >= launches[0]
     assert any(e.get("ph") in ("s", "f") for e in events if e.get("tid") in gpu_tids)
+    # Perfetto: the kernels on their device's stream's track, each joined by a flow to
+    # the call that launched it, as report attributes them, the launches too.
+    pftrace = tmp_path / "trace.pftrace"
+    cli("export", "--pid", pid, "-o", str(pftrace), str(out))
+    exported = perfetto_trace.read(pftrace)
+    # The stand-in's kernels overlap (a real stream runs them one after the other):
+    # the overlapping ones on tracks of their own, as slices on one track must nest.
+    gpu = [t for t in exported.tracks.values() if t.name.startswith("GPU 0, stream 7")]
+    assert gpu[0].name == "GPU 0, stream 7" and exported.tracks[gpu[0].parent].pid == int(pid)
+    on_gpu = [s for s in exported.slices if s.track in {t.uuid for t in gpu}]
+    saxpy = [s for s in on_gpu if s.name == "[CUDA] saxpy"]
+    assert len(saxpy) == LAUNCHES and all(s.end - s.ts == KERNEL_NS for s in saxpy)
+    assert len(on_gpu) == LAUNCHES + 3 + 1  # the orphan too, without a flow
+    assert all(s.depth == 0 for s in on_gpu)
+    assert perfetto_trace.check_joins(exported, report) == 2 * (LAUNCHES + 3)
 
 
 EXIT_PROGRAM = textwrap.dedent(f"""
