@@ -47,6 +47,9 @@ from typing import List, Optional, Tuple
 
 from pinsight_python.recording import lttng
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import WORKLOADS as WORKLOADS_CORE
+
 # fib(LEAF_DEPTH) with one native call per leaf: 6 * F(LEAF_DEPTH + 1) - 2 events.
 LEAF_DEPTH = 25
 EVENTS_PER_ROUND = 6 * 121393 - 2
@@ -118,28 +121,10 @@ def record_with_trace(trace_dir: Path, workload: str) -> float:
         return time.perf_counter() - started
 
 
-NBODY = """
+# bench_core.py's n-body, its step count an argument.
+NBODY = WORKLOADS_CORE["nbody"].replace("range(80000)", "range(int(sys.argv[1]))") + """
 import sys
-def advance(bodies, pairs, dt):
-    for (b1, b2) in pairs:
-        dx = b1[0] - b2[0]; dy = b1[1] - b2[1]; dz = b1[2] - b2[2]
-        mag = dt * inverse_cube(dx * dx + dy * dy + dz * dz)
-        kick(b1, b2, dx, dy, dz, mag)
-    for b in bodies:
-        drift(b, dt)
-def inverse_cube(d2):
-    return d2 ** -1.5
-def kick(b1, b2, dx, dy, dz, mag):
-    m1 = b1[6] * mag; m2 = b2[6] * mag
-    b1[3] -= dx * m2; b1[4] -= dy * m2; b1[5] -= dz * m2
-    b2[3] += dx * m1; b2[4] += dy * m1; b2[5] += dz * m1
-def drift(b, dt):
-    b[0] += dt * b[3]; b[1] += dt * b[4]; b[2] += dt * b[5]
-bodies = [[float(i), float(i * i % 7), float(i % 3), 0.1 * i, 0.0, 0.05, 1.0 + i]
-          for i in range(5)]
-pairs = [(bodies[i], bodies[j]) for i in range(5) for j in range(i + 1, 5)]
-for _ in range(int(sys.argv[1])):
-    advance(bodies, pairs, 0.01)
+workload()
 """
 
 

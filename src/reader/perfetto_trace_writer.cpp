@@ -212,25 +212,13 @@ void PerfettoTraceWriter::fixed(Sequence &seq, uint32_t bit, uint32_t table, uin
   out.end(entry);
 }
 
-uint32_t PerfettoTraceWriter::name_iid(Sequence &seq, const std::string &name) {
-  auto [it, added] = seq.names.try_emplace(name, 0);
+uint32_t PerfettoTraceWriter::intern(std::unordered_map<std::string, uint32_t> &ids, uint32_t &next,
+                                     uint32_t table, const std::string &text) {
+  auto [it, added] = ids.try_emplace(text, 0);
   if (added) {
-    it->second = seq.next_name++;
+    it->second = next++;
     ProtoEncoder out(interned_);
-    size_t entry = out.begin(interned::kNames);
-    out.uint_field(interned::kIid, it->second);
-    out.string_field(interned::kName, name);
-    out.end(entry);
-  }
-  return it->second;
-}
-
-uint32_t PerfettoTraceWriter::string_iid(Sequence &seq, const std::string &text) {
-  auto [it, added] = seq.strings.try_emplace(text, 0);
-  if (added) {
-    it->second = seq.next_string++;
-    ProtoEncoder out(interned_);
-    size_t entry = out.begin(interned::kAnnotationStrings);
+    size_t entry = out.begin(table);
     out.uint_field(interned::kIid, it->second);
     out.string_field(interned::kName, text);
     out.end(entry);
@@ -238,17 +226,16 @@ uint32_t PerfettoTraceWriter::string_iid(Sequence &seq, const std::string &text)
   return it->second;
 }
 
+uint32_t PerfettoTraceWriter::name_iid(Sequence &seq, const std::string &name) {
+  return intern(seq.names, seq.next_name, interned::kNames, name);
+}
+
+uint32_t PerfettoTraceWriter::string_iid(Sequence &seq, const std::string &text) {
+  return intern(seq.strings, seq.next_string, interned::kAnnotationStrings, text);
+}
+
 uint32_t PerfettoTraceWriter::category_iid(Sequence &seq, const std::string &name) {
-  auto [it, added] = seq.categories.try_emplace(name, 0);
-  if (added) {
-    it->second = seq.next_category++;
-    ProtoEncoder out(interned_);
-    size_t entry = out.begin(interned::kCategories);
-    out.uint_field(interned::kIid, it->second);
-    out.string_field(interned::kName, name);
-    out.end(entry);
-  }
-  return it->second;
+  return intern(seq.categories, seq.next_category, interned::kCategories, name);
 }
 
 void PerfettoTraceWriter::renamed(SymbolId symbol) {

@@ -149,6 +149,9 @@ class PerfettoTraceWriter final : public ReplayOutput {
   // Interning: the id on `seq`, with the interned data the packet under way
   // must carry when it is new (written into `interned_`).
   const Sequence::Interned &symbol_iid(Sequence &seq, const SymbolTable &symbols, SymbolId symbol);
+  // `text`'s id in `ids` (a table of the sequence), defined in table `table` when new.
+  uint32_t intern(std::unordered_map<std::string, uint32_t> &ids, uint32_t &next, uint32_t table,
+                  const std::string &text);
   uint32_t name_iid(Sequence &seq, const std::string &name);
   uint32_t string_iid(Sequence &seq, const std::string &text);
   uint32_t category_iid(Sequence &seq, const std::string &name);
