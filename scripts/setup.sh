@@ -11,8 +11,11 @@
 #   .venv-py38      CPython 3.8, for the short smoke test of the oldest supported version
 #   .venv-3.14      CPython 3.14 and
 #   .venv-3.15      CPython 3.15, both Debian sid's, unpacked into a private prefix
-#                   (scripts/sid-cpython.sh, /opt/pinsight-cpython/3.1x), editable
-# and a site install for every user in $PINSIGHT_PYTHON_SITE (default /opt/pinsight-python).
+#                   (scripts/sid-prefix.sh, /opt/pinsight-cpython/3.1x), editable
+# a site install for every user in $PINSIGHT_PYTHON_SITE (default /opt/pinsight-python),
+# and Debian sid's LTTng 2.16 and babeltrace2 2.1 in a private prefix
+# ($PINSIGHT_LTTNG_PREFIX, default /opt/pinsight-lttng) for scripts/test.sh's stage
+# against them (scripts/with-lttng.sh).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -99,11 +102,11 @@ py_oldest=$(find_python 8 8)
 make_venv .venv-py38 "$py_oldest" ".[smoke]"
 
 # CPython 3.14 and 3.15, from Debian sid into a private prefix each (bookworm has
-# neither, scripts/sid-cpython.sh): editable like .venv. The venv is made without
+# neither, scripts/sid-prefix.sh): editable like .venv. The venv is made without
 # ensurepip (Debian's python3.1x-venv is not unpacked); pip comes from the prefix's
 # own wheel.
 for sid_version in 3.14 3.15; do
-  sid_python=$(bash scripts/sid-cpython.sh "$sid_version" | tail -n 1)
+  sid_python=$(bash scripts/sid-prefix.sh "$sid_version" | tail -n 1)
   sid_prefix=${sid_python%/usr/bin/*}
   dir=.venv-$sid_version
   echo "setup: $dir with $("$sid_python" -V 2>&1) ($sid_python)"
@@ -115,6 +118,25 @@ for sid_version in 3.14 3.15; do
   fi
   "$dir/bin/python" -m pip install -q "${dev_build[@]}" -e ".[test]"
 done
+
+# LTTng 2.16 and babeltrace2 2.1 from Debian sid into a private prefix (bookworm has
+# 2.13 and 2.0): the LTTng 2.16 stage of scripts/test.sh runs .venv-3.14 against them
+# beside the machine's LTTng. Its libraries must load in sid's interpreters, whose
+# glibc they need (a CPython prefix much older than the LTTng one may lack it: remove
+# /opt/pinsight-cpython/3.14 and run setup again).
+lttng_prefix=$(bash scripts/sid-prefix.sh lttng "${PINSIGHT_LTTNG_PREFIX:-/opt/pinsight-lttng}" | tail -n 1)
+echo "setup: $lttng_prefix (LTTng $("$lttng_prefix/usr/bin/lttng" --version | grep -Eo '[0-9]+\.[0-9]+\.[0-9]+' | head -n 1), Debian sid's)"
+(
+  # shellcheck source=/dev/null
+  source "$lttng_prefix/env.sh" && .venv-3.14/bin/python -c '
+import ctypes
+for lib in ("liblttng-ust.so.1", "liblttng-ctl.so.0", "libbabeltrace2.so.0"):
+    ctypes.CDLL(lib)
+from pinsight_python import _pinsight_control, _pinsight_reader
+assert _pinsight_control.ctl_release() >= 15 and _pinsight_reader.reads_ctf2()
+'
+) ||
+  die "LTTng 2.16 and babeltrace2 2.1 of $lttng_prefix do not load in .venv-3.14 (see above)"
 
 # A site install every user can run, as an HPC site makes one for everyone: Debian's
 # CPython (readable by all, unlike an interpreter in root's home), the package as a

@@ -16,7 +16,7 @@ fails with *any* second sys.monitoring tool watching calls, a do-nothing one of 
 lines (tests/two_tools_probe/sitecustomize.py reproduces it without us), and on 3.15
 the tests that crash CPython with any such tool; on 3.11, the profile tests that
 a profile function already in place makes fail. Each version runs its own Lib/test
-(3.14 and 3.15: Debian's libpython3.1x-testsuite, scripts/sid-cpython.sh).
+(3.14 and 3.15: Debian's libpython3.1x-testsuite, scripts/sid-prefix.sh).
 """
 
 from __future__ import annotations
