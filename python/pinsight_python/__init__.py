@@ -159,11 +159,30 @@ def _after_fork_in_child() -> None:
     _core._after_fork_child()
 
 
-def _join_run() -> None:
-    """Under `pinsight-python trace`: have this process recorded by the run's session."""
+def _join_run() -> bool:
+    """Under `pinsight-python trace`: have this process recorded by the run's session.
+    True when it could not, and said why."""
     if os.environ.get(_run.ENV_SOCKET):
         _core.lttng_available()  # loads LTTng-UST: the process registers with the daemon
-        _run.join_run(_core.recording)
+        return _run.join_run(_core.recording)
+    return False
+
+
+def _tell_unregistered(off: bool) -> bool:
+    """Outside `trace`: when no session records this process's events because its
+    LTTng-UST and the session daemon are of different LTTng versions, says so, naming
+    both (once: the general line at activation then stays unsaid). True when it did."""
+    if off or os.environ.get(_run.ENV_SOCKET):
+        return False
+    if not _core.lttng_available()[0] or _core.recording():
+        return False
+    from .recording.lttng_versions import registration_problem
+
+    problem = registration_problem()
+    if problem:
+        _run.say(f"pinsight-python: tracing is active in process {os.getpid()}, but no LTTng "
+                 f"session can record its events: {problem}")
+    return bool(problem)
 
 
 def _threads_not_ours() -> int:
@@ -280,8 +299,10 @@ def _activate_with(options: _settings.ActivateOptions) -> None:
     mpi_rank, mpi_size = _mpi_rank_and_size()
 
     def start() -> None:
-        if not _core.status()["active"]:
-            _join_run()
+        if not _core.status()["active"] and (
+            _join_run() or _tell_unregistered(options.mode is _settings.Mode.OFF)
+        ):
+            _core._unrecorded_told()
         _install_process_hooks()
         _core.activate(
             main_thread_ident=_main_thread_ident(),

@@ -183,6 +183,10 @@ PYBIND11_MODULE(_pinsight_python, m) {
   // Whether an LTTng session records our events in this process now (a process
   // joining a `pinsight-python trace` run waits for it).
   m.def("recording", [] { return session::recording(); });
+  m.def(
+      "_unrecorded_told", [] { session::unrecorded_told(); },
+      "The process has said why no LTTng session records its events: activation says "
+      "nothing more about it.");
   m.def("_after_fork_child", [] { session::after_fork_child(); });
   m.def("_block_writer_tid", [] { return session::block_writer_tid(); });
   m.def(

@@ -9,6 +9,17 @@
 namespace py = pybind11;
 using namespace pinsight_control;
 
+namespace {
+
+TraceFormat trace_format_named(const std::string &name) {
+  if (name.empty()) return TraceFormat::Default;
+  if (name == "ctf-1.8") return TraceFormat::Ctf18;
+  if (name == "ctf-2") return TraceFormat::Ctf2;
+  throw py::value_error("trace format '" + name + "': expected ctf-1.8 or ctf-2");
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_pinsight_control, m) {
   m.doc() = "LTTng session control of pinsight-python (liblttng-ctl)";
   py::register_exception<ControlError>(m, "ControlError", PyExc_RuntimeError);
@@ -20,13 +31,26 @@ PYBIND11_MODULE(_pinsight_control, m) {
   m.def(
       "create_session",
       [](const std::string &name, const std::string &path, const std::string &url,
-         const std::string &ctrl_url, const std::string &data_url, bool snapshot) {
-        create_session(name, SessionOutput{path, url, ctrl_url, data_url, snapshot});
+         const std::string &ctrl_url, const std::string &data_url, bool snapshot,
+         const std::string &trace_format) {
+        create_session(name, SessionOutput{path, url, ctrl_url, data_url, snapshot,
+                                           trace_format_named(trace_format)});
       },
       release(), py::arg("name"), py::arg("path") = "", py::arg("url") = "",
       py::arg("ctrl_url") = "", py::arg("data_url") = "", py::arg("snapshot") = false,
+      py::arg("trace_format") = "",
       "Create a session writing to the directory `path`, or to `url`, or to a relay "
-      "daemon's `ctrl_url` and `data_url`.");
+      "daemon's `ctrl_url` and `data_url`, in `trace_format` (\"ctf-1.8\", \"ctf-2\"; "
+      "\"\": the daemon's default).");
+  m.def("trace_formats", &trace_formats,
+        "The trace formats this liblttng-ctl can ask for: ctf-1.8, and ctf-2 from LTTng 2.15.");
+  m.def(
+      "ctl_library", [] { return ctl_library().path; },
+      "The liblttng-ctl loaded (which need not be the one this module was built against).");
+  m.def(
+      "ctl_release", [] { return ctl_library().minor; },
+      "The LTTng 2.x release the loaded liblttng-ctl is at least, by the functions it has: "
+      "13 (2.13 or earlier), 14, 15, 16.");
   m.def(
       "enable_channel",
       [](const std::string &session, const std::string &name, uint64_t subbuf_size,

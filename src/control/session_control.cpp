@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -120,6 +121,30 @@ void include_set(const std::string &session, lttng_process_attr_tracker_handle *
   }
 }
 
+// lttng_session_descriptor_set_trace_format() and its enum, LTTng 2.15's
+// (lttng/session-descriptor.h), found in the loaded liblttng-ctl.
+constexpr const char *kSetTraceFormat = "lttng_session_descriptor_set_trace_format";
+enum LttngTraceFormat : int { kTraceFormatCtf18 = 1, kTraceFormatCtf2 = 2 };
+using SetTraceFormat = int (*)(lttng_session_descriptor *, int);
+
+void set_trace_format(const std::string &what, lttng_session_descriptor *descriptor,
+                      TraceFormat format) {
+  if (format == TraceFormat::Default) return;
+  auto set = reinterpret_cast<SetTraceFormat>(ctl_function(kSetTraceFormat));
+  if (set == nullptr) {
+    // Before 2.15, every trace is CTF 1.8.
+    if (format == TraceFormat::Ctf18) return;
+    throw ControlError(what + ": CTF 2 needs LTTng 2.15 or later; this liblttng-ctl (" +
+                       ctl_library().path + ", " + ctl_library().version() +
+                       ") writes CTF 1.8 only");
+  }
+  const int status =
+      set(descriptor, format == TraceFormat::Ctf2 ? kTraceFormatCtf2 : kTraceFormatCtf18);
+  if (status != LTTNG_SESSION_DESCRIPTOR_STATUS_OK) {
+    throw ControlError(what + ": liblttng-ctl refused the trace format");
+  }
+}
+
 }  // namespace
 
 bool daemon_alive() { return lttng_session_daemon_alive() == 1; }
@@ -137,23 +162,45 @@ std::vector<std::string> list_sessions() {
 
 void create_session(const std::string &name, const SessionOutput &output) {
   const std::string what = "creating the session " + name;
+  // A descriptor for every kind of output (what `lttng create` sends): the trace
+  // format is a property of the descriptor.
+  lttng_session_descriptor *descriptor = nullptr;
+  std::string describes;
   if (!output.ctrl_url.empty()) {
-    lttng_session_descriptor *descriptor =
-        output.snapshot ? lttng_session_descriptor_snapshot_network_create(
-                              name.c_str(), output.ctrl_url.c_str(), output.data_url.c_str())
-                        : lttng_session_descriptor_network_create(
-                              name.c_str(), output.ctrl_url.c_str(), output.data_url.c_str());
-    if (descriptor == nullptr) {
-      throw ControlError(what + ": invalid URLs " + output.ctrl_url + " and " + output.data_url);
+    descriptor = output.snapshot
+                     ? lttng_session_descriptor_snapshot_network_create(
+                           name.c_str(), output.ctrl_url.c_str(), output.data_url.c_str())
+                     : lttng_session_descriptor_network_create(
+                           name.c_str(), output.ctrl_url.c_str(), output.data_url.c_str());
+    describes = "URLs " + output.ctrl_url + " and " + output.data_url;
+  } else {
+    constexpr std::string_view kFile = "file://";
+    const std::string url = output.url.empty() ? "file://" + output.path : output.url;
+    if (url.compare(0, kFile.size(), kFile) == 0) {
+      const std::string path = url.substr(kFile.size());
+      descriptor = output.snapshot
+                       ? lttng_session_descriptor_snapshot_local_create(name.c_str(), path.c_str())
+                       : lttng_session_descriptor_local_create(name.c_str(), path.c_str());
+      describes = "path " + path;
+    } else {  // net://HOST[:CTRL[:DATA]], both ports in one URL
+      descriptor =
+          output.snapshot
+              ? lttng_session_descriptor_snapshot_network_create(name.c_str(), url.c_str(), nullptr)
+              : lttng_session_descriptor_network_create(name.c_str(), url.c_str(), nullptr);
+      describes = "URL " + url;
     }
-    const lttng_error_code code = lttng_create_session_ext(descriptor);
-    lttng_session_descriptor_destroy(descriptor);
-    if (code != LTTNG_OK) fail(what, -static_cast<int>(code));
-    return;
   }
-  const std::string url = !output.url.empty() ? output.url : "file://" + output.path;
-  check(what, output.snapshot ? lttng_create_session_snapshot(name.c_str(), url.c_str())
-                              : lttng_create_session(name.c_str(), url.c_str()));
+  if (descriptor == nullptr) throw ControlError(what + ": invalid " + describes);
+  std::unique_ptr<lttng_session_descriptor, void (*)(lttng_session_descriptor *)> owned(
+      descriptor, lttng_session_descriptor_destroy);
+  set_trace_format(what, descriptor, output.trace_format);
+  const lttng_error_code code = lttng_create_session_ext(descriptor);
+  if (code != LTTNG_OK) fail(what, -static_cast<int>(code));
+}
+
+std::vector<std::string> trace_formats() {
+  if (ctl_function(kSetTraceFormat) == nullptr) return {"ctf-1.8"};
+  return {"ctf-1.8", "ctf-2"};
 }
 
 void enable_channel(const std::string &session, const ChannelSpec &spec) {

@@ -2,6 +2,10 @@
 // one request to the session daemon (about 0.1-0.5 ms) where the `lttng`
 // command costs a process start (2-7 ms) and, on stop, a 200 ms poll period.
 // Every failure throws ControlError carrying liblttng-ctl's own words.
+//
+// Built against Debian 12's headers (LTTng 2.13), it runs with the liblttng-ctl
+// it finds: what later versions added (the trace format, 2.15) is looked up in
+// that library at run time (ctl_library.h).
 #pragma once
 
 #include <cstdint>
@@ -9,12 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "ctl_library.h"
+
 namespace pinsight_control {
 
 class ControlError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// `lttng create --trace-format`: LTTng 2.15 and later write CTF 2 by default;
+// earlier versions CTF 1.8 only.
+enum class TraceFormat { Default, Ctf18, Ctf2 };
 
 // Where a new session writes: a local directory, a URL (`lttng create
 // --set-url`), or separate control and data URLs of a relay daemon.
@@ -24,6 +34,7 @@ struct SessionOutput {
   std::string ctrl_url;  // with data_url, or empty
   std::string data_url;
   bool snapshot = false;  // flight recorder: written only by record_snapshot()
+  TraceFormat trace_format = TraceFormat::Default;
 };
 
 struct ChannelSpec {
@@ -38,6 +49,9 @@ struct ChannelSpec {
 bool daemon_alive();
 std::vector<std::string> list_sessions();
 void create_session(const std::string &name, const SessionOutput &output);
+// The trace formats the loaded liblttng-ctl can ask for ("ctf-1.8", and "ctf-2"
+// from LTTng 2.15 on).
+std::vector<std::string> trace_formats();
 void enable_channel(const std::string &session, const ChannelSpec &channel);
 void enable_event(const std::string &session, const std::string &channel,
                   const std::string &pattern);

@@ -45,6 +45,9 @@ struct State {
   std::atomic<uint64_t> alloc_interval{kDefaultAllocSampleInterval};
   bool clock_plugin = false;  // activate(): LTTNG_UST_CLOCK_PLUGIN is set
   std::string lttng_error;
+  // Said once per process that no session records its events (a program may
+  // toggle tracing), at activation or, naming a version mismatch, from Python.
+  bool told_unrecorded = false;
   std::string refused;
   std::mutex config_path_mutex;  // the control thread reads it (reload)
   std::string config_path;
@@ -392,12 +395,11 @@ void activate(const ActivateOptions &options, const ProcessIdentity &process) {
       return;
     }
   }
-  static bool told_unrecorded = false;  // once per process: a program may toggle tracing
   if (initial != TraceMode::Off && state.lttng_error.empty() && !emitter::recording() &&
-      !told_unrecorded) {
+      !state.told_unrecorded) {
     // Said at activation, and true then; sessions started later record the
     // events from then on.
-    told_unrecorded = true;
+    state.told_unrecorded = true;
     std::fprintf(stderr,
                  "pinsight-python: tracing is active in process %d, but no LTTng session "
                  "records python_pinsight_lttng_ust events yet: they are lost until one does "
@@ -584,6 +586,8 @@ std::map<std::string, std::vector<std::string>> native_keys(const std::string &p
 }
 
 bool lttng_available(std::string *error) { return emitter::load_provider(error); }
+
+void unrecorded_told() { state.told_unrecorded = true; }
 
 bool recording() { return emitter::recording(); }
 

@@ -187,6 +187,9 @@ std::map<std::string, std::vector<std::string>> native_keys(const std::string &p
 bool lttng_available(std::string *error);
 // Whether an LTTng session records our events in this process now.
 bool recording();
+// The process has said why no session records its events (a version mismatch,
+// told from Python): activation then keeps its general line to itself.
+void unrecorded_told();
 
 }  // namespace session
 }  // namespace pinsight

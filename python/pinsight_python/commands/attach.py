@@ -29,6 +29,7 @@ from ..recording.injection import (
     request_action,
 )
 from ..recording.run import session as run_session
+from .recording_options import add_trace_format_argument
 
 HELP = "trace a running Python process (no restart): activate tracing inside it"
 PROG = "pinsight-python attach"
@@ -92,6 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "implies a new session",
     )
     settings.add_arguments(parser, SETTINGS, for_target=True)
+    add_trace_format_argument(parser)
     parser.add_argument(
         "--no-summary", action="store_true", help="do not read the trace back for a summary"
     )
@@ -258,7 +260,8 @@ def _record(
     prog: str,
 ) -> int:
     # Only the targets: other traced programs of the user stay out of this trace.
-    session = lttng.Session(output, track_vpids=[t.pid for t in targets])
+    session = lttng.Session(output, track_vpids=[t.pid for t in targets],
+                            trace_format=args.trace_format)
     recorder = run_session.Recording(prog, session)
     try:
         recorder.start()

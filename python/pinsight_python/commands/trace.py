@@ -14,6 +14,7 @@ from ..activation import settings as _settings
 from ..recording import lttng
 from ..recording.run import plan as run_plan
 from ..recording.run import trace as trace_run
+from .recording_options import add_trace_format_argument
 
 HELP = "run a command with Python tracing in a new LTTng session"
 PROG = run_plan.PROG
@@ -55,6 +56,7 @@ examples:
   pinsight-python trace --config pinsight_trace_config.txt -- mpirun -n 4 python sim.py
   pinsight-python trace -- python sim.py & sleep 60; kill -USR1 $!   # reload the config
   pinsight-python trace --relayd collector -- python sim.py
+  pinsight-python trace --trace-format ctf-2 -- python sim.py   # LTTng 2.15+
 """
 
 
@@ -104,6 +106,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "fewer and then smaller sub-buffers where the channel asked for does not fit, with "
         "a warning (default: %(default)s)",
     )
+    add_trace_format_argument(parser)
     parser.add_argument(
         "--domains", metavar="LIST", default=None,
         help="PInsight's native domains to record beside Python: any of "

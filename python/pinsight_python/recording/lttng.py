@@ -134,12 +134,42 @@ def _control() -> ModuleType:
 
 
 def _ctl(request: str, *args: object, **kwargs: object) -> Any:
-    """One request to the session daemon; its failure as LttngError."""
+    """One request to the session daemon; its failure as LttngError, which names the
+    two versions when liblttng-ctl and the daemon are of different LTTng releases
+    (their requests then fail with words that mislead)."""
     control = _control()
     try:
         return getattr(control, request)(*args, **kwargs)
     except control.ControlError as e:
-        raise LttngError(str(e)) from None
+        mismatch = version_mismatch()
+        raise LttngError(f"{e}: {mismatch}" if mismatch else str(e)) from None
+
+
+def ctl_library() -> Tuple[str, int]:
+    """(path, minor): the liblttng-ctl loaded, and the LTTng 2.x release it is at
+    least (13: 2.13 or earlier)."""
+    control = _control()
+    return control.ctl_library(), control.ctl_release()
+
+
+def version_mismatch() -> str:
+    """"" when liblttng-ctl and the session daemon it reaches are one LTTng release (or
+    none runs), else one line naming both (recording/lttng_versions.py)."""
+    from . import lttng_versions
+
+    return lttng_versions.client_problem(ctl_library())
+
+
+# `lttng create --trace-format`. LTTng 2.15 and later write CTF 2 by default, which
+# babeltrace2 2.0 (Debian 12) cannot read and Trace Compass does not read reliably yet:
+# every session made here asks for CTF 1.8 unless told otherwise.
+TRACE_FORMATS = ("ctf-1.8", "ctf-2")
+DEFAULT_TRACE_FORMAT = "ctf-1.8"
+
+
+def trace_formats() -> List[str]:
+    """The trace formats this LTTng writes: ctf-1.8, and ctf-2 from LTTng 2.15 on."""
+    return list(_ctl("trace_formats"))
 
 
 def _client_reaches_sessiond() -> bool:
@@ -536,6 +566,9 @@ class Session:
     none until :func:`track_vpids` lets them in; without any, every traced process
     of the user is recorded.
 
+    ``trace_format``: ``ctf-1.8`` (the default: what Trace Compass and babeltrace2
+    2.0 read) or ``ctf-2`` (LTTng 2.15 and later; read by babeltrace2 2.1).
+
     ``snapshot``: a flight recorder. The channel overwrites its oldest
     sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
     writes the buffers' current content there: hours of events, bounded memory
@@ -560,6 +593,7 @@ class Session:
         track_nobody: bool = False,
         snapshot: bool = False,
         read_timer_us: Optional[int] = None,
+        trace_format: str = DEFAULT_TRACE_FORMAT,
     ) -> None:
         if (ctrl_url is None) != (data_url is None):
             raise ValueError("ctrl_url and data_url go together")
@@ -585,6 +619,10 @@ class Session:
         # The consumer then reads the buffers on this period only, not when a
         # sub-buffer fills (lttng enable-channel --read-timer).
         self.read_timer_us = read_timer_us
+        if trace_format not in TRACE_FORMATS:
+            raise ValueError(f"trace format {trace_format!r}: expected one of "
+                             f"{', '.join(TRACE_FORMATS)}")
+        self.trace_format = trace_format
         if snapshot and (self.network or output is None):
             raise ValueError("a snapshot session writes to a local output directory")
         self._created = False
@@ -627,12 +665,13 @@ class Session:
             # on a filtered port.
             check_relayd_reachable(self.set_url, self.ctrl_url, self.data_url)
         if self.ctrl_url is not None:
-            _ctl("create_session", self.name, ctrl_url=self.ctrl_url, data_url=self.data_url)
+            _ctl("create_session", self.name, ctrl_url=self.ctrl_url, data_url=self.data_url,
+                 trace_format=self.trace_format)
         elif self.set_url:
-            _ctl("create_session", self.name, url=self.set_url)
+            _ctl("create_session", self.name, url=self.set_url, trace_format=self.trace_format)
         else:
             _ctl("create_session", self.name, path=str(self.output.absolute()),  # type: ignore[union-attr]
-                 snapshot=self.snapshot)
+                 snapshot=self.snapshot, trace_format=self.trace_format)
         self._created = True
         try:
             self._configure()

@@ -48,11 +48,19 @@ ENV_SOCKET = "PINSIGHT_PYTHON_TRACE_SOCKET"
 # In the command's environment: marks the processes of this run, also those
 # re-parented away from the command's tree (daemons, orphans).
 ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
+# In the command's environment: the registration socket of the session daemon the run's
+# session lives in (a path; absent when trace could not tell), which a process whose
+# LTTng-UST is of another ABI can never reach (recording/lttng_versions.py).
+ENV_DAEMON = "PINSIGHT_PYTHON_TRACE_DAEMON"
 SOCKET_NAME = "register.sock"
 UNRECORDED = "unrecorded"  # "pid argv" of processes whose events could not be enabled
+PROBLEMS = "problems"  # why, one line each (trace says each once)
 # Bounded waits of a process joining the run (seconds).
 REGISTER_TIMEOUT = 10.0
 ENABLE_TIMEOUT = 5.0
+# Not recorded after this long (events are enabled within milliseconds): whether the
+# process's LTTng-UST can reach the run's session daemon at all is looked into.
+VERSION_CHECK_AFTER = 0.1
 # The keeper's poll interval: how soon it notices that trace died.
 KEEPER_POLL = 0.2
 
@@ -74,13 +82,14 @@ def _say_once(message: str) -> None:
         say(f"pinsight-python: {message}")
 
 
-def join_run(recording: Optional[Callable[[], bool]] = None) -> None:
+def join_run(recording: Optional[Callable[[], bool]] = None) -> bool:
     """In a process of a ``trace`` run (ENV_SOCKET set): have its pid tracked by the
     run's session, then wait until our events are enabled. Never raises: a process
-    that cannot join runs untraced and is named in the run's UNRECORDED file."""
+    that cannot join runs untraced, says why once and is named in the run's
+    UNRECORDED file. True when it said so."""
     path = os.environ.get(ENV_SOCKET)
     if not path:
-        return
+        return False
     pid = os.getpid()
     problem = ""
     try:
@@ -97,9 +106,16 @@ def join_run(recording: Optional[Callable[[], bool]] = None) -> None:
     except OSError as e:
         problem = f"cannot reach the run's keeper at {path}: {e.strerror or e}"
     if not problem and recording is not None:
-        deadline = time.monotonic() + ENABLE_TIMEOUT
+        started = time.monotonic()
+        checked = False
         while not recording():
-            if time.monotonic() > deadline:
+            waited = time.monotonic() - started
+            if not checked and waited > VERSION_CHECK_AFTER:
+                checked = True
+                problem = _version_problem()
+                if problem:
+                    break
+            if waited > ENABLE_TIMEOUT:
                 problem = (
                     f"LTTng did not enable our events within {ENABLE_TIMEOUT:.0f} s "
                     "(registration with the session daemon timed out?)"
@@ -108,27 +124,40 @@ def join_run(recording: Optional[Callable[[], bool]] = None) -> None:
             time.sleep(0.002)
     if problem:
         _note_unrecorded(os.path.dirname(path), pid, problem)
+    return bool(problem)
+
+
+def _version_problem() -> str:
+    """Why this process's LTTng-UST cannot register with the run's session daemon (another
+    LTTng's), one line naming both; "" when that is not why."""
+    from .. import lttng_versions
+
+    daemon = os.environ.get(ENV_DAEMON)
+    if daemon:
+        return lttng_versions.run_daemon_problem(daemon)
+    return lttng_versions.registration_problem()
 
 
 def _note_unrecorded(run_dir: str, pid: int, problem: str) -> None:
     argv = " ".join(sys.argv)
     _say_once(f"process {pid} ({argv}) records no events: {problem}")
-    try:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-        fd = os.open(os.path.join(run_dir, UNRECORDED), flags, 0o600)
+    for name, line in ((UNRECORDED, f"{pid} {argv}"), (PROBLEMS, problem)):
         try:
-            os.write(fd, f"{pid} {argv}\n".encode(errors="replace"))
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+            fd = os.open(os.path.join(run_dir, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, f"{line}\n".encode(errors="replace"))  # one write: appends never mix
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
 
 
-def read_unrecorded(run_dir: Union[str, Path]) -> List[str]:
-    """``PID ARGV`` of the run's processes that recorded no event."""
+def read_unrecorded(run_dir: Union[str, Path], name: str = UNRECORDED) -> List[str]:
+    """``PID ARGV`` of the run's processes that recorded no event (name=PROBLEMS: why,
+    each reason once)."""
     try:
-        with open(os.path.join(run_dir, UNRECORDED), encoding="utf-8", errors="replace") as f:
-            return [ln for ln in f.read().splitlines() if ln.strip()]
+        with open(os.path.join(run_dir, name), encoding="utf-8", errors="replace") as f:
+            return list(dict.fromkeys(ln for ln in f.read().splitlines() if ln.strip()))
     except OSError:
         return []
 
@@ -206,6 +235,7 @@ class Keeper:
         self.server.listen(128)
         self._wake_r, self._wake_w = os.pipe()
         self._thread: Optional[threading.Thread] = None
+        self.problems: List[str] = []  # why processes recorded nothing (finish())
         # Untraced, and not a process of the run.
         env = {k: v for k, v in os.environ.items()
                if k not in (ENV_RUN, ENV_SOCKET) and not k.startswith("PINSIGHT_")}
@@ -296,6 +326,7 @@ class Keeper:
         import shutil
 
         unrecorded = read_unrecorded(self.dir)
+        self.problems = read_unrecorded(self.dir, PROBLEMS)
         shutil.rmtree(self.dir, ignore_errors=True)
         if unrecorded and output is not None and output.is_dir():
             from ...reading.analysis import UNRECORDED_FILE

@@ -46,6 +46,7 @@ class Plan(NamedTuple):
     num_subbuf: int = lttng.NUM_SUBBUF
     domains: Sequence[str] = ()  # PInsight's native domains recorded too
     summary: bool = True  # read the trace back for a summary (not --no-summary)
+    trace_format: str = lttng.DEFAULT_TRACE_FORMAT  # --trace-format
 
 
 class Refused(Exception):
@@ -100,6 +101,7 @@ def make(args: argparse.Namespace) -> Plan:
     subbuf_size, num_subbuf = _channel_size(args, errors, warnings)
     preload = _alloc_preload(args, chosen, errors)
     domains = _native_domains(args.domains, os.environ, errors)
+    trace_format = _trace_format(getattr(args, "trace_format", lttng.DEFAULT_TRACE_FORMAT), errors)
     if errors:
         raise Refused(errors)
     if "cuda" in domains:
@@ -119,7 +121,25 @@ def make(args: argparse.Namespace) -> Plan:
         chosen.trace_dir = str(output)
     chosen.export(env)
     return Plan(tuple(command), output, MappingProxyType(env), url, config, tuple(warnings),
-                subbuf_size, num_subbuf, domains, summary=not args.no_summary)
+                subbuf_size, num_subbuf, domains, summary=not args.no_summary,
+                trace_format=trace_format)
+
+
+def _trace_format(asked: str, errors: List[str]) -> str:
+    """--trace-format, if this LTTng writes it (CTF 2: LTTng 2.15 and later)."""
+    if asked != lttng.DEFAULT_TRACE_FORMAT:
+        try:
+            formats = lttng.trace_formats()
+        except lttng.LttngError as e:
+            errors.append(f"--trace-format {asked}: {e}")
+            return asked
+        if asked not in formats:
+            from ..lttng_versions import ctl_release
+
+            path, minor = lttng.ctl_library()
+            errors.append(f"--trace-format {asked}: needs LTTng 2.15 or later; this LTTng "
+                          f"({path}, {ctl_release(minor)}) writes {' and '.join(formats)} only")
+    return asked
 
 
 def _device_activity(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+from pathlib import Path
 from typing import Any, Dict, List
 
 from ...exit_status import EXIT_FAILED
@@ -80,7 +81,7 @@ def _run_trace(
     events = [f"{lttng.PROVIDER}:*", *(f"{lttng.NATIVE_DOMAINS[d]}:*" for d in plan.domains)]
     session = lttng.Session(plan.output, set_url=plan.relayd_url, track_nobody=True,
                             subbuf_size=plan.subbuf_size, num_subbuf=plan.num_subbuf,
-                            events=events)
+                            events=events, trace_format=plan.trace_format)
     recorder = run_session.Recording(PROG, session)
     marker = f"{run_keeper.ENV_RUN}={session.name}"
     try:
@@ -89,9 +90,7 @@ def _run_trace(
     except run_session.SETUP_ERRORS as e:
         recorder.abandon(e)
         return EXIT_FAILED
-    # The plan's environment, and the run's own: its marker, the keeper's socket.
-    env = {**plan.env, run_keeper.ENV_RUN: session.name,
-           run_keeper.ENV_SOCKET: str(keeper.socket)}
+    env = _run_env(plan, session.name, keeper)
 
     # From here until the session is destroyed, the signals we answer are blocked
     # and taken with sigtimedwait (which tells who sent them): none can end us.
@@ -130,13 +129,33 @@ def _run_trace(
         return status
     recorder.tell_written(plan.output, ended)
     if unrecorded:
-        from ...reading.analysis import UNRECORDED_FILE
-
-        _note(f"{len(unrecorded)} process(es) of the command recorded no events "
-              f"(listed in {plan.output / UNRECORDED_FILE}): " + "; ".join(unrecorded[:5]))
+        _tell_unrecorded(plan.output, unrecorded, keeper.problems)
     if plan.summary:
         recorder.print_summary(plan.output)
     return status
+
+
+def _run_env(plan: run_plan.Plan, session: str, keeper: run_keeper.Keeper) -> Dict[str, str]:
+    """The plan's environment, and the run's own: its marker, the keeper's socket, the
+    registration socket of the session daemon the session is in (when it can be told)."""
+    from ..lttng_versions import daemon_socket
+
+    env = {**plan.env, run_keeper.ENV_RUN: session, run_keeper.ENV_SOCKET: str(keeper.socket)}
+    daemon = daemon_socket(lttng.ctl_library()[1])
+    if daemon:
+        env[run_keeper.ENV_DAEMON] = daemon
+    return env
+
+
+def _tell_unrecorded(output: Path, unrecorded: List[str], problems: List[str]) -> None:
+    """The processes that recorded no events, and why (each reason once: a version
+    mismatch names both versions)."""
+    from ...reading.analysis import UNRECORDED_FILE
+
+    _note(f"{len(unrecorded)} process(es) of the command recorded no events "
+          f"(listed in {output / UNRECORDED_FILE}): " + "; ".join(unrecorded[:5]))
+    for problem in problems[:3]:
+        _note(f"a process recorded nothing: {problem}")
 
 
 def _tell_streamed(plan: run_plan.Plan, session: str, ended: str) -> None:
