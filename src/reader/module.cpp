@@ -2,11 +2,13 @@
 // babeltrace2 and returns per-thread aggregates to Python as typed records
 // (records.h), which Python only formats (report, flamegraph); the Chrome
 // trace and Perfetto exports are written here. `Unbatcher` is `pinsight-python unbatch`.
+#include <babeltrace2/babeltrace.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "analysis.h"
 #include "records.h"
@@ -20,6 +22,19 @@ PYBIND11_MODULE(_pinsight_reader, m) {
   py::register_exception<ReaderError>(m, "ReaderError", PyExc_RuntimeError);
   py::register_exception<OutputError>(m, "OutputError", PyExc_OSError);
   add_record_types(m);
+  // The libbabeltrace2 loaded, which need not be the one this module was built
+  // against (2.0): CTF 2 traces need 2.1's MIP 1 (trace_graph.h).
+  m.def(
+      "babeltrace2_version",
+      [] {
+        return std::to_string(bt_version_get_major()) + "." +
+               std::to_string(bt_version_get_minor()) + "." +
+               std::to_string(bt_version_get_patch());
+      },
+      "The version of the libbabeltrace2 loaded, e.g. 2.0.4.");
+  m.def(
+      "reads_ctf2", [] { return bt_get_maximal_mip_version() >= 1; },
+      "Whether the libbabeltrace2 loaded reads CTF 2 traces (2.1 and later: MIP 1).");
 
   py::class_<Analysis>(m, "Analysis")
       .def(py::init([](std::vector<std::string> trace_dirs, bool call_trees,

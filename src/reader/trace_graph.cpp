@@ -1,6 +1,7 @@
 #include "trace_graph.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 namespace pinsight_reader {
@@ -46,7 +47,31 @@ bt_value *source_params(const std::string &dir) {
   return params;
 }
 
+// The graph's MIP version: 1 where a trace directory is CTF 2 (babeltrace2 2.1
+// reads CTF 2 under MIP 1 only), else 0 as always.
+uint64_t mip_version_for(const std::vector<std::string> &trace_dirs) {
+  for (const std::string &dir : trace_dirs) {
+    if (TraceGraph::ctf_version(dir) < 2) continue;
+    if (bt_get_maximal_mip_version() >= 1) return 1;
+    throw ReaderError(dir + ": this trace is CTF 2; babeltrace2 " +
+                      std::to_string(bt_version_get_major()) + "." +
+                      std::to_string(bt_version_get_minor()) +
+                      " cannot read it; record with --trace-format=ctf-1.8 or install "
+                      "babeltrace2 2.1");
+  }
+  return 0;
+}
+
 }  // namespace
+
+int TraceGraph::ctf_version(const std::string &trace_dir) {
+  constexpr int kRecordSeparator = 0x1e;  // RFC 7464: CTF 2's metadata stream
+  std::FILE *metadata = std::fopen((trace_dir + "/metadata").c_str(), "rb");
+  if (metadata == nullptr) return 1;
+  const int first = std::fgetc(metadata);
+  std::fclose(metadata);
+  return first == kRecordSeparator ? 2 : 1;
+}
 
 std::string take_babeltrace_error() {
   const bt_error *error = bt_current_thread_take_error();
@@ -99,7 +124,7 @@ TraceGraph::TraceGraph(const std::vector<std::string> &trace_dirs, size_t group,
       throw ReaderError("babeltrace2's source.ctf.fs or filter.utils.muxer is missing");
     }
 
-    graph_ = bt_graph_create(0);
+    graph_ = bt_graph_create(mip_version_for(trace_dirs_));
     if (graph_ == nullptr) fail("cannot create a babeltrace2 graph");
 
     const bt_component_filter *muxer = nullptr;

@@ -2,6 +2,13 @@
 // directory, a filter.utils.muxer that orders their streams by time, and a
 // simple sink that hands message batches to a callback.
 //
+// CTF 1.8 and CTF 2 (LTTng 2.15's default): source.ctf.fs reads CTF 2 from
+// babeltrace2 2.1 on, in a graph of version 1 of its message interchange
+// protocol (MIP). The module is built against Debian 12's babeltrace2 2.0 and
+// runs with the libbabeltrace2 it finds (same soname): a trace with a CTF 2
+// directory gets a MIP 1 graph where the library has one, else an error that
+// says what to do; CTF 1.8 keeps MIP 0, whichever the library.
+//
 // A graph decodes on one thread. To decode on several, each of `groups`
 // graphs reads every groups-th data stream (a stream is a per-CPU ring
 // buffer of LTTng); their outputs, each in time order, are then merged.
@@ -58,6 +65,10 @@ class TraceGraph {
 
   // Data streams in the trace directories (without decoding them).
   static size_t count_streams(const std::vector<std::string> &trace_dirs);
+
+  // The CTF major version of a trace directory, from its metadata's first byte
+  // (CTF 2's is a JSON text sequence's record separator): 1 or 2.
+  static int ctf_version(const std::string &trace_dir);
 
  private:
   void release();

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from pinsight_python import cli
+from pinsight_python import _pinsight_reader, cli
 from pinsight_python.reading import analysis
 from tests.tracing import report_json
 
@@ -103,6 +103,28 @@ def test_full_trace_of_an_earlier_version_reads_alike() -> None:
     assert len(program(full)) == len(PROGRAM_CALLS)
     for name in ("sorted", "sum"):
         assert native_calls(full)[name] == native_calls(before)[name] == 2
+
+
+def test_a_ctf_2_trace_reads_alike_where_babeltrace2_reads_ctf_2() -> None:
+    """traces/full_ctf2: the full payload in CTF 2 (LTTng 2.16, LTTng's default from
+    2.15 on; scripts/make_unit_traces.py --ctf2). With babeltrace2 2.1 loaded (the LTTng
+    2.16 stage of scripts/test.sh), it reads as the CTF 1.8 trace does; with 2.0
+    (Debian 12, every other stage), report fails with one line saying what to do."""
+    trace = TRACES / "full_ctf2"
+    assert next(trace.rglob("metadata")).read_bytes().startswith(b"\x1e{"), "not CTF 2"
+    if _pinsight_reader.reads_ctf2():
+        ctf2, ctf18 = (report_json(t, "--top", "0") for t in (trace, TRACES / "full"))
+        assert {k: f["calls"] for k, f in program_functions(ctf2).items()} == PROGRAM_CALLS
+        assert native_calls(ctf2)["sorted"] == native_calls(ctf18)["sorted"] == 2
+        assert ctf2["discarded"]["events"] == 0 and len(ctf2["processes"][0]["threads"]) == 3
+        return
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        assert cli.main(["report", str(trace)]) != 0
+    version = ".".join(_pinsight_reader.babeltrace2_version().split(".")[:2])
+    assert f"this trace is CTF 2; babeltrace2 {version} cannot read it; record with " \
+        "--trace-format=ctf-1.8 or install babeltrace2 2.1" in err.getvalue(), err.getvalue()
+    assert len(err.getvalue().splitlines()) == 1
 
 
 def test_full_payload_names_files_once() -> None:
