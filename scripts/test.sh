@@ -8,7 +8,9 @@
 # the unit and core tests on an AddressSanitizer + UndefinedBehaviorSanitizer build
 # (.venv-sanitize), in two lanes side by side (the machine has two cores; a stage uses
 # about one); then, alone on the machine, the tests whose ground truth is the CPU time
-# a thread got (the GIL's), the any-user tests (they stop that user's LTTng daemons) and
+# a thread got (the GIL's), the any-user tests (they stop that user's LTTng daemons),
+# the end-to-end core against Debian sid's LTTng 2.16 and babeltrace2 2.1 (a session
+# daemon of its own beside the machine's, scripts/with-lttng.sh) on .venv-3.14, and
 # the smoke test on .venv-py38 (CPython 3.8). Every stage runs; the exit status is
 # non-zero if any failed. The extension is built with -Werror in every venv but
 # .venv-py38 (an install as users make it).
@@ -64,12 +66,25 @@ done
 
 # Alone on the machine: the GIL's ground truth is a thread's own CPU time, which a
 # second stage beside it would take away without any GIL; the any-user tests stop and
-# start that user's LTTng daemons.
-alone_tests=(tests/integration/test_gil.py tests/integration/test_any_user.py)
+# start that user's LTTng daemons; the LTTng versions' tests need LTTng 2.16's session
+# daemon of their own (scripts/with-lttng.sh) and start a user's.
+alone_tests=(tests/integration/test_gil.py tests/integration/test_any_user.py
+  tests/integration/test_lttng_versions.py)
 not_alone=()
 for t in "${alone_tests[@]}"; do
   [[ -f $t ]] || { echo "test: $t is gone: update alone_tests" >&2; exit 1; }
   not_alone+=("--ignore=$t")
+done
+# The LTTng 2.16 stage's tests: its own, and the end-to-end core, less what the LTTng in
+# use does not change and takes long (asyncio, NumPy's names, thread pools, spawn and
+# forkserver workers: the interpreter's side, which the 3.14 lane checks in full).
+lttng_stage_tests=(tests/integration/test_lttng_versions.py tests/unit/test_reader.py
+  tests/core/test_core.py tests/core/test_economy.py tests/core/test_session_control.py
+  tests/core/test_children.py tests/integration/test_report.py
+  tests/integration/test_tracecompass.py
+  -k "not (test_asyncio or test_numpy_callee_names or test_thread_pool or thousands or spawn or forkserver)")
+for t in "${lttng_stage_tests[@]}"; do
+  [[ $t != tests/* || -f $t ]] || { echo "test: $t is gone: update lttng_stage_tests" >&2; exit 1; }
 done
 # Pytest arguments given to this script choose the tests of every stage but the
 # sanitizers' (the unit and core tiers), and nothing runs alone.
@@ -124,6 +139,15 @@ if ((! $#)); then
     stage "alone: GIL ground truth on $($venv/bin/python -V)" run_pytest $venv/bin/python tests/integration/test_gil.py
   done
   stage "alone: any-user install" run_pytest .venv/bin/python tests/integration/test_any_user.py
+  # LTTng 2.16 and babeltrace2 2.1 (Debian sid's, /opt/pinsight-lttng), a session daemon
+  # of their own beside the machine's 2.13 one, which keeps running: the versions'
+  # tests, and the end-to-end core (the tracer's events and payloads, the session
+  # control, the children, the reader, report and Trace Compass's analyses) on traces
+  # LTTng 2.16 wrote. with-lttng.sh stops its daemon whatever happens.
+  stage "alone: LTTng 2.16 and babeltrace2 2.1 (Debian sid's) on $(.venv-3.14/bin/python -V)" \
+    bash scripts/with-lttng.sh "${PINSIGHT_LTTNG_PREFIX:-/opt/pinsight-lttng}" -- \
+    env PINSIGHT_PYTHON_LTTNG_STAGE=1 .venv-3.14/bin/python -m pytest -p no:cacheprovider \
+    --basetemp="$(mktemp -d "$work/pytest.XXXXXX")" "${lttng_stage_tests[@]}"
   # The oldest CPython: the backends, attach, and the GIL's ground truth (the fallback's
   # mechanism, checked on 3.11 in full, holds on 3.8 as well).
   stage "smoke test on $(.venv-py38/bin/python -V)" run_pytest .venv-py38/bin/python tests/core/test_backends.py \

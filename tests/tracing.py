@@ -65,6 +65,32 @@ def clean_env(*drop: str, **extra: str) -> Dict[str, str]:
     return env
 
 
+# The variables a prefix of another LTTng sets (scripts/sid-prefix.sh lttng, its env.sh,
+# and scripts/with-lttng.sh's daemon): without them, a program gets the machine's LTTng.
+OTHER_LTTNG_VARIABLES = (
+    "LTTNG_RUNDIR", "LTTNG_UST_APP_PATH", "LTTNG_CONSUMERD64_BIN", "LTTNG_CONSUMERD64_LIBDIR",
+    "BABELTRACE_PLUGIN_PATH", "LIBBABELTRACE2_PLUGIN_PROVIDER_DIR", "PINSIGHT_LTTNG_PREFIX",
+)
+
+
+def system_lttng_env(env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """`env` (default: this process's) without another LTTng's prefix: what a program
+    of the machine's own LTTng and babeltrace2 (Debian 12's python3-bt2 above all)
+    must run with, whatever LTTng the tests run against."""
+    env = dict(os.environ if env is None else env)
+    prefix = env.get("PINSIGHT_LTTNG_PREFIX")
+    for name in OTHER_LTTNG_VARIABLES:
+        env.pop(name, None)
+    if prefix:
+        for name in ("PATH", "LD_LIBRARY_PATH"):
+            kept = [p for p in env.get(name, "").split(":") if p and not p.startswith(prefix)]
+            if kept:
+                env[name] = ":".join(kept)
+            else:
+                env.pop(name, None)
+    return env
+
+
 def proc_status(pid: int, field: str) -> str:
     """The first value of `field` (e.g. "Uid", "TracerPid") in /proc/PID/status."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -159,6 +185,7 @@ def read_trace(path: Path) -> Trace:
         return Trace(path, [], 0)  # the session recorded nothing
     proc = subprocess.run(
         [SYSTEM_PYTHON, str(HERE / "bt2_dump.py"), str(path)],
+        env=system_lttng_env(),
         capture_output=True,
         text=True,
         check=False,

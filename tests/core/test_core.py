@@ -497,12 +497,14 @@ def test_cprofile_alongside(tracer: Tracer) -> None:
 
 
 def test_runs_untouched_without_lttng_ust(tmp_path: Path) -> None:
-    # Hide liblttng-ust for real in a private mount namespace.
+    # Hide liblttng-ust for real in a private mount namespace: the one this interpreter
+    # loads (the machine's, or another LTTng's on LD_LIBRARY_PATH).
     lib = subprocess.run(
-        ["sh", "-c", "ldconfig -p | awk '/liblttng-ust.so.1 /{print $NF; exit}'"],
+        [sys.executable, "-c", "import ctypes; ctypes.CDLL('liblttng-ust.so.1'); print(next("
+         "ln.split()[-1] for ln in open('/proc/self/maps') if '/liblttng-ust.so' in ln))"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
-    assert lib, "liblttng-ust.so.1 not found by ldconfig"
+    assert lib, "liblttng-ust.so.1 not found"
     script = tmp_path / "p.py"
     script.write_text(textwrap.dedent(
         """

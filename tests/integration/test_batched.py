@@ -58,6 +58,7 @@ from tests.tracing import (
     isolated,
     isolated_session,
     read_trace,
+    system_lttng_env,
 )
 
 RATE_CONFIG = """
@@ -837,7 +838,7 @@ def test_records_interleave_with_another_domain(
     assert run.trace.discarded == 0
     pid, main_tid = map(int, run.stdout.split()[:2])
     dump = subprocess.run([SYSTEM_PYTHON, "-c", BLOCK_CLOCKS, str(run.trace.path)],
-                          capture_output=True, text=True, check=True)
+                          env=system_lttng_env(), capture_output=True, text=True, check=True)
     blocks = [json.loads(line) for line in dump.stdout.splitlines()]
     records = [r for b in blocks if b["tid"] == main_tid for r in decoded_records(b)]
     times = [r[3] for r in records]

@@ -367,6 +367,22 @@ def test_a_fifo_as_configuration_is_refused_at_once(
         assert "FIFO" in proc.stderr + proc.stdout
 
 
+def test_ctf_2_is_refused_before_anything_runs_where_lttng_cannot_write_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran = tmp_path / "ran"
+    args = ["trace", "--trace-format", "ctf-2", "-o", str(tmp_path / "t"), "--", "touch", str(ran)]
+    path, minor = lttng.ctl_library()
+    if minor >= 15:  # LTTng 2.15 and later write it (tests/integration/test_lttng_versions.py)
+        assert cli.main([*args[:-2], "true"]) == 0
+        return
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"--trace-format ctf-2: needs LTTng 2.15 or later; this LTTng ({path}, LTTng 2.1" in err
+    assert "writes ctf-1.8 only" in err
+    assert not ran.exists() and not (tmp_path / "t").exists()
+
+
 CHILDREN = """
 import subprocess, sys
 def work():

@@ -14,7 +14,15 @@ import textwrap
 from pathlib import Path
 
 from tests.integration.test_batched import LOSSY, WRITER_PROGRAM, run_dying
-from tests.tracing import HERE, SYSTEM_PYTHON, Trace, cli, isolated_session, read_trace
+from tests.tracing import (
+    HERE,
+    SYSTEM_PYTHON,
+    Trace,
+    cli,
+    isolated_session,
+    read_trace,
+    system_lttng_env,
+)
 
 # Threads, a forked child and a second interpreter (processes), generators,
 # exceptions and native calls; blocks flushed at exits, at fork and by the
@@ -65,7 +73,8 @@ def unbatch_both(trace: Path, tmp_path: Path) -> tuple[Trace, Trace]:
     new, old = tmp_path / "new", tmp_path / "old"
     cli("unbatch", "--progress", "never", "-o", str(new), str(trace))
     proc = subprocess.run([SYSTEM_PYTHON, str(HERE / "unbatch_bt2.py"), str(metadata.parent),
-                           str(old)], capture_output=True, text=True, check=False)
+                           str(old)], env=system_lttng_env(), capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
     return read_trace(new), read_trace(old)
 
