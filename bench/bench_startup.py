@@ -31,6 +31,17 @@ first process registers, zeroed page by page: about 100 ms for trace's default 1
 MiB on 2 CPUs), and the metadata's push when it ends. The budget: trace adds at
 most TRACE_BUDGET_MS (100 ms) to ``true``; --check exits 1 beyond it (median).
 
+--trace --beside-machine-lttng (issue 59: LTTng-tools 2.14 removed the consumer daemon's
+200 ms metadata poll as a traced process ends) times ``python -c pass`` under two LTTngs
+in the same run, interleaved: the one this environment names and the machine's. Run it
+under scripts/with-lttng.sh with an interpreter whose glibc is sid's, so that the first
+is Debian sid's LTTng 2.16 (a session daemon of its own) and the second Debian 12's 2.13
+(root's daemon), the same interpreter for both (``true`` is left out: a program of the
+machine's glibc cannot load trace's preloaded descriptor guard against sid's LTTng-UST):
+
+    bash scripts/with-lttng.sh -- .venv-3.14/bin/python bench/bench_startup.py --trace \
+        --beside-machine-lttng
+
 It also times the shim's one line itself, run in this process (compiled once, as
 site.py runs it): about 1 µs; --check exits 1 beyond LINE_BUDGET_US (20 µs). This
 was an assertion of tests/core/test_activation.py, which a loaded machine could
@@ -158,18 +169,32 @@ def one_run(argv: Sequence[str], env: Dict[str, str]) -> float:
     return elapsed
 
 
-def trace_cost(runs: int) -> float:
-    """Prints what trace adds to a program that does nothing; returns the median
-    added to `true` (ms)."""
-    entry = Path(sys.executable).parent / "pinsight-python"
-    if not entry.is_file():
-        sys.exit(f"bench_startup: {entry} not found: install the package into this environment")
-    quiet = {k: v for k, v in os.environ.items() if k not in activation_variables()}
-    if quiet.get("PYTHONDONTWRITEBYTECODE"):
-        print("  note: PYTHONDONTWRITEBYTECODE is set: an edited module is compiled at "
-              "every start (unset it for figures users see)")
-    true = shutil.which("true") or "/bin/true"
-    programs = {"true": [true], "python -c pass": [sys.executable, "-c", "pass"]}
+def lttng_environments(quiet: Dict[str, str], beside_machine: bool) -> Dict[str, Dict[str, str]]:
+    """The environments trace runs in, by the LTTng each gives it: this one, and with
+    beside_machine the machine's (this one without the LTTng prefix scripts/with-lttng.sh
+    put in it)."""
+    if not beside_machine:
+        return {"": quiet}
+    if not (os.environ.get("PINSIGHT_LTTNG_PREFIX") and os.environ.get("LTTNG_RUNDIR")):
+        sys.exit("bench_startup: --beside-machine-lttng runs under scripts/with-lttng.sh "
+                 "(bash scripts/with-lttng.sh -- .venv-3.14/bin/python bench/bench_startup.py "
+                 "--trace --beside-machine-lttng)")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.tracing import system_lttng_env
+
+    environments = {}
+    for env in (quiet, system_lttng_env(quiet)):
+        version = subprocess.run(["lttng-sessiond", "--version"], env=env, capture_output=True,
+                                 text=True, check=True).stdout.strip()
+        environments[f", LTTng {version}"] = env
+    return environments
+
+
+def trace_samples(entry: Path, programs: Dict[str, List[str]],
+                  environments: Dict[str, Dict[str, str]], runs: int,
+                  quiet: Dict[str, str]) -> Dict[str, List[float]]:
+    """Seconds of each program alone (by its name) and under trace in each environment
+    ("trace -- NAME" and the environment's label), interleaved."""
     samples: Dict[str, List[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-trace-") as tmp:
         def traced(program: Sequence[str], n: int) -> List[str]:
@@ -178,24 +203,52 @@ def trace_cost(runs: int) -> float:
         n = 0
         for i in range(runs + 3):  # the first 3: page cache, pyc files, the session daemon
             for name, program in programs.items():
-                n += 1
-                alone, under = one_run(program, quiet), one_run(traced(program, n), quiet)
-                shutil.rmtree(f"{tmp}/t{n}", ignore_errors=True)
+                alone = one_run(program, quiet)
                 if i >= 3:
                     samples.setdefault(name, []).append(alone)
-                    samples.setdefault(f"trace -- {name}", []).append(under)
+                for lttng, env in environments.items():
+                    n += 1
+                    under = one_run(traced(program, n), env)
+                    shutil.rmtree(f"{tmp}/t{n}", ignore_errors=True)
+                    if i >= 3:
+                        samples.setdefault(f"trace -- {name}{lttng}", []).append(under)
+    return samples
+
+
+def trace_cost(runs: int, beside_machine: bool = False) -> float:
+    """Prints what trace adds to a program that does nothing (with beside_machine, to
+    `python -c pass` under this environment's LTTng and the machine's); returns the
+    median added to `true` (ms; 0 beside the machine's LTTng)."""
+    entry = Path(sys.executable).parent / "pinsight-python"
+    if not entry.is_file():
+        sys.exit(f"bench_startup: {entry} not found: install the package into this environment")
+    quiet = {k: v for k, v in os.environ.items() if k not in activation_variables()}
+    if quiet.get("PYTHONDONTWRITEBYTECODE"):
+        print("  note: PYTHONDONTWRITEBYTECODE is set: an edited module is compiled at "
+              "every start (unset it for figures users see)")
+    environments = lttng_environments(quiet, beside_machine)
+    programs = {"python -c pass": [sys.executable, "-c", "pass"]}
+    if not beside_machine:
+        # Not beside another LTTng: a program of the machine's glibc (true) cannot load
+        # trace's preloaded descriptor guard against sid's LTTng-UST.
+        programs = {"true": [shutil.which("true") or "/bin/true"], **programs}
+    samples = trace_samples(entry, programs, environments, runs, quiet)
     print(f"pinsight-python trace --no-summary -o DIR -- PROGRAM, {runs} interleaved runs, "
           f"CPython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}")
     added: Dict[str, float] = {}
     for name in programs:
-        alone, under = samples[name], samples[f"trace -- {name}"]
+        alone = samples[name]
         print(describe(f"{name}:", alone))
-        print(describe(f"trace -- {name}:", under))
-        added[name] = (statistics.median(under) - statistics.median(alone)) * 1e3
-        d, low, high = difference(alone, under)
-        print(f"  {'added (median):':<38} {added[name]:+7.1f} ms  (mean {d:+.1f}, "
-              f"95% CI {low:+.1f} .. {high:+.1f} ms)")
+        for lttng in environments:
+            under = samples[f"trace -- {name}{lttng}"]
+            print(describe(f"trace -- {name}{lttng}:", under))
+            added[name + lttng] = (statistics.median(under) - statistics.median(alone)) * 1e3
+            d, low, high = difference(alone, under)
+            print(f"  {'added (median):':<38} {added[name + lttng]:+7.1f} ms  (mean {d:+.1f}, "
+                  f"95% CI {low:+.1f} .. {high:+.1f} ms)")
+    if beside_machine:
+        return 0.0  # no budget on what LTTng itself costs a Python program
     verdict = "within budget" if added["true"] <= TRACE_BUDGET_MS else "OVER BUDGET"
     print(f"  trace's own fixed cost (true): {added['true']:+.1f} ms: {verdict} "
           f"({TRACE_BUDGET_MS:.0f} ms)")
@@ -210,9 +263,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help=f"exit 1 beyond {BUDGET_MS} ms (--trace: {TRACE_BUDGET_MS} ms)")
     parser.add_argument("--trace", action="store_true",
                         help="what pinsight-python trace adds to a program that does nothing")
+    parser.add_argument("--beside-machine-lttng", action="store_true",
+                        help="with --trace, under scripts/with-lttng.sh: under that LTTng "
+                        "(Debian sid's 2.16) and the machine's (2.13), in one run")
     args = parser.parse_args(argv)
     if args.trace:
-        added = trace_cost(args.runs or 20)
+        added = trace_cost(args.runs or 20, args.beside_machine_lttng)
         return 1 if args.check and added > TRACE_BUDGET_MS else 0
     args.runs = args.runs or 300
 
