@@ -22,6 +22,9 @@ namespace {
 
 const pinsight::TestingApi &api() {
   static const pinsight::TestingApi *loaded = [] {
+    // PyCapsule_Import finds the module as an attribute of the package, bound
+    // once it is imported: imported here, not left to the package's root.
+    py::module_::import("pinsight_python._pinsight_python");
     auto *found = static_cast<const pinsight::TestingApi *>(
         PyCapsule_Import(pinsight::kTestingApiCapsule, 0));
     if (!found) throw py::error_already_set();

@@ -27,8 +27,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-import pinsight_python
 from pinsight_python import cli
+from pinsight_python.activation import api
 from tests.tracing import PINSIGHT_LIB, Trace, Tracer, check_balanced, isolated_session, read_trace
 
 RANKS = 4
@@ -456,7 +456,7 @@ def test_rank_and_size_from_launcher_environment(
 ) -> None:
     for name, value in env.items():
         clean_launcher_env.setenv(name, value)
-    assert pinsight_python._mpi_rank_and_size() == expected
+    assert api._mpi_rank_and_size() == expected
 
 
 def test_report_warns_of_missing_ranks(tracer: Tracer,

@@ -38,6 +38,24 @@ def test_a_traced_process_imports_only_what_activation_needs() -> None:
     assert heavy == [], f"importing pinsight_python pulls in {heavy}"
 
 
+@pytest.mark.parametrize("code, other_sides", [
+    # The traced process's side, activated: never how a run records it, nor a reader.
+    ("import pinsight_python; pinsight_python.status()",
+     ("pinsight_python.recording", "pinsight_python.reading", "pinsight_python.commands",
+      "pinsight_python._pinsight_control", "pinsight_python._pinsight_reader")),
+    # A trace read back: never how it was recorded (the package's root, which Python
+    # imports first, brings the API: activation, not recording).
+    ("import pinsight_python.reading.report, pinsight_python.reading.summary",
+     ("pinsight_python.recording", "pinsight_python.commands",
+      "pinsight_python._pinsight_control")),
+])  # fmt: skip
+def test_each_side_loads_none_of_the_others(code: str, other_sides: List[str]) -> None:
+    """Importing a module of one side runs none of the others' (docs/architecture.md):
+    activation reaches neither recording nor reading, reading never recording."""
+    modules = imported_after(code)
+    assert [m for m in modules if m.startswith(other_sides)] == []
+
+
 @pytest.mark.parametrize("command, not_imported", [
     ("trace", ("pinsight_python.reading.report", "pinsight_python.reading.analysis",
                "pinsight_python.recording.injection", "pinsight_python._pinsight_reader",

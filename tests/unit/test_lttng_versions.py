@@ -1,4 +1,4 @@
-"""Telling LTTng versions apart from what the machine shows (recording/lttng_versions.py),
+"""Telling LTTng versions apart from what the machine shows (activation/lttng_versions.py),
 on run directories and libraries made here: no LTTng, no daemon. The end-to-end
 checks against real daemons of two versions are tests/integration/test_lttng_versions.py.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pinsight_python.recording import lttng_versions as versions
+from pinsight_python.activation import lttng_versions as versions
 
 UST_213 = b"\0lttng-ust-sock-8\0/var/run/lttng/lttng-ust-sock-8\0"
 UST_216 = b"\0lttng-ust-sock-11\0LTTNG_UST_APP_PATH\0"

@@ -67,26 +67,25 @@ def _ust_register_timeout(milliseconds: Optional[int]) -> Iterator[None]:
 
 
 def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
-    import pinsight_python
-
     from .. import _pinsight_python as core
+    from . import api
 
-    before = pinsight_python.status()
+    before = api.status()
     if request["action"] == "activate":
         if before["active"]:
             return {"ok": True, "was_active": True, "status": before}
         with _ust_register_timeout(request.get("register_timeout_ms")):
             # The settings attach was given, each under its name, as activate() takes
             # them: what they leave open is the target's own (its variables, defaults).
-            pinsight_python.activate(**{
+            api.activate(**{
                 s.name: request[s.name] for s in SETTINGS
                 if s.api is not None and request.get(s.name)})
     else:
-        pinsight_python.deactivate()
+        api.deactivate()
         # Detached means gone: the control thread stops and SIGUSR1 goes back to
         # the handler the program had (by default, it terminates the process).
         core._stop_control_thread(True)
-    return {"ok": True, "was_active": bool(before["active"]), "status": pinsight_python.status()}
+    return {"ok": True, "was_active": bool(before["active"]), "status": api.status()}
 
 
 def run(request_path: str, page: int = 0) -> None:

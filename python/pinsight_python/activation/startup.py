@@ -131,9 +131,9 @@ def _is_own_tool(argv: Sequence[str]) -> bool:
 def activate_from_environment(environ: Mapping[str, str]) -> None:
     """Activate with the settings the environment gives, each variable parsed once
     here (SettingsError if bad)."""
-    import pinsight_python
+    from . import api
 
-    pinsight_python._activate_with(_settings.resolve(_settings.from_environment(environ), environ))
+    api.activate_with(_settings.resolve(_settings.from_environment(environ), environ))
 
 
 def _report(error: BaseException, how: str) -> None:
@@ -168,9 +168,9 @@ def run_startup_file() -> None:
     try:
         if _settings.switch(os.environ) is False:
             return
-        import pinsight_python
+        from . import api
 
-        if pinsight_python.status()["active"]:
+        if api.status()["active"]:
             return  # the .pth shim was first
         activate_from_environment(os.environ)
     except Exception as e:
@@ -379,16 +379,15 @@ def _hide_own_frames_on_report(exc: BaseException, user_tb: object) -> None:
 
 
 def _start_tracing(chosen: Settings) -> None:
-    import pinsight_python
+    from . import api
 
     # Children (subprocess, multiprocessing spawn/forkserver) are fresh interpreters:
     # the .pth shim activates them from these variables.
     chosen.export(os.environ)
     try:
         # As activate() would with these arguments: the variables it reads fill in.
-        pinsight_python._activate_with(_settings.activation(chosen, os.environ))
-    except (_settings.SettingsError, pinsight_python.ConfigError,
-            pinsight_python.ActivationError) as e:
+        api.activate_with(_settings.activation(chosen, os.environ))
+    except (_settings.SettingsError, api.ConfigError, api.ActivationError) as e:
         sys.stderr.write(f"{PROG}: error: cannot start tracing: {e}\n")
         raise SystemExit(2) from None
 

@@ -154,8 +154,8 @@ def ctl_library() -> Tuple[str, int]:
 
 def version_mismatch() -> str:
     """"" when liblttng-ctl and the session daemon it reaches are one LTTng release (or
-    none runs), else one line naming both (recording/lttng_versions.py)."""
-    from . import lttng_versions
+    none runs), else one line naming both (activation/lttng_versions.py)."""
+    from ..activation import lttng_versions
 
     return lttng_versions.client_problem(ctl_library())
 

@@ -134,7 +134,7 @@ def _trace_format(asked: str, errors: List[str]) -> str:
             errors.append(f"--trace-format {asked}: {e}")
             return asked
         if asked not in formats:
-            from ..lttng_versions import ctl_release
+            from ...activation.lttng_versions import ctl_release
 
             path, minor = lttng.ctl_library()
             errors.append(f"--trace-format {asked}: needs LTTng 2.15 or later; this LTTng "

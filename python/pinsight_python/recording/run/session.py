@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import List
 
+from ...activation.join import say
 from ...activation.settings import SettingsError
 from .. import lttng
-from .keeper import say
 
 # What setting up a session may raise: lttng's failures, and OSError from a helper
 # the daemon check runs.

@@ -16,6 +16,7 @@ import signal
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ...activation.join import ENV_DAEMON, ENV_SOCKET
 from ...exit_status import EXIT_FAILED
 from .. import lttng
 from . import keeper as run_keeper
@@ -138,12 +139,12 @@ def _run_trace(
 def _run_env(plan: run_plan.Plan, session: str, keeper: run_keeper.Keeper) -> Dict[str, str]:
     """The plan's environment, and the run's own: its marker, the keeper's socket, the
     registration socket of the session daemon the session is in (when it can be told)."""
-    from ..lttng_versions import daemon_socket
+    from ...activation.lttng_versions import daemon_socket
 
-    env = {**plan.env, run_keeper.ENV_RUN: session, run_keeper.ENV_SOCKET: str(keeper.socket)}
+    env = {**plan.env, run_keeper.ENV_RUN: session, ENV_SOCKET: str(keeper.socket)}
     daemon = daemon_socket(lttng.ctl_library()[1])
     if daemon:
-        env[run_keeper.ENV_DAEMON] = daemon
+        env[ENV_DAEMON] = daemon
     return env
 
 
