@@ -132,7 +132,7 @@ class Tracer {
  private:
   Tracer() = default;
 
-  // Slow paths (tracer.cpp).
+  // Slow paths (tracer.cpp; the windows' in windows.cpp).
   void apply_decision(CodeInfo &code, const Config &config);  // read lock held
   // The code's decision under the current config, if not made yet, then the thread's.
   __attribute__((cold)) void decide_thread(CodeInfo &code, ThreadLexgion &lex, ThreadState &state);
