@@ -1,16 +1,10 @@
 #include "emit/block_buffer.h"
 
-#include <linux/futex.h>
-#include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -20,11 +14,21 @@
 #include <immintrin.h>
 #endif
 
+#include "emit/block_state.h"
+#include "emit/block_writer.h"
 #include "emit/cycle_clock.h"
 #include "emit/write_guard.h"
 #include "python_pinsight_lttng_ust.h"
 
 namespace pinsight::emitter::blocks {
+
+__thread int own_tid __attribute__((tls_model("initial-exec"))) = 0;
+// Guards the registry (creation, thread exit, flushes by other threads, the
+// writer's passes); never taken on the hot path. Placement-new'ed again in a
+// forked child, where another thread may have held it. Taken before any
+// block's encoder, never after.
+std::mutex *registry_mutex = new std::mutex();
+Block *registry = nullptr;
 
 namespace {
 
@@ -42,75 +46,6 @@ inline void publish_staged() {
 // rate is the clock's own rate at the time.
 constexpr uint64_t kSegmentNs = 1000000;
 
-struct Segment {
-  alignas(64) Staged records[kSegmentRecords];
-  uint32_t count = 0;
-  cycle_clock::Anchor start;
-  cycle_clock::Anchor end;
-};
-
-// The most segments one thread has: the one it fills, and closed ones the
-// writer has not encoded yet. A thread that stages slowly keeps two or three;
-// one that outruns the writer encodes its own (close_segment). A power of two;
-// 256 KiB in all.
-constexpr uint32_t kMaxSegments = 16;
-
-// A single-producer single-consumer ring of segments. It holds every segment
-// of its thread at most, so put() always finds room.
-struct SegmentRing {
-  Segment *slots[kMaxSegments] = {};
-  std::atomic<uint32_t> head{0};  // the producer's: segments put
-  std::atomic<uint32_t> tail{0};  // the consumer's: segments taken
-
-  void put(Segment *s) {
-    uint32_t h = head.load(std::memory_order_relaxed);
-    slots[h % kMaxSegments] = s;
-    head.store(h + 1, std::memory_order_release);
-  }
-  Segment *take() {
-    uint32_t t = tail.load(std::memory_order_relaxed);
-    if (t == head.load(std::memory_order_acquire)) return nullptr;
-    Segment *s = slots[t % kMaxSegments];
-    tail.store(t + 1, std::memory_order_release);
-    return s;
-  }
-  uint32_t size() const {
-    return head.load(std::memory_order_acquire) - tail.load(std::memory_order_acquire);
-  }
-};
-
-// A thread's records: staged by the thread ("the owner's side": the thread, or
-// another thread holding the GIL while it does not run), encoded into `bytes`
-// and written as event_blocks by whoever holds `encoder`: the writer thread
-// (closed segments, in the background), or the owner's side (a flush, or a
-// thread whose segments are all waiting).
-struct Block : StageCursor {
-  // The owner's side, besides the cursor.
-  Segment *open = nullptr;
-  cycle_clock::Anchor anchor;  // taken before the open segment's records
-  uint32_t segments = 0;       // allocated
-  SegmentRing closed;          // to the encoder, in order
-  SegmentRing returned;        // back from the encoder, free
-
-  // The encoder's side, under `encoder` (0: free; else its holder's tid).
-  std::atomic<int> encoder{0};
-  // A block is written as soon as it holds kBlockBytes: one record more at most.
-  uint8_t bytes[kBlockBytes + kMaxRecordBytes];
-  uint32_t used = 0;
-  uint32_t count = 0;
-  uint64_t sequence = 0;  // this thread's records before the block's first
-  uint64_t base_clock = 0;
-  uint64_t last_clock = 0;
-  uint64_t last_code = 0;
-  uint64_t last_callable = 0;
-
-  int python_thread_id = -1;
-  int tid = 0;
-  std::atomic<uint64_t> last_flush{0};  // clock of the last event_block (control thread)
-  Block *prev = nullptr;                // the registry of live blocks
-  Block *next = nullptr;
-};
-
 // The clock LTTng-UST timestamps events with (no clock plugin: the session
 // refuses batched when Python found LTTNG_UST_CLOCK_PLUGIN set).
 inline uint64_t clock_ns() { return cycle_clock::monotonic_ns(); }
@@ -119,22 +54,10 @@ inline uint64_t clock_ns() { return cycle_clock::monotonic_ns(); }
 uint64_t segment_ticks = kSegmentNs;
 
 inline Block *current_block() { return static_cast<Block *>(current_cursor); }
-__thread int own_tid __attribute__((tls_model("initial-exec"))) = 0;
 
-int my_tid() {
-  if (own_tid == 0) own_tid = static_cast<int>(syscall(SYS_gettid));
-  return own_tid;
-}
-
-// Guards the registry (creation, thread exit, flushes by other threads, the
-// writer's passes); never taken on the hot path. Placement-new'ed again in a
-// forked child, where another thread may have held it. Taken before any
-// block's encoder, never after.
-std::mutex *registry_mutex = new std::mutex();
 std::atomic<bool> idle_flush{false};
 // The interned name of os._exit (posix._exit), once a call of it was named.
 std::atomic<const char *> exit_callable{nullptr};
-Block *registry = nullptr;
 
 void link(Block *b) {
   b->prev = nullptr;
@@ -159,16 +82,8 @@ inline void cpu_relax() {
 }
 
 // ---------------------------------------------------------------------------
-// The encoder lock. Its holders: the writer (try only: a thread it would wait
-// for encodes its own), the owner's side (waits: the writer holds it for one
-// block's closed segments), a fatal signal's handler (waits a bounded time,
-// never for its own thread).
-
-inline bool try_lock_encoder(Block &b, int tid) {
-  int free = 0;
-  return b.encoder.compare_exchange_strong(free, tid, std::memory_order_acquire,
-                                           std::memory_order_relaxed);
-}
+// The encoder lock (block_state.h), as the owner's side and a fatal signal's
+// handler take it.
 
 void lock_encoder(Block &b) {
   int tid = my_tid();
@@ -193,8 +108,6 @@ bool lock_encoder_from_signal(Block &b) {
   }
   return true;
 }
-
-inline void unlock_encoder(Block &b) { b.encoder.store(0, std::memory_order_release); }
 
 // The thread's stream ends (a final flush, a forked child): its next record
 // opens it again. segment_end_ticks 0 sends that record to stage_slow, the
@@ -318,7 +231,8 @@ void encode_records(Block &b, const Staged *staged, uint32_t n, cycle_clock::Anc
   }
 }
 
-// The closed segments, in order, back to the owner once encoded.
+}  // namespace
+
 void drain(Block &b) {
   while (Segment *s = b.closed.take()) {
     encode_records(b, s->records, s->count, s->start, s->end, false);
@@ -326,119 +240,7 @@ void drain(Block &b) {
   }
 }
 
-// ---------------------------------------------------------------------------
-// The writer thread: encodes closed segments and writes their blocks, so that
-// a traced thread only stages. Without it (not started, a forked child before
-// Python's after-fork hook, creation failed) every thread encodes its own.
-
-struct Writer {
-  std::atomic<bool> running{false};
-  pid_t pid = 0;
-  pthread_t thread{};
-  std::atomic<bool> stopping{false};
-  std::atomic<uint32_t> wake{0};    // futex word
-  std::atomic<bool> dozing{false};  // in a long sleep: a thread whose segments pile up wakes it
-  std::atomic<int> tid{0};          // set by the thread itself
-};
-Writer writer;
-
-// Between passes the writer sleeps for about as long as the fastest thread
-// takes to close a third of its segments (halved or doubled after each pass),
-// within these bounds; past kDozeNs a thread half out of segments wakes it.
-constexpr uint64_t kShortestSleepNs = 100000;
-constexpr uint64_t kLongestSleepNs = 20000000;
-constexpr uint64_t kDozeNs = 1000000;
-
-inline void futex_wake(std::atomic<uint32_t> &word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
-          0);
-}
-
-void nudge_writer() {
-  if (!writer.dozing.load(std::memory_order_relaxed)) return;
-  if (!writer.dozing.exchange(false, std::memory_order_relaxed)) return;
-  writer.wake.fetch_add(1, std::memory_order_release);
-  futex_wake(writer.wake);
-}
-
-// One pass over the registry: every block's closed segments (unless its own
-// thread is encoding them). The most closed segments one thread had.
-uint32_t writer_pass() {
-  std::lock_guard<std::mutex> lock(*registry_mutex);
-  int tid = my_tid();
-  uint32_t fullest = 0;
-  for (Block *b = registry; b; b = b->next) {
-    uint32_t waiting = b->closed.size();
-    if (waiting == 0) continue;
-    fullest = std::max(fullest, waiting);
-    if (!try_lock_encoder(*b, tid)) continue;
-    drain(*b);
-    unlock_encoder(*b);
-  }
-  return fullest;
-}
-
-void *writer_main(void *) {
-  // Its sleeps are short while threads trace fast: no 50 us of slack on each.
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  writer.tid.store(my_tid(), std::memory_order_release);
-  uint64_t sleep_ns = kLongestSleepNs;
-  while (!writer.stopping.load(std::memory_order_acquire)) {
-    uint32_t word = writer.wake.load(std::memory_order_acquire);
-    uint32_t fullest = writer_pass();
-    if (fullest > kMaxSegments / 2) {
-      sleep_ns = std::max(sleep_ns / 2, kShortestSleepNs);
-    } else if (fullest < kMaxSegments / 6) {
-      sleep_ns = std::min(sleep_ns * 2, kLongestSleepNs);
-    }
-    writer.dozing.store(sleep_ns >= kDozeNs, std::memory_order_relaxed);
-    timespec wait = {static_cast<time_t>(sleep_ns / 1000000000),
-                     static_cast<long>(sleep_ns % 1000000000)};
-    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&writer.wake), FUTEX_WAIT_PRIVATE, word, &wait,
-            nullptr, 0);
-    if (writer.wake.load(std::memory_order_acquire) != word) sleep_ns = kShortestSleepNs;
-  }
-  return nullptr;
-}
-
-void start_writer_thread() {
-  if (writer.running.load() && writer.pid == getpid()) return;
-  writer.running.store(false);
-  writer.stopping.store(false);
-  writer.dozing.store(false);
-  writer.tid.store(0);
-  // Every signal blocked: process-directed signals go to the program's threads.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  int failed = pthread_create(&writer.thread, nullptr, writer_main, nullptr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (failed) return;  // every thread encodes its own records
-  // The process's name: LTTng-UST gives its events this thread's name as their
-  // procname context, and the blocks it writes are the program's threads'.
-  char name[16] = {};
-  FILE *comm = std::fopen("/proc/self/comm", "re");
-  if (comm) {
-    if (std::fgets(name, sizeof name, comm)) name[std::strcspn(name, "\n")] = '\0';
-    std::fclose(comm);
-  }
-  if (name[0]) pthread_setname_np(writer.thread, name);
-  // Its tid known before anything can fork (pinsight_python's fork hook counts
-  // the program's threads without ours).
-  while (writer.tid.load(std::memory_order_acquire) == 0) sched_yield();
-  writer.pid = getpid();
-  writer.running.store(true);
-}
-
-void stop_writer_thread() {
-  if (writer.pid != getpid() || !writer.running.exchange(false)) return;
-  writer.stopping.store(true, std::memory_order_release);
-  writer.wake.fetch_add(1, std::memory_order_release);
-  futex_wake(writer.wake);
-  pthread_join(writer.thread, nullptr);
-  writer.pid = 0;
-  writer.tid.store(0);
-}
+namespace {
 
 // ---------------------------------------------------------------------------
 // The owner's side.
