@@ -77,7 +77,7 @@ _TWO_TOOLS_315 = frozenset(
 # CPython 3.15's sampling profiler with all_threads fails every sample ("Failed to
 # parse initial frame in chain") on a process with a thread state that has no Python
 # frames: one an embedding C thread keeps (ctypes' PyThreadState_New reproduces it
-# without us), as our control thread does (src/session/control_thread.cpp).
+# without us), as our control thread does (src/activation/control_thread.cpp).
 _FRAMELESS_STATE_315 = frozenset(
     f"test.test_profiling.test_sampling_profiler.test_modes.{name}"
     for name in (

@@ -1,4 +1,4 @@
-// Chooses the CPython event source by name, for the session.
+// Chooses the CPython event source by name, for activation.
 #pragma once
 
 #include <memory>

@@ -44,7 +44,7 @@ void hook_threads() {
 // Only that one is touched: walking the whole list on every thread start
 // crashed on 3.11 (test_threading's fork tests, 1 run in 4) on a state that
 // another thread was tearing down. Our control thread keeps one state for its
-// life (session/control_thread.cpp), so only a native thread entering Python at this very
+// life (activation/control_thread.cpp), so only a native thread entering Python at this very
 // moment can put its state in front; a half-made one is left alone.
 void hook_new_thread() {
   PyInterpreterState *interp = compat::interpreter_of(PyThreadState_Get());

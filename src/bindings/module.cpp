@@ -15,17 +15,17 @@
 #include <tuple>
 #include <vector>
 
-// The session's API only: the layers below it are the session's to drive.
-#include "session/session.h"
-#include "session/testing_api.h"
+// Activation's API only: the layers below it are activation's to drive.
+#include "activation/activation.h"
+#include "activation/testing_api.h"
 
 namespace py = pybind11;
-namespace session = pinsight::session;
+namespace activation = pinsight::activation;
 
 namespace {
 
 py::dict status_dict() {
-  pinsight::Status s = session::status();
+  pinsight::Status s = activation::status();
   py::dict d;
   d["active"] = s.active;
   d["refused"] = s.refused;
@@ -111,8 +111,8 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "activate",
       [](unsigned long main_thread_ident, int mpi_rank, int mpi_size, const std::string &hostname,
          const std::string &argv, const py::kwargs &settings) {
-        session::activate(activate_options(settings),
-                          {main_thread_ident, mpi_rank, mpi_size, hostname, argv});
+        activation::activate(activate_options(settings),
+                             {main_thread_ident, mpi_rank, mpi_size, hostname, argv});
       },
       py::arg("main_thread_ident"), py::arg("mpi_rank"), py::arg("mpi_size"), py::arg("hostname"),
       py::arg("argv"),
@@ -123,7 +123,7 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "check_config",
       [](const std::string &path) {
         py::gil_scoped_release release;  // a large file takes a while
-        return session::check_config(path);
+        return activation::check_config(path);
       },
       py::arg("path"),
       "Parse a configuration file as activate() and reloads do: its warnings, one "
@@ -132,24 +132,24 @@ PYBIND11_MODULE(_pinsight_python, m) {
       "native_keys",
       [](const std::string &path) {
         py::gil_scoped_release release;
-        return session::native_keys(path);
+        return activation::native_keys(path);
       },
       py::arg("path"),
       "The keys of a configuration file's sections that libpinsight.so reads (other "
       "domains', services'), by section: {'CUDA.default': ['device_activity']}.");
-  m.def("deactivate", [] { session::deactivate(); });
+  m.def("deactivate", [] { activation::deactivate(); });
   m.def(
-      "_alloc_finish", [] { session::finish_alloc(); },
+      "_alloc_finish", [] { activation::finish_alloc(); },
       "atexit: allocation samples still alive now are never freed (teardown aside).");
   m.def(
-      "_flush_device_activity", [] { session::flush_device_activity(); },
+      "_flush_device_activity", [] { activation::flush_device_activity(); },
       "atexit: CUPTI's buffered kernel activity to PInsight's CUDA domain, probes alive.");
   m.def("status", &status_dict);
-  m.def("set_mode", [](int mode) { session::set_mode(mode, "set_mode"); });
+  m.def("set_mode", [](int mode) { activation::set_mode(mode, "set_mode"); });
   // The names of each setting's values, in their enums' order (MODES, PAYLOADS,
   // ...): activate() and set_mode() take a mode or payload as its index
   // (Python's settings.Mode and settings.Payload are checked against them).
-  for (const session::SettingNames &names : session::setting_names()) {
+  for (const activation::SettingNames &names : activation::setting_names()) {
     m.attr(names.attribute) = py::tuple(py::cast(names.names));
   }
   m.def("reload", [] {
@@ -157,13 +157,13 @@ PYBIND11_MODULE(_pinsight_python, m) {
     bool ok;
     {
       py::gil_scoped_release release;
-      ok = session::reload(&error);
+      ok = activation::reload(&error);
     }
     if (!ok) throw pinsight::ConfigError(error);
   });
   m.def("lexgions", [] {
     py::list out;
-    for (const auto &l : session::lexgions()) {
+    for (const auto &l : activation::lexgions()) {
       py::dict d;
       d["qualname"] = l.qualname;
       d["filename"] = l.filename;
@@ -177,26 +177,26 @@ PYBIND11_MODULE(_pinsight_python, m) {
   });
   m.def("lttng_available", [] {
     std::string error;
-    bool ok = session::lttng_available(&error);
+    bool ok = activation::lttng_available(&error);
     return py::make_tuple(ok, error);
   });
   // Whether an LTTng session records our events in this process now (a process
   // joining a `pinsight-python trace` run waits for it).
-  m.def("recording", [] { return session::recording(); });
+  m.def("recording", [] { return activation::recording(); });
   m.def(
-      "_unrecorded_told", [] { session::unrecorded_told(); },
+      "_unrecorded_told", [] { activation::unrecorded_told(); },
       "The process has said why no LTTng session records its events: activation says "
       "nothing more about it.");
-  m.def("_after_fork_child", [] { session::after_fork_child(); });
-  m.def("_block_writer_tid", [] { return session::block_writer_tid(); });
+  m.def("_after_fork_child", [] { activation::after_fork_child(); });
+  m.def("_block_writer_tid", [] { return activation::block_writer_tid(); });
   m.def(
-      "_emit_lexgion_counts", [] { session::emit_lexgion_counts(); },
+      "_emit_lexgion_counts", [] { activation::emit_lexgion_counts(); },
       "atexit: rate control's counts per code object (lexgion_counts), before the control "
       "thread stops.");
   m.def(
       "_stop_control_thread",
       [](bool hand_back_sigusr1) {
-        Py_BEGIN_ALLOW_THREADS session::stop_control_thread(hand_back_sigusr1);
+        Py_BEGIN_ALLOW_THREADS activation::stop_control_thread(hand_back_sigusr1);
         Py_END_ALLOW_THREADS
       },
       py::arg("hand_back_sigusr1"),
@@ -223,5 +223,5 @@ PYBIND11_MODULE(_pinsight_python, m) {
   });
 
   // For the test module only (testing_api.h): no Python-callable hook here.
-  m.attr("_C_API") = py::capsule(&session::testing_api(), pinsight::kTestingApiCapsule);
+  m.attr("_C_API") = py::capsule(&activation::testing_api(), pinsight::kTestingApiCapsule);
 }

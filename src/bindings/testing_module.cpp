@@ -10,9 +10,9 @@
 #include <map>
 #include <random>
 
+#include "activation/testing_api.h"
 #include "bindings/config_probes.h"
 #include "common/compat.h"
-#include "session/testing_api.h"
 #include "tracer/code_info.h"
 #include "tracer/pointer_map.h"
 

@@ -1,6 +1,6 @@
 // The error every layer may raise when tracing cannot start or go on (no free
 // sys.monitoring tool id, an unverified CPython): the backends and the tracer
-// throw it, the session lets it through, the bindings turn it into
+// throw it, activation lets it through, the bindings turn it into
 // pinsight_python.ActivationError. Here, below them all, so that the bindings
 // see it without seeing the tracer.
 #pragma once

@@ -1,5 +1,5 @@
 // The Python domain's trace configuration: PInsight's INI format, parsed with
-// inih into an immutable Config. A Config is published by the session
+// inih into an immutable Config. A Config is published by activation
 // (config_store.h) and read lock-free by the callbacks; nothing in it changes
 // after parse_config_* returns. docs/configuration.md describes the format.
 #pragma once
@@ -58,7 +58,7 @@ struct ThreadSet {
 struct WindowEndAction {
   bool has_python_mode = false;  // "MONITORING" or "Python:MONITORING"
   TraceMode python_mode = TraceMode::Tracing;
-  // "INTROSPECT:pause:script[:modes]" (session/introspection.h): python_mode is
+  // "INTROSPECT:pause:script[:modes]" (activation/introspection.h): python_mode is
   // then the resume mode (MONITORING when none is given).
   bool introspect = false;
   double introspect_pause_s = 0;  // > 0: that long; 0: no pause; < 0: until SIGUSR1

@@ -46,7 +46,7 @@ inline void publish_staged() {
 // rate is the clock's own rate at the time.
 constexpr uint64_t kSegmentNs = 1000000;
 
-// The clock LTTng-UST timestamps events with (no clock plugin: the session
+// The clock LTTng-UST timestamps events with (no clock plugin: activation
 // refuses batched when Python found LTTNG_UST_CLOCK_PLUGIN set).
 inline uint64_t clock_ns() { return cycle_clock::monotonic_ns(); }
 

@@ -20,7 +20,7 @@
 
 namespace pinsight::emitter::cycle_clock {
 
-// LTTng-UST's clock (no clock plugin: the session refuses batched under one).
+// LTTng-UST's clock (no clock plugin: activation refuses batched under one).
 inline uint64_t monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

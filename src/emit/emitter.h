@@ -26,7 +26,7 @@ bool provider_loaded();
 // them after this call makes it true later).
 bool recording();
 
-// The emitter's switches. The session owns the payload and the idle flush
+// The emitter's switches. Activation owns the payload and the idle flush
 // (activation, reload); flushes and the naming epoch's ticks also come from
 // the control thread and the tracer (stop, fork). The emitter keeps what must
 // hold when they move: records of one payload go out before events of the

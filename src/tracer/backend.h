@@ -1,6 +1,6 @@
 // The interface between the tracer and a CPython event source. The sources
 // live a layer above (src/backends: sys.monitoring, PyEval_SetProfile); the
-// tracer drives whichever the session gave it through this interface only.
+// tracer drives whichever activation gave it through this interface only.
 #pragma once
 
 #include <cstdint>

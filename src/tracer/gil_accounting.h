@@ -31,7 +31,7 @@
 
 namespace pinsight::gil_accounting {
 
-// gil events are on: asked for, the tracer active and TRACING (set by the session).
+// gil events are on: asked for, the tracer active and TRACING (set by activation).
 extern std::atomic<bool> enabled;
 // Turns gil events on or off (GIL held); points taken before are then void.
 void set_enabled(bool on);

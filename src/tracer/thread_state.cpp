@@ -40,7 +40,7 @@ struct Owner {
       }
       current_ptr = nullptr;
       gil_accounting::thread_exited(state.get());
-      // The last thread that ran Python code: the session looks whether the
+      // The last thread that ran Python code: activation looks whether the
       // program has any thread left (a child forked from a thread).
       if (live_threads.fetch_sub(1, std::memory_order_relaxed) == 1) {
         if (auto hook = last_thread_exit_hook.load()) hook();

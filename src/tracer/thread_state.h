@@ -114,7 +114,7 @@ void with_thread(int python_thread_id, const std::function<void(ThreadState &)> 
 // Runs `fn` on every live thread's state, under the registry's lock. GIL held.
 void for_each(const std::function<void(ThreadState &)> &fn);
 // Called (without the GIL, from the exiting thread) when the last thread that
-// ran Python code exits; the session installs it (its control thread then looks
+// ran Python code exits; activation installs it (its control thread then looks
 // whether the program has any thread left).
 void set_last_thread_exit_hook(void (*hook)());
 // In a forked child (GIL held): only the forking thread survives; its

@@ -2,7 +2,7 @@
 // generation, shadow stacks through thread_states, the backend's events) and
 // the hot paths shared by both backends (inline below); slow paths in
 // tracer.cpp. Policy (what to trace, from which settings; the configuration's
-// publication; the control thread) belongs to src/session, which drives this
+// publication; the control thread) belongs to src/activation, which drives this
 // object through the control methods and the hooks it installs.
 //
 // Threads: every method runs with the GIL held, except where noted. The
@@ -32,14 +32,14 @@ namespace pinsight {
 enum class Verdict { Continue, Disable };
 
 // What the tracer asks of the layer above it, which installs them before
-// start(): the tracer knows when, the session knows how.
+// start(): the tracer knows when, activation knows how.
 struct TracerHooks {
   // A new, installed backend, when the mode leaves OFF after the backend was
   // dropped (OFF with nothing open); throws ActivationError.
   std::unique_ptr<Backend> (*make_backend)() = nullptr;
   // The mode changed, or tracing turned itself off: allocation sampling follows.
   void (*mode_changed)() = nullptr;
-  // A window ended with an INTROSPECT action (GIL held): the session pauses and
+  // A window ended with an INTROSPECT action (GIL held): activation pauses and
   // runs its script, then calls end_introspection. None: the resume mode at once.
   void (*introspect)(const WindowEndAction &action) = nullptr;
 };
@@ -73,7 +73,7 @@ class Tracer {
   Verdict on_call(PyObject *code, const void *frame, OffsetFn offset, PyObject *callable);
   void on_c_end(const void *frame, PyObject *callable, bool raised);
 
-  // ---- driven by the session ----
+  // ---- driven by activation ----
   void set_hooks(const TracerHooks &hooks) { hooks_ = hooks; }
   // Per-code and generator state CPython must lend us (the code-extra slot,
   // the generator layout); throws ActivationError.
@@ -85,7 +85,7 @@ class Tracer {
              uint32_t requested_events);
   // Switches CPython's events off and forgets every open record.
   void stop();
-  // A debugger traces the program (session/debugger_guard.h): CPython's events
+  // A debugger traces the program (activation/debugger_guard.h): CPython's events
   // off and every open record forgotten, the backend and the mode kept; back,
   // tracing resumes from the frames running then, as after start().
   void step_aside();

@@ -297,7 +297,7 @@ def test_a_bad_switch_says_what_it_expects() -> None:
 
 def test_the_cores_names_are_the_tables() -> None:
     # One enum per setting in the core (src/common/settings.h), with its names, and
-    # one keyword per setting (src/session/session.h, kSettingFields): the table's.
+    # one keyword per setting (src/activation/activation.h, kSettingFields): the table's.
     from pinsight_python import _pinsight_python as core
 
     assert (core.EVENTS, core.BACKENDS) == (settings.ALL_EVENT_NAMES, settings.BACKENDS)

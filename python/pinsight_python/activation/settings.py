@@ -616,7 +616,7 @@ class Settings:
 
 class ActivateOptions:
     """Every setting resolved (given, inherited, else its default): what the core is
-    handed (its ActivateOptions, src/session/session.h). A field per row of SETTINGS,
+    handed (its ActivateOptions, src/activation/activation.h). A field per row of SETTINGS,
     named as the core's keyword (events: its own name, one flag each for the core);
     None for a mode, payload or module filter: the configuration's. Sequences are
     tuples. Immutable; a plain class rather than a frozen dataclass or a NamedTuple

@@ -1,4 +1,4 @@
-#include "session/control_thread.h"
+#include "activation/control_thread.h"
 
 #include <dirent.h>
 #include <pthread.h>

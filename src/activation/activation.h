@@ -1,4 +1,4 @@
-// The session: the policy around the per-event tracer. activate() resolves what
+// Activation: the policy around the per-event tracer. activate() resolves what
 // to trace (the options Python resolved, the configuration file), loads the
 // provider, chooses the backend and starts the tracer and the control thread;
 // it publishes every configuration (activation, reload), keeps the process's
@@ -59,7 +59,7 @@ struct ActivateOptions {
   // not by each traced thread itself.
   bool block_writer = true;
   // Where the trace goes: an INTROSPECT window end's script's first argument
-  // (session/introspection.h).
+  // (activation/introspection.h).
   std::string trace_dir;
 };
 
@@ -135,7 +135,7 @@ struct LexgionStatus {
   uint64_t executions = 0, traced = 0;
 };
 
-namespace session {
+namespace activation {
 
 // Throws ConfigError (bad configuration or option) and ActivationError.
 void activate(const ActivateOptions &options, const ProcessIdentity &process);
@@ -191,5 +191,5 @@ bool recording();
 // told from Python): activation then keeps its general line to itself.
 void unrecorded_told();
 
-}  // namespace session
+}  // namespace activation
 }  // namespace pinsight

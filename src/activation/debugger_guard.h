@@ -12,7 +12,7 @@
 namespace pinsight::debugger_guard {
 
 struct Actions {
-  void (*step_aside)();  // stop tracing, keep the session
+  void (*step_aside)();  // stop tracing, stay activated
   void (*step_back)();   // trace again, as before
 };
 

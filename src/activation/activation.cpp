@@ -1,4 +1,4 @@
-#include "session/session.h"
+#include "activation/activation.h"
 
 #include <dlfcn.h>
 #include <sys/prctl.h>
@@ -12,6 +12,9 @@
 #include <mutex>
 #include <optional>
 
+#include "activation/control_thread.h"
+#include "activation/debugger_guard.h"
+#include "activation/introspection.h"
 #include "alloc/sampler.h"
 #include "backends/factory.h"
 #include "config/config.h"
@@ -19,17 +22,14 @@
 #include "emit/cycle_clock.h"
 #include "emit/emitter.h"
 #include "gil/gil_hooks.h"
-#include "session/control_thread.h"
-#include "session/debugger_guard.h"
-#include "session/introspection.h"
 #include "tracer/gil_accounting.h"
 #include "tracer/imports.h"
 #include "tracer/tracer.h"
 
-namespace pinsight::session {
+namespace pinsight::activation {
 namespace {
 
-// The process's session. Written under the GIL; the atomics are read by the
+// The process's activation. Written under the GIL; the atomics are read by the
 // control thread without it.
 struct State {
   TraceMode mode_override = TraceMode::Tracing;  // activate(mode=)
@@ -591,4 +591,4 @@ void unrecorded_told() { state.told_unrecorded = true; }
 
 bool recording() { return emitter::recording(); }
 
-}  // namespace pinsight::session
+}  // namespace pinsight::activation

@@ -35,10 +35,10 @@ struct TestingApi {
   int (*python_state_direct)();
 };
 
-namespace session {
+namespace activation {
 // The view above, of this process's tracer: the product module publishes it
 // as the capsule kTestingApiCapsule (testing_api.cpp).
 const TestingApi &testing_api();
-}  // namespace session
+}  // namespace activation
 
 }  // namespace pinsight

@@ -1,8 +1,8 @@
-// The control thread: SIGUSR1 wakes it, and it calls the session's reload
+// The control thread: SIGUSR1 wakes it, and it calls activation's reload
 // (which parses the file, publishes it in the configuration store, then takes
 // the GIL through ScopedGil to apply CPython-level changes). Between signals it
 // watches that the program still has a thread, advances the compact payload's
-// naming epoch, fires the session's timer (window_timeout) and runs the jobs
+// naming epoch, fires activation's timer (window_timeout) and runs the jobs
 // asked of it (an INTROSPECT window end).
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "session/debugger_guard.h"
+#include "activation/debugger_guard.h"
 
 #include <cstring>
 

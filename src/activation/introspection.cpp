@@ -1,4 +1,4 @@
-#include "session/introspection.h"
+#include "activation/introspection.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -11,9 +11,9 @@
 #include <mutex>
 #include <vector>
 
+#include "activation/control_thread.h"
 #include "common/compat.h"
 #include "emit/emitter.h"
-#include "session/control_thread.h"
 #include "tracer/tracer.h"
 
 extern char **environ;

@@ -1,12 +1,12 @@
 // The test module's view of the live tracer (testing_api.h), kept here so that
-// the product module, which publishes it, calls the session only.
-#include "session/testing_api.h"
+// the product module, which publishes it, calls activation only.
+#include "activation/testing_api.h"
 
 #include "common/compat.h"
 #include "tracer/generators.h"
 #include "tracer/thread_state.h"
 
-namespace pinsight::session {
+namespace pinsight::activation {
 namespace {
 
 void visit_stack(void (*visit)(const StackEntryView &, void *), void *context) {
@@ -39,4 +39,4 @@ const TestingApi &testing_api() {
   return api;
 }
 
-}  // namespace pinsight::session
+}  // namespace pinsight::activation
