@@ -1,6 +1,6 @@
 """Collection through lttng-relayd: sessions that stream their trace over the network.
 
-Each test starts its own relay daemon (lttng.RelayDaemon) on loopback, on free
+Each test starts its own relay daemon (recording/relayd.py's RelayDaemon) on loopback, on free
 ports, writing under the test's tmp_path: another relay daemon (on the default
 ports or any other) is never touched. Sessions stream to it, traced Python
 processes run, and the trace the relay daemon wrote is read back whole with
@@ -24,6 +24,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import pytest
 
 from pinsight_python.recording import lttng
+from pinsight_python.recording import relayd as relay
 from tests.tracing import (
     CLI,
     Trace,
@@ -133,9 +134,9 @@ def run_cli(
 
 
 @pytest.fixture
-def relayd(tmp_path: Path) -> Iterator[lttng.RelayDaemon]:
-    # A missing lttng-relayd raises LttngError here: the test errors, never skips.
-    daemon = lttng.RelayDaemon(tmp_path / "relayd-output").start()
+def relayd(tmp_path: Path) -> Iterator[relay.RelayDaemon]:
+    # A missing lttng-relayd raises RelaydError here: the test errors, never skips.
+    daemon = relay.RelayDaemon(tmp_path / "relayd-output").start()
     try:
         yield daemon
     finally:
@@ -145,7 +146,7 @@ def relayd(tmp_path: Path) -> Iterator[lttng.RelayDaemon]:
 # ---------------------------------------------------------------------------- Session
 
 
-def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
+def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: relay.RelayDaemon) -> None:
     recursive = write(tmp_path, "recursive.py", RECURSIVE)
     threaded = write(tmp_path, "threaded.py", THREADED)
     gid, run_as = fresh_group()  # these two processes only, whatever runs beside them
@@ -169,9 +170,9 @@ def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: lttng.RelayD
     trace_dir = session.trace_dir()
     assert trace_dir.parent == relayd.output / HOSTNAME
     assert re.fullmatch(re.escape(session.name) + r"-\d{8}-\d{6}", trace_dir.name)
-    assert lttng.find_relayd_traces(relayd.output, session.name) == [trace_dir]
-    assert lttng.find_relayd_traces(relayd.output, session.name, HOSTNAME) == [trace_dir]
-    assert lttng.find_relayd_traces(relayd.output, session.name, "elsewhere") == []
+    assert relay.find_relayd_traces(relayd.output, session.name) == [trace_dir]
+    assert relay.find_relayd_traces(relayd.output, session.name, HOSTNAME) == [trace_dir]
+    assert relay.find_relayd_traces(relayd.output, session.name, "elsewhere") == []
 
     # Whole: every event of both processes, none discarded, every stack balanced.
     trace = read_trace(trace_dir)
@@ -200,7 +201,7 @@ def test_two_processes_stream_to_one_relayd(tmp_path: Path, relayd: lttng.RelayD
     assert (calls["square"], calls["cube"]) == (SQUARE_CALLS, CUBE_CALLS)
 
 
-def test_ctrl_and_data_urls(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
+def test_ctrl_and_data_urls(tmp_path: Path, relayd: relay.RelayDaemon) -> None:
     script = write(tmp_path, "recursive.py", RECURSIVE.replace("fib(17)", "fib(10)"))
     gid, run_as = fresh_group()
     session = lttng.Session(
@@ -221,7 +222,7 @@ def test_ctrl_and_data_urls(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
 
 
 def test_session_to_an_absent_relayd_fails_clearly(tmp_path: Path) -> None:
-    port = lttng._free_ports("127.0.0.1", 1)[0]  # nothing listens there
+    port = relay._free_ports("127.0.0.1", 1)[0]  # nothing listens there
     session = lttng.Session(set_url=f"net://127.0.0.1:{port}:{port + 1}")
     with pytest.raises(lttng.LttngError, match=rf"cannot reach the LTTng relay daemon at "
                        rf"127\.0\.0\.1 port {port}: Connection refused"):
@@ -232,7 +233,7 @@ def test_session_to_an_absent_relayd_fails_clearly(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- pinsight-python trace
 
 
-def test_trace_command_streams_to_relayd(tmp_path: Path, relayd: lttng.RelayDaemon) -> None:
+def test_trace_command_streams_to_relayd(tmp_path: Path, relayd: relay.RelayDaemon) -> None:
     script = write(tmp_path, "app.py", WITH_CHILD)
     proc = run_cli(["trace", "--relayd", relayd.spec, "--", PY, str(script), "kids"], tmp_path)
     assert proc.returncode == 3, proc.stderr  # the command's status
@@ -250,7 +251,7 @@ def test_trace_command_streams_to_relayd(tmp_path: Path, relayd: lttng.RelayDaem
     assert proc.stderr.count("\n") == 1  # that one line: no summary of a remote trace
     assert not list(tmp_path.glob("pinsight-trace-*"))  # nothing written locally
 
-    [trace_dir] = lttng.find_relayd_traces(relayd.output, name)
+    [trace_dir] = relay.find_relayd_traces(relayd.output, name)
     assert trace_dir.parent == relayd.output / HOSTNAME
     trace = read_trace(trace_dir)
     assert trace.discarded == 0
@@ -304,7 +305,7 @@ def test_trace_relayd_excludes_output(tmp_path: Path) -> None:
 
 def test_trace_relayd_unreachable(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    port = lttng._free_ports("127.0.0.1", 1)[0]
+    port = relay._free_ports("127.0.0.1", 1)[0]
     proc = run_cli(["trace", "--relayd", f"127.0.0.1:{port}", "--", "touch", str(marker)],
                    tmp_path)
     assert proc.returncode == 1
@@ -334,7 +335,7 @@ def test_relay_daemons_side_by_side_and_stopped(tmp_path: Path) -> None:
         except OSError:
             return False
 
-    with lttng.RelayDaemon(tmp_path / "a") as a, lttng.RelayDaemon(tmp_path / "b") as b:
+    with relay.RelayDaemon(tmp_path / "a") as a, relay.RelayDaemon(tmp_path / "b") as b:
         ports_a = [a.ctrl_port, a.data_port, a.live_port]
         ports_b = [b.ctrl_port, b.data_port, b.live_port]
         assert len(set(ports_a + ports_b)) == 6

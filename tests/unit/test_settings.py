@@ -13,7 +13,7 @@ import pytest
 
 import pinsight_python
 from pinsight_python.activation import settings
-from pinsight_python.recording import lttng
+from pinsight_python.recording import lttng, relayd
 from tests.tracing import OWN_VARIABLES
 
 
@@ -72,8 +72,8 @@ def test_session_arguments() -> None:
     ],
 )
 def test_parse_relayd(spec: str, expected: Tuple[str, int, int], url: str) -> None:
-    assert lttng.parse_relayd(spec) == expected
-    assert lttng.relayd_url(*expected) == url
+    assert relayd.parse_relayd(spec) == expected
+    assert relayd.relayd_url(*expected) == url
 
 
 def test_find_relayd_traces_both_layouts(tmp_path: Path) -> None:
@@ -82,12 +82,12 @@ def test_find_relayd_traces_both_layouts(tmp_path: Path) -> None:
               "job/node3-20260101-120001"):
         (tmp_path / d).mkdir(parents=True)
     (tmp_path / "node1" / "job-20260101-120001").write_text("a file, not a trace")
-    found = lttng.find_relayd_traces(tmp_path, "job")
+    found = relayd.find_relayd_traces(tmp_path, "job")
     assert found == [tmp_path / "node2/job-20260101-115959", tmp_path / "node1/job-20260101-120000",
                      tmp_path / "job/node3-20260101-120001"]
-    assert lttng.find_relayd_traces(tmp_path, "job", "node3") == [
+    assert relayd.find_relayd_traces(tmp_path, "job", "node3") == [
         tmp_path / "job/node3-20260101-120001"]
-    assert lttng.find_relayd_traces(tmp_path / "missing", "job") == []
+    assert relayd.find_relayd_traces(tmp_path / "missing", "job") == []
 
 
 # ---------------------------------------------------------------------------- settings.py

@@ -11,7 +11,7 @@ import argparse
 import os
 
 from ..activation import settings as _settings
-from ..recording import lttng
+from ..recording import lttng, relayd
 from ..recording.run import plan as run_plan
 from ..recording.run import trace as trace_run
 from .recording_options import add_trace_format_argument
@@ -72,9 +72,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--relayd",
-        metavar=lttng.RELAYD_SPEC_HELP,
+        metavar=relayd.RELAYD_SPEC_HELP,
         help="stream the trace to the LTTng relay daemon on HOST (control and data ports: "
-        f"default {lttng.RELAYD_CTRL_PORT} and {lttng.RELAYD_DATA_PORT}; an IPv6 address in "
+        f"default {relayd.RELAYD_CTRL_PORT} and {relayd.RELAYD_DATA_PORT}; an IPv6 address in "
         "brackets) instead of writing it locally; not with -o",
     )
     parser.add_argument(

@@ -21,7 +21,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ...activation import settings as _settings
 from ...exit_status import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE
-from .. import lttng
+from .. import lttng, relayd
 from ..native_files import beside_extension
 from . import session as run_session
 
@@ -61,10 +61,10 @@ class Refused(Exception):
 def parse_relayd_option(value: str, option: str = "--relayd") -> str:
     """``HOST[:CTRL_PORT[:DATA_PORT]]`` -> the session's URL; SettingsError if malformed."""
     try:
-        return lttng.relayd_url(*lttng.parse_relayd(value))
+        return relayd.relayd_url(*relayd.parse_relayd(value))
     except ValueError as e:
         raise _settings.SettingsError(
-            f"{option} {value!r}: {e}; expected {lttng.RELAYD_SPEC_HELP}, e.g. collector, "
+            f"{option} {value!r}: {e}; expected {relayd.RELAYD_SPEC_HELP}, e.g. collector, "
             "10.0.0.5:5342:5343 or [fd00::5]"
         ) from None
 
