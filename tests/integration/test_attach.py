@@ -22,7 +22,7 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import pytest
 
-from pinsight_python.recording import injection
+from pinsight_python.recording import target
 from tests.tracing import CLI, clean_env, proc_status, read_trace, wait_for
 from tests.unit.test_tracecompass import (
     CALLSTACK_ID,
@@ -426,12 +426,12 @@ def test_refuses_another_users_process_without_cap_sys_ptrace() -> None:
 def test_yama_ptrace_scope(tmp: Path) -> None:
     scope = tmp / "ptrace_scope"
     scope.write_text("0\n")
-    assert injection.yama_refusal(1, str(scope)) == ""
+    assert target.yama_refusal(1, str(scope)) == ""
     scope.write_text("3\n")
-    assert "ptrace is disabled" in injection.yama_refusal(1, str(scope))
+    assert "ptrace is disabled" in target.yama_refusal(1, str(scope))
     # Without CAP_SYS_PTRACE, scope 1 allows descendants only and scope 2 nobody.
     check = (
-        "import sys; from pinsight_python.recording import injection as a; "
+        "import sys; from pinsight_python.recording import target as a; "
         f"open({str(scope)!r}, 'w').write(sys.argv[1]); "
         "print(a.yama_refusal(1, " + repr(str(scope)) + ") or 'allowed')"
     )
@@ -468,15 +468,15 @@ def test_refuses_unsupported_versions(tmp: Path) -> None:
     finally:
         program.finish()
     # Free-threaded builds cannot be had here.
-    with pytest.raises(injection.AttachError, match="free-threaded"):
-        injection.check_version(1, (3, 13), free_threaded=True)
+    with pytest.raises(target.AttachError, match="free-threaded"):
+        target.check_version(1, (3, 13), free_threaded=True)
 
 
 def test_remote_debugging_disabled_is_refused() -> None:
     """3.14+: what stops sys.remote_exec is named before anything touches the target:
     the -X option on its command line, or what its interpreter said in the probe
     (PYTHON_DISABLE_REMOTE_DEBUG in its environment, a build without it)."""
-    refusal = injection.remote_debug_refusal
+    refusal = target.remote_debug_refusal
     assert refusal(["python3.14", "-X", "disable_remote_debug", "app.py"], True) == (
         "it was started with -X disable_remote_debug"
     )

@@ -22,12 +22,13 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 import pytest
 
 from pinsight_python.recording import elf_symbols, injection
+from pinsight_python.recording import target as attach_target
 from tests.tracing import CLI, clean_env, proc_status, read_trace, wait_for
 
 # From 3.14 attach goes through sys.remote_exec (PEP 768), not our injector: the tests
 # of the injector's stages and of its pending call run on 3.8-3.13 (and the injector
 # itself on pyenv's 3.8-3.13 from any venv, test_injector_on_every_interpreter).
-REMOTE_EXEC = sys.version_info >= injection.REMOTE_EXEC
+REMOTE_EXEC = sys.version_info >= attach_target.REMOTE_EXEC
 injector_only = pytest.mark.skipif(
     REMOTE_EXEC, reason="3.14+ attaches through sys.remote_exec, not the injector"
 )

@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from ..exit_status import EXIT_FAILED, EXIT_OK
-from ..recording.injection import AttachError, Channel, for_each, request_action
-from ..recording.run import session as run_session
+from ..recording import attach
 from .attach import add_target_arguments, checked_targets
 
 HELP = "stop tracing inside a running Python process that attach activated"
@@ -27,19 +24,4 @@ def run(args: argparse.Namespace) -> int:
     targets, status, _ = checked_targets(args, PROG)
     if targets is None:
         return status
-    channels = {t.pid: Channel(t) for t in targets}
-    request = {"action": "deactivate"}
-    results = for_each(
-        targets, lambda t: request_action(t, channels[t.pid], request, args.timeout, PROG)
-    )
-    failed = False
-    for target in targets:
-        channels[target.pid].close()
-        outcome = results[target.pid]
-        if isinstance(outcome, AttachError):
-            run_session.error(PROG, str(outcome))
-            failed = True
-        else:
-            what = "tracing off" if outcome["was_active"] else "tracing was not active"
-            print(f"{PROG}: process {target.pid}: {what}", file=sys.stderr)
-    return EXIT_FAILED if failed else EXIT_OK
+    return attach.deactivate_in(targets, args.timeout, PROG)
