@@ -2,122 +2,32 @@
 
 :func:`build_report` turns the reader's aggregates into the JSON document
 documented in docs/analysis.md (schema ``pinsight-python.report/1``);
-:func:`render_text` prints the same document as aligned tables.
+:func:`render_text` prints the same document as aligned tables. Its sections
+are modules of their own, each with its JSON and its text: ``mpi`` (the ranks),
+``rates`` (rate control, the configuration, mode changes), ``native``, ``gil``
+and ``resources`` (imports, allocations).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns, missing_events
 from .gil import gil_lines, gil_process_section, gil_thread_section
+from .mpi import mpi_lines, mpi_summary, mpi_warning, rank_row
 from .native import native_lines, native_section
+from .rates import rate_json, rate_lines, rate_text, tracing_windows
 from .resources import alloc_lines, alloc_section, import_lines, import_section
+from .tables import function_text, name_and_location, plural, table
+from .totals import FunctionTotals, NativeTotals, function_totals, native_totals
 
 if TYPE_CHECKING:
-    from .._pinsight_reader import LexgionCounts, ModeChange, ProcessRecord, ThreadRecord
+    from .._pinsight_reader import ThreadRecord
 
 __all__ = ["SCHEMA", "build_report", "render_text"]
 
 SCHEMA = "pinsight-python.report/1"
-
-@dataclass
-class FunctionTotal:
-    """A function's FunctionStats summed over threads: finished generator instances
-    and their lifetimes (first start to final end) included."""
-
-    calls: int = 0
-    segments: int = 0
-    total_ns: int = 0
-    self_ns: int = 0
-    exceptions: int = 0
-    finished: int = 0
-    wall_ns: int = 0
-
-
-@dataclass
-class NativeTotal:
-    """A caller -> native callee pair's NativeCallStats summed over threads."""
-
-    calls: int = 0
-    total_ns: int = 0
-    raised: int = 0
-
-
-FunctionTotals = Dict[int, FunctionTotal]  # per symbol
-NativeTotals = Dict[Tuple[int, int], NativeTotal]  # per (caller, callee)
-
-
-def _function_totals(threads: Iterable[ThreadRecord]) -> FunctionTotals:
-    totals: FunctionTotals = defaultdict(FunctionTotal)
-    for thread in threads:
-        for f in thread.functions:
-            row = totals[f.symbol]
-            row.calls += f.calls
-            row.segments += f.segments
-            row.total_ns += f.total_ns
-            row.self_ns += f.self_ns
-            row.exceptions += f.exceptions
-            row.finished += f.finished
-            row.wall_ns += f.wall_ns
-    return totals
-
-
-def _native_totals(threads: Iterable[ThreadRecord]) -> NativeTotals:
-    totals: NativeTotals = defaultdict(NativeTotal)
-    for thread in threads:
-        for n in thread.native_calls:
-            row = totals[(n.caller, n.callee)]
-            row.calls += n.calls
-            row.total_ns += n.total_ns
-            row.raised += n.raised
-    return totals
-
-
-def tracing_windows(mode_changes: Iterable[ModeChange]) -> int:
-    """The TRACING windows in which caps counted from zero: one, and one more per
-    INTROSPECT pause that resumed in TRACING (PInsight's cyclic windows; a reload
-    keeps the counts)."""
-    return 1 + sum(1 for m in mode_changes if m.reason == "introspect" and m.mode == "TRACING")
-
-
-def rate_json(counts: LexgionCounts, windows: int = 1) -> Dict[str, Any]:
-    """Rate control's counts of one function (lexgion_counts), as the report's "rate";
-    `windows`: tracing_windows() of its process."""
-    # Counters are per thread: traced calls summed over threads can reach the
-    # cap before one thread did; a reached cap is what a user looks for.
-    capped = counts.max_num_traces >= 0 and counts.traced >= counts.max_num_traces
-    sampled = counts.tracing_rate > 1 or counts.trace_starts_at > 0
-    return {
-        "traced": counts.traced,
-        "seen": counts.seen,
-        "seen_is_lower_bound": counts.seen_is_lower_bound,
-        "untraced": None if counts.seen_is_lower_bound else counts.seen - counts.traced,
-        "capped": capped,
-        "sampled": sampled,
-        "max_num_traces": _optional(counts.max_num_traces, -1),
-        "tracing_rate": counts.tracing_rate,
-        "trace_starts_at": counts.trace_starts_at,
-        "section": counts.section,
-        "windows": windows,
-    }
-
-
-def _per_windows(rate: Dict[str, Any]) -> str:
-    # A cap counts from zero in each window: the traced calls add up past it.
-    return f" in each window ({rate['windows']:,} windows)" if rate["windows"] > 1 else ""
-
-
-def rate_text(rate: Dict[str, Any]) -> str:
-    """"capped 10/>=10", "sampled 10/100", "traced 5/5": traced of seen calls."""
-    seen = f"{'>=' if rate['seen_is_lower_bound'] else ''}{rate['seen']:,}"
-    kind = "capped" if rate["capped"] else "sampled" if rate["sampled"] else "traced"
-    windows = (f" ({rate['max_num_traces']:,} per window, {rate['windows']:,} windows)"
-               if rate["capped"] and rate["windows"] > 1 else "")
-    return f"{kind} {rate['traced']:,}/{seen}{windows}"
-
 
 def _function_rows(
     symbols: Sequence[Symbol], totals: FunctionTotals, top: int,
@@ -236,10 +146,10 @@ def _unbalanced(threads: Iterable[ThreadRecord]) -> Dict[str, int]:
 
 def _activity(symbols: Sequence[Symbol], threads: List[ThreadRecord], top: int,
               rates: Optional[Dict[int, Dict[str, Any]]] = None) -> Dict[str, Any]:
-    functions = _function_totals(threads)
+    functions = function_totals(threads)
     for symbol in [s for s in functions if symbols[s].is_import]:
         del functions[symbol]  # in the imports section
-    natives = _native_totals(threads)
+    natives = native_totals(threads)
     return {
         "imports": import_section(symbols, threads, top),
         "modules": _module_rows(symbols, functions),
@@ -255,97 +165,6 @@ def _activity(symbols: Sequence[Symbol], threads: List[ThreadRecord], top: int,
 
 def _optional(value: Any, absent: Any) -> Any:
     return None if value == absent else value
-
-
-# Native callables of mpi4py are named "mpi4py.MPI.Comm.allreduce" and the like.
-MPI_PREFIX = "mpi4py."
-
-
-def _rank_row(symbols: Sequence[Symbol], proc: ProcessRecord, entry: Dict[str, Any]
-              ) -> Dict[str, Any]:
-    """One MPI rank's line: who it is and what it did, from all its functions."""
-    totals = _function_totals(proc.threads)
-    python_calls = native_calls = mpi_calls = mpi_ns = 0
-    for symbol, t in totals.items():
-        if not symbols[symbol].native:
-            python_calls += t.calls
-            continue
-        native_calls += t.calls
-        if symbols[symbol].qualname.startswith(MPI_PREFIX):
-            mpi_calls += t.calls
-            mpi_ns += t.total_ns
-    top = None
-    if totals:
-        best = min(totals, key=lambda s: (-totals[s].self_ns, symbols[s].qualname,
-                                          symbols[s].filename))
-        top = symbols[best].as_json()
-        top.update(calls=totals[best].calls, self_ns=totals[best].self_ns)
-    threads = entry["threads"]
-    return {
-        "mpi_rank": entry["mpi_rank"],
-        "mpi_size": entry["mpi_size"],
-        "vpid": entry["vpid"],
-        "host": entry["hostname"] or entry["host"],
-        "label": entry["label"],
-        "threads": len(threads),
-        "events": entry["events"],
-        "begin_ns": min((t["begin_ns"] for t in threads), default=None),
-        "end_ns": max((t["end_ns"] for t in threads), default=None),
-        "python_calls": python_calls,
-        "native_calls": native_calls,
-        "mpi4py_calls": mpi_calls,
-        "mpi4py_ns": mpi_ns,
-        "top_function": top,
-    }
-
-
-def _mpi_summary(rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The ranks found, or None when no process_info carried an MPI rank."""
-    if not rows:
-        return None
-    sizes = {r["mpi_size"] for r in rows}
-    size = sizes.pop() if len(sizes) == 1 else None
-    seen: Dict[int, int] = defaultdict(int)
-    for r in rows:
-        seen[r["mpi_rank"]] += 1
-    missing = [] if size is None else [r for r in range(size) if r not in seen]
-    return {
-        "size": size,
-        "hosts": sorted({r["host"] for r in rows if r["host"]}),
-        "missing_ranks": missing,
-        "repeated_ranks": sorted(r for r, n in seen.items() if n > 1),
-        "ranks": rows,
-    }
-
-
-def _mpi_warning(mpi: Dict[str, Any]) -> Optional[str]:
-    missing = mpi["missing_ranks"]
-    if not missing:
-        return None
-    present = sorted({r["mpi_rank"] for r in mpi["ranks"]})
-
-    def ranks(numbers: List[int]) -> str:
-        return f"{'rank' if len(numbers) == 1 else 'ranks'} {_rank_list(numbers)}"
-
-    return (
-        f"the MPI job has {mpi['size']:,} ranks but the trace holds only {ranks(present)}: "
-        f"{ranks(missing)} {'is' if len(missing) == 1 else 'are'} missing (the ranks of "
-        "other nodes are in those nodes' traces: see docs/mpi.md)"
-    )
-
-
-def _rank_list(ranks: Sequence[int], limit: int = 8) -> str:
-    """Ranks as "0, 2-5, 7": consecutive ones as a range, at most `limit` ranges."""
-    runs: List[List[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    text = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit]]
-    if len(runs) > limit:
-        text.append("...")
-    return ", ".join(text)
 
 
 def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
@@ -407,9 +226,9 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         entry["threads"] = threads
         processes.append(entry)
         if entry["mpi_rank"] is not None:
-            rank_rows.append(_rank_row(symbols, proc, entry))
-    mpi = _mpi_summary(rank_rows)
-    inclusive = {symbol: row.total_ns for symbol, row in _function_totals(
+            rank_rows.append(rank_row(symbols, function_totals(proc.threads), entry))
+    mpi = mpi_summary(rank_rows)
+    inclusive = {symbol: row.total_ns for symbol, row in function_totals(
         t for proc in trace.processes for t in proc.threads).items()}
     native = native_section(trace, _caller_json, inclusive, top)
 
@@ -437,9 +256,9 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "the trace holds no python_pinsight_lttng_ust events "
             f"({raw.other_events:,} events of other providers)"
         )
-    mpi_warning = _mpi_warning(mpi) if mpi is not None else None
-    if mpi_warning:
-        warnings.append(mpi_warning)
+    mpi_note = mpi_warning(mpi) if mpi is not None else None
+    if mpi_note:
+        warnings.append(mpi_note)
     if trace.filters and raw.events and not processes:
         warnings.append(f"no process or thread of the trace matches {trace.filters.describe()}")
     filters = trace.filters
@@ -491,37 +310,6 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
 # Text rendering
 
 
-def _table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
-) -> List[str]:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)]
-        return ("  " + "  ".join(parts)).rstrip()
-
-    return [line(headers)] + [line(row) for row in rows]
-
-
-def _name_and_location(entry: Dict[str, Any]) -> Tuple[str, str]:
-    if entry.get("filename") is None:
-        return entry["qualname"], "[native]"
-    lineno = entry["lineno"]
-    symbol = Symbol(False, entry["qualname"], entry["filename"], -1 if lineno is None else lineno)
-    return entry["qualname"], symbol.short_location
-
-
-def _where(entry: Dict[str, Any]) -> str:
-    name, location = _name_and_location(entry)
-    return f"{name} ({location})"
-
-
-def _plural(count: int, one: str, many: str) -> str:
-    return f"{count:,} {one if count == 1 else many}"
-
-
 def _function_table(rows: List[Dict[str, Any]], key: str, top: int) -> List[str]:
     ordered = sorted(rows, key=lambda r: -r[key])
     if top > 0:
@@ -532,54 +320,13 @@ def _function_table(rows: List[Dict[str, Any]], key: str, top: int) -> List[str]
     cells = [
         [format_ns(r["self_ns"]), format_ns(r["total_ns"]), f"{r['calls']:,}",
          *([rate_text(r["rate"]) if r.get("rate") else ""] if rated else []),
-         f"{r['exceptions']:,}" if r["exceptions"] else "", *_name_and_location(r)]
+         f"{r['exceptions']:,}" if r["exceptions"] else "", *name_and_location(r)]
         for r in ordered
     ]
     headers = ["self", "total", "calls", *(["rate control"] if rated else []), "exc", "function",
                "location"]
     right = [True, True, True, *([False] if rated else []), True, False, False]
-    return _table(headers, cells, right)
-
-
-def _rate_lines(proc: Dict[str, Any]) -> List[str]:
-    """The configuration in force, rate control's counts, the mode changes."""
-    lines: List[str] = []
-    for config in proc.get("configs", []):
-        path = config["path"] or "built-in defaults (no configuration file)"
-        lines.append(f"Configuration: {path} (generation {config['generation']}, "
-                     f"at +{format_ns(config['offset_ns'])})")
-    rated = proc.get("rate_controlled", [])
-    if rated:
-        lines.append("Rate control (calls traced of calls seen; the self time of their callers "
-                     "includes the untraced calls):")
-        for row in rated:
-            rate = row["rate"]
-            if rate["seen_is_lower_bound"]:
-                seen = f"of at least {rate['seen']:,} calls; later calls not counted"
-            else:
-                seen = f"of {rate['seen']:,} calls"
-            settings = [f"max_num_traces = {rate['max_num_traces']}"
-                        if rate["max_num_traces"] is not None else ""]
-            if rate["tracing_rate"] > 1:
-                settings.append(f"tracing_rate = {rate['tracing_rate']}")
-            if rate["trace_starts_at"] > 0:
-                settings.append(f"trace_starts_at = {rate['trace_starts_at']}")
-            where = ", ".join(s for s in [f"[{rate['section']}]" if rate["section"] else "",
-                                          *settings] if s)
-            kind = ("capped" + _per_windows(rate) if rate["capped"]
-                    else "sampled" if rate["sampled"] else "all traced")
-            lines.append(f"  {_where(row)}: {kind}, traced {rate['traced']:,} {seen} ({where})")
-    changes = proc.get("mode_changes", [])
-    if changes:
-        lines.append("Mode changes:")
-        cells = [[f"+{format_ns(m['offset_ns'])}", m["mode"], m["reason"], str(m["generation"])]
-                 for m in changes]
-        lines += _table(["at", "mode", "reason", "config generation"], cells,
-                        [True, False, False, True])
-        if any(m["mode"] != "TRACING" for m in changes):
-            lines.append("Functions are traced only while the mode is TRACING: calls made "
-                         "under another mode are not in this report.")
-    return lines
+    return table(headers, cells, right)
 
 
 def _module_table(section: Dict[str, Any], top: int) -> List[str]:
@@ -592,7 +339,7 @@ def _module_table(section: Dict[str, Any], top: int) -> List[str]:
     cells = [[format_ns(m["self_ns"]), f"{m['calls']:,}", f"{m['functions']:,}",
               m["module"] or ("[native]" if m["origin"] == "native" else "?"), m["origin"]]
              for m in shown]
-    lines += _table(["self", "calls", "functions", "module", "origin"], cells,
+    lines += table(["self", "calls", "functions", "module", "origin"], cells,
                     [True, True, True, False, False])
     return lines
 
@@ -604,8 +351,8 @@ def _generator_lines(rows: List[Dict[str, Any]]) -> List[str]:
              "segments):"]
     cells = [[format_ns(r["wall_ns"]), format_ns(r["mean_wall_ns"]), format_ns(r["running_ns"]),
               f"{r['instances_finished']:,}/{r['instances_started']:,}", f"{r['segments']:,}",
-              *_name_and_location(r)] for r in rows]
-    return lines + _table(["wall", "mean wall", "running", "finished", "segments", "function",
+              *name_and_location(r)] for r in rows]
+    return lines + table(["wall", "mean wall", "running", "finished", "segments", "function",
                            "location"], cells, [True, True, True, True, True, False, False])
 
 
@@ -627,10 +374,10 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
         )
         cells = [
             [f"{n['calls']:,}", format_ns(n["total_ns"]), f"{n['raised']:,}" if n["raised"] else "",
-             _where(n["caller"]), n["callee"]]
+             function_text(n["caller"]), n["callee"]]
             for n in natives
         ]
-        lines += _table(["calls", "total", "raised", "caller", "-> callee"], cells,
+        lines += table(["calls", "total", "raised", "caller", "-> callee"], cells,
                         [True, True, True, False, False])
     lines += _generator_lines(section["generators"])
     exceptions = section["exceptions"]
@@ -639,11 +386,11 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
         cells = []
         for e in exceptions:
             if e["kind"] == "unwind":
-                where = _where(e["function"])
+                where = function_text(e["function"])
             else:
-                where = f"{_where(e['caller'])} -> {e['callee']}"
+                where = f"{function_text(e['caller'])} -> {e['callee']}"
             cells.append([f"{e['count']:,}", e["kind"], where])
-        lines += _table(["count", "kind", "where"], cells, [True, False, False])
+        lines += table(["count", "kind", "where"], cells, [True, False, False])
     lines += import_lines(section["imports"])
     return lines + _unbalanced_lines(section["unbalanced"])
 
@@ -651,16 +398,16 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
 def _unbalanced_lines(unbalanced: Dict[str, int]) -> List[str]:
     notes = []
     if unbalanced["ends_without_begin"]:
-        notes.append(_plural(unbalanced["ends_without_begin"], "end", "ends")
+        notes.append(plural(unbalanced["ends_without_begin"], "end", "ends")
                      + " without a begin (frames already running when tracing started)")
     if unbalanced["open_at_end"]:
-        notes.append(_plural(unbalanced["open_at_end"], "frame", "frames")
+        notes.append(plural(unbalanced["open_at_end"], "frame", "frames")
                      + " open at trace end (closed at the thread's last event)")
     if unbalanced["stepped_aside"]:
-        notes.append(_plural(unbalanced["stepped_aside"], "frame", "frames")
+        notes.append(plural(unbalanced["stepped_aside"], "frame", "frames")
                      + " open when tracing stepped aside for a debugger (closed there)")
     if unbalanced["implicitly_closed"]:
-        notes.append(_plural(unbalanced["implicitly_closed"], "frame", "frames")
+        notes.append(plural(unbalanced["implicitly_closed"], "frame", "frames")
                      + " closed by an outer frame's end (their own end was lost)")
     return ["Unbalanced input: " + "; ".join(notes) + "."] if notes else []
 
@@ -690,39 +437,6 @@ def _process_title(proc: Dict[str, Any]) -> str:
     return f"=== {proc['label']}{suffix}: {proc['events']:,} events ==="
 
 
-def _mpi_lines(mpi: Dict[str, Any]) -> List[str]:
-    ranks = mpi["ranks"]
-    hosts = mpi["hosts"]
-    size = f" of {mpi['size']:,}" if mpi["size"] is not None else ""
-    where = f" on {_plural(len(hosts), 'host', 'hosts')}" if hosts else ""
-    if 0 < len(hosts) <= 4:
-        where += f" ({', '.join(hosts)})"
-    lines = [f"MPI ranks: {_plural(len(ranks), 'process', 'processes')}{size}{where}"]
-    cells = []
-    for r in ranks:
-        top = r["top_function"]
-        top_text = f"{top['name']} ({format_ns(top['self_ns'])})" if top else ""
-        cells.append([
-            str(r["mpi_rank"]), str(r["vpid"]), r["host"] or "", f"{r['threads']:,}",
-            f"{r['events']:,}", format_ns(r["end_ns"] - r["begin_ns"]) if r["threads"] else "",
-            f"{r['python_calls']:,}", f"{r['native_calls']:,}",
-            f"{r['mpi4py_calls']:,}", format_ns(r["mpi4py_ns"]), top_text,
-        ])
-    lines += _table(
-        ["rank", "pid", "host", "threads", "events", "span", "python calls", "native calls",
-         "mpi4py calls", "in mpi4py", "top function by self time"],
-        cells, [True, True, False, True, True, True, True, True, True, True, False])
-    if mpi["repeated_ranks"]:
-        repeated = mpi["repeated_ranks"]
-        lines.append(
-            f"{'Rank' if len(repeated) == 1 else 'Ranks'} {_rank_list(repeated)} "
-            f"{'appears' if len(repeated) == 1 else 'appear'} in several processes: "
-            "children of a rank inherit its launcher's variables, or several jobs ran "
-            "during the session; the sections below name them by pid."
-        )
-    return lines
-
-
 def _filter_text(filters: Dict[str, Any]) -> str:
     fields: Dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
                               for key, value in filters.items()}
@@ -731,7 +445,7 @@ def _filter_text(filters: Dict[str, Any]) -> str:
 
 def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
     lines = ["", _process_title(proc)]
-    rate = _rate_lines(proc)
+    rate = rate_lines(proc)
     if rate:
         lines += ["", *rate]
     if proc.get("gil"):  # first: where each thread's time went (docs/analysis.md)
@@ -772,7 +486,7 @@ def render_text(report: Dict[str, Any]) -> str:
     for warning in report["warnings"]:
         lines += ["", f"WARNING: {warning}."]
     if report.get("mpi"):
-        lines += ["", *_mpi_lines(report["mpi"])]
+        lines += ["", *mpi_lines(report["mpi"])]
     for proc in report["processes"]:
         lines += _process_lines(proc, top)
     native = native_lines(report)

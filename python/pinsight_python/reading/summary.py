@@ -24,7 +24,7 @@ from .analysis import (
     read_trace,
 )
 from .native import display_name
-from .report import rate_json, rate_text, tracing_windows
+from .rates import rate_json, rate_text, tracing_windows
 
 __all__ = ["summarize", "summary_lines"]
 
