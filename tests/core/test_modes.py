@@ -670,8 +670,9 @@ def test_window_timeout_ends_the_tracing_window(tracer: Tracer, tmp_path: Path) 
     assert surely <= pairs(run, "hot") <= surely + maybe
     assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_timeout")]
     activated, ended = run.trace.named("mode_change")
-    # Armed after the activation's event; the control thread wakes at the deadline.
-    assert 0.3e9 <= ended.ts - activated.ts < 0.3e9 + 0.25e9
+    # Armed after the activation's event; the control thread wakes at the deadline,
+    # while the program still runs (its own last calls saw MONITORING).
+    assert ended.ts - activated.ts >= 0.3e9
     assert all(e.ts < ended.ts for e in run.trace.named("function_begin")
                if e.fields["qualname"] == "hot")
     check_balanced(run.trace)
@@ -729,8 +730,10 @@ def test_reload_arms_the_window_timeout_again(tracer: Tracer, tmp_path: Path) ->
     assert run.stdout.strip() == "done"
     assert reasons(run) == [("TRACING", "activate"), ("MONITORING", "window_timeout"),
                             ("TRACING", "reload"), ("MONITORING", "window_timeout")]
+    # Re-armed by the reload, not left from activation: the deadline counts from it
+    # (and came while the program waited for it).
     _, _, reloaded, ended = run.trace.named("mode_change")
-    assert 0.2e9 <= ended.ts - reloaded.ts < 0.2e9 + 0.25e9
+    assert ended.ts - reloaded.ts >= 0.2e9
     check_balanced(run.trace)
 
 
@@ -910,6 +913,15 @@ def gaps(stamps: List[List]) -> List[float]:
     return [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
 
 
+def in_order(run: Run) -> List[str]:
+    """f's traced calls and the mode changes after activation's, as the trace orders
+    them: "f", or the change's reason."""
+    calls = [e for e in run.trace.named("function_begin") if e.fields["qualname"] == "f"]
+    changes = run.trace.named("mode_change")[1:]
+    return [e.fields["reason"] if e.short == "mode_change" else "f"
+            for e in sorted([*calls, *changes], key=lambda e: e.ts)]
+
+
 def test_introspect_runs_the_script_and_pauses_the_program(
     tracer: Tracer, tmp_path: Path
 ) -> None:
@@ -930,11 +942,12 @@ def test_introspect_runs_the_script_and_pauses_the_program(
     out = json.loads(run.stdout)
     stamps = out["stamps"]
     assert [mode for _, mode in stamps] == ["TRACING"] * 2 + ["MONITORING"] * 4
-    between = gaps(stamps)
-    assert between[1] >= 0.5 and all(gap < 0.45 for i, gap in enumerate(between) if i != 1)
+    assert gaps(stamps)[1] >= 0.5
     assert pairs(run, "f") == 3
     assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
                             ("MONITORING", "introspect")]
+    # The one pause, after f's third call (the trace's order, not a time).
+    assert in_order(run) == ["f", "f", "f", "introspect_pause", "introspect"]
     _, paused, resumed = run.trace.named("mode_change")
     assert resumed.ts - paused.ts >= 0.5e9
     location = os.environ.get("PINSIGHT_PYTHON_TRACE_DIR") or (
@@ -954,13 +967,14 @@ def test_introspect_resuming_in_tracing_starts_a_new_window(
     config = introspect_config("INTROSPECT:0.25:-:TRACING", cap=2)
     run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["6", "0"])
     stamps = json.loads(run.stdout)["stamps"]
-    # Each second call returns after its window's pause.
+    # Each second call returns after its window's pause, and only those: each pause
+    # lies between a window's second call and the next window's first.
     between = gaps(stamps)
     assert between[0] >= 0.25 and between[2] >= 0.25 and between[4] >= 0.25
-    assert between[1] < 0.2 and between[3] < 0.2
     assert pairs(run, "f") == 6
     assert reasons(run) == [("TRACING", "activate")] + [
         ("TRACING", "introspect_pause"), ("TRACING", "introspect")] * 3
+    assert in_order(run) == ["f", "f", "introspect_pause", "introspect"] * 3
     check_balanced(run.trace)
 
 
@@ -993,9 +1007,12 @@ def test_window_timeout_with_introspect(tracer: Tracer, tmp_path: Path) -> None:
     run = run_with_config(tracer, tmp_path, config, code=STAMPED_STEPS, args=["30", "0.03"])
     stamps = json.loads(run.stdout)["stamps"]
     assert max(gaps(stamps)) >= 0.3
+    # The pause came while the program ran: its first steps TRACING, its last ones
+    # MONITORING, the resume mode.
+    assert stamps[0][1] == "TRACING" and stamps[-1][1] == "MONITORING"
     assert reasons(run) == [("TRACING", "activate"), ("TRACING", "introspect_pause"),
                             ("MONITORING", "introspect")]
     activated, paused, resumed = run.trace.named("mode_change")
-    assert 0.2e9 <= paused.ts - activated.ts < 0.2e9 + 0.25e9
+    assert paused.ts - activated.ts >= 0.2e9
     assert resumed.ts - paused.ts >= 0.3e9
     check_balanced(run.trace)

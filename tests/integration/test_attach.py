@@ -304,11 +304,11 @@ def test_main_thread_blocked_in_c_call(tmp: Path) -> None:
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-        started = time.monotonic()
         res = cli("attach", str(proc.pid), "--timeout", "1.5")
         assert res.returncode == 1, res.stderr
+        # Given up after its --timeout, not at some later moment: it says which.
+        assert "ran no Python code for 1.5 s" in res.stderr, res.stderr
         assert "blocked in a C call" in res.stderr and "withdrawn" in res.stderr, res.stderr
-        assert time.monotonic() - started < 30
     finally:
         out, _ = proc.communicate("go\n", timeout=30)
     assert (out, proc.returncode) == ("go []\n", 0)
