@@ -554,17 +554,21 @@ def test_tracing_without_any_session_says_so_once(tmp_path: Path) -> None:
 
 def test_usr1_as_trace_ends_does_not_end_it(tmp_path: Path) -> None:
     # A job script that keeps sending SIGUSR1 to trace, from the command's start
-    # until trace is gone: while the command runs each is forwarded; after it has
-    # ended (the session torn down, the summary written, the interpreter finalizing)
-    # none may end trace, whose status stays the command's.
+    # until trace is gone: while the command runs each is forwarded (it ends once the
+    # script has sent 30, however long a loaded machine takes to start sending);
+    # after it has ended (the session torn down, the summary written, the interpreter
+    # finalizing) none may end trace, whose status stays the command's.
     write(tmp_path, "prog.py", "import os, time\nopen(f'ready-{os.getpid()}', 'w').close()\n"
-          "time.sleep(0.5)\nprint('done', flush=True)\n")
+          "while not os.path.exists('sent-30'):\n    time.sleep(0.01)\n"
+          "print('done', flush=True)\n")
     proc = job_script(tmp_path, f"""
 {TRACE} -o t -- {PY} prog.py &
 pid=$!
 {WAIT_READY.format(n=1)}
 sent=0
-while kill -USR1 $pid 2>/dev/null; do sent=$((sent + 1)); sleep 0.005; done
+while kill -USR1 $pid 2>/dev/null; do
+  sent=$((sent + 1)); [ $sent -eq 30 ] && touch sent-30; sleep 0.005
+done
 wait $pid
 echo status=$? sent=$sent
 """)
