@@ -334,6 +334,14 @@ def cli(*args: str) -> str:
     return proc.stdout
 
 
+def cli_process(*args: str, cwd: Optional[Path] = None,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`pinsight-python ARGS...` on this interpreter, in an environment clean of ours:
+    its status and both outputs, whatever it exits with."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd,
+                          env=clean_env(), timeout=timeout, check=False)
+
+
 def untraced(
     code: str, tmp_path: Path, python: str = sys.executable
 ) -> subprocess.CompletedProcess[str]:

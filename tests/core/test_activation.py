@@ -19,7 +19,6 @@ import select
 import signal
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import time
 from pathlib import Path
@@ -30,7 +29,6 @@ import pytest
 import pinsight_python
 from pinsight_python.activation import startup as _startup
 from tests.tracing import (
-    OWN_VARIABLES,
     Trace,
     check_balanced,
     clean_env,
@@ -125,38 +123,6 @@ def probe(proc: Ran) -> Dict[str, object]:
 
 
 # ---------------------------------------------------------------------------- the .pth shim
-
-
-def installed_pth() -> Path:
-    """The shim as installed: at the root of this interpreter's site-packages (with
-    an editable install too, where the package itself stays in the source tree)."""
-    roots = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
-    found = [Path(r) / "pinsight_python.pth" for r in sorted(roots)]
-    found = [p for p in found if p.is_file()]
-    assert found, f"pinsight_python.pth is in none of {sorted(roots)}: the wheel must install it"
-    return found[0]
-
-
-def test_pth_is_installed_at_the_site_packages_root() -> None:
-    lines = [ln for ln in installed_pth().read_text().splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("import os;")
-
-
-def test_pth_line_does_nothing_when_nothing_asks() -> None:
-    """The line runs in every interpreter: when nothing asks, it imports nothing
-    and leaves the process as it was. Its cost (about 1 µs, within a 2 ms budget for
-    the whole start-up) is bench/bench_startup.py's to measure: no test asserts a
-    timing, which a loaded machine could break."""
-    pth = installed_pth()
-    code = compile(pth.read_text(), str(pth), "exec")
-    saved = {k: os.environ.pop(k) for k in OWN_VARIABLES if k in os.environ}
-    modules = set(sys.modules)
-    try:
-        for _ in range(100):
-            exec(code, {})
-    finally:
-        os.environ.update(saved)
-    assert set(sys.modules) == modules
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 import pytest
 
 from pinsight_python.recording import target
-from tests.tracing import CLI, clean_env, proc_status, read_trace, wait_for
+from tests.tracing import CLI, clean_env, cli_process, proc_status, read_trace, wait_for
 from tests.unit.test_tracecompass import (
     CALLSTACK_ID,
     CALLSTACK_XML,
@@ -128,13 +128,6 @@ class Program:
         return out, err, self.proc.returncode
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=clean_env(),
-        check=False
-    )
-
-
 _baselines: Dict[str, Tuple[str, int]] = {}
 
 
@@ -166,7 +159,7 @@ def check_trace(trace_dir: Path, pid: int, expect: str, readers: bool) -> None:
         ["flamegraph", "--folded", str(trace_dir)],
         ["export", str(trace_dir), "-o", "-"],
     ):
-        res = cli(*command)
+        res = cli_process(*command)
         assert res.returncode == 0 and res.stderr == "", (command, res.stderr)
     for path, callstack_id in ((CALLSTACK_XML, CALLSTACK_ID), (CROSSDOMAIN_XML, CROSSDOMAIN_ID)):
         _, result = replay(path, callstack_id, trace.events)
@@ -188,17 +181,17 @@ def test_attach_record_detach(tmp: Path, kind: str, expect: str) -> None:
     program = Program(tmp, kind)
     out_dir = tmp / "trace"
     try:
-        rec = cli("attach", str(program.pid), "-o", str(out_dir), "--duration", "1",
-                  "--no-summary")
+        rec = cli_process("attach", str(program.pid), "-o", str(out_dir), "--duration", "1",
+                          "--no-summary")
         assert rec.returncode == 0, rec.stderr
         assert f"process {program.pid}: tracing on" in rec.stderr
         assert "1 s elapsed: detaching" in rec.stderr
         if kind == "busy":
             # Repeated cycles in the user's own session (none here: events go nowhere).
             for _ in range(2):
-                on = cli("attach", str(program.pid))
+                on = cli_process("attach", str(program.pid))
                 assert on.returncode == 0, on.stderr
-                off = cli("detach", str(program.pid))
+                off = cli_process("detach", str(program.pid))
                 assert off.returncode == 0, off.stderr
                 assert f"process {program.pid}: tracing off" in off.stderr
     finally:
@@ -214,17 +207,17 @@ def test_attach_batched_payload(tmp: Path) -> None:
     program = Program(tmp, "threads")
     out_dir = tmp / "trace"
     try:
-        bad = cli("attach", str(program.pid), "--compact", "--batch")
+        bad = cli_process("attach", str(program.pid), "--compact", "--batch")
         assert bad.returncode == 2 and "not allowed with argument" in bad.stderr, bad.stderr
-        rec = cli("attach", str(program.pid), "-o", str(out_dir), "--duration", "1", "--batch",
-                  "--no-summary")
+        rec = cli_process("attach", str(program.pid), "-o", str(out_dir), "--duration", "1",
+                          "--batch", "--no-summary")
         assert rec.returncode == 0, rec.stderr
     finally:
         out, err, status = program.finish()
     assert (out, status) == expected, err
     trace = read_trace(out_dir)
     assert trace.named("event_block") and not trace.named("function_begin")
-    res = cli("report", "--json", "--top", "0", str(out_dir))
+    res = cli_process("report", "--json", "--top", "0", str(out_dir))
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     # Detach wrote every thread's last block: nothing is missing.
@@ -242,7 +235,8 @@ def test_several_processes_each_labelled(tmp: Path) -> None:
     ]
     out_dir = tmp / "ranks"
     try:
-        res = cli("attach", *(str(p.pid) for p in ranks), "-o", str(out_dir), "--duration", "1")
+        res = cli_process("attach", *(str(p.pid) for p in ranks), "-o", str(out_dir),
+                          "--duration", "1")
         assert res.returncode == 0, res.stderr
         assert "processes: 2" in res.stderr  # the summary
     finally:
@@ -280,7 +274,7 @@ def test_detached_process_reacts_to_sigusr1_as_before(tmp: Path) -> None:
     program = Program(tmp, "sleep")
     try:
         for command in ("attach", "detach"):
-            res = cli(command, str(program.pid))
+            res = cli_process(command, str(program.pid))
             assert res.returncode == 0, res.stderr
         os.kill(program.pid, signal.SIGUSR1)
         program.proc.wait(timeout=30)
@@ -304,7 +298,7 @@ def test_main_thread_blocked_in_c_call(tmp: Path) -> None:
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-        res = cli("attach", str(proc.pid), "--timeout", "1.5")
+        res = cli_process("attach", str(proc.pid), "--timeout", "1.5")
         assert res.returncode == 1, res.stderr
         # Given up after its --timeout, not at some later moment: it says which.
         assert "ran no Python code for 1.5 s" in res.stderr, res.stderr
@@ -328,8 +322,8 @@ def test_recording_that_attached_nothing_leaves_no_output(tmp: Path, existing: b
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-        res = cli("attach", str(proc.pid), "-o", str(output), "--duration", "5",
-                  "--timeout", "1.5")
+        res = cli_process("attach", str(proc.pid), "-o", str(output), "--duration", "5",
+                          "--timeout", "1.5")
         assert res.returncode == 1, res.stderr
         assert "withdrawn" in res.stderr, res.stderr
         assert "nothing was recorded" in res.stderr and "trace written" not in res.stderr
@@ -345,7 +339,7 @@ def test_recording_that_attached_nothing_leaves_no_output(tmp: Path, existing: b
 
 
 def refused(pid: int, *extra: str) -> str:
-    res = cli("attach", str(pid), *extra)
+    res = cli_process("attach", str(pid), *extra)
     assert res.returncode == 1, res
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pinsight-python attach: error: "), lines
@@ -467,29 +461,3 @@ def test_refuses_unsupported_versions(tmp: Path) -> None:
         assert "runs CPython 3.7: pinsight-python needs 3.8+" in refused(program.pid)
     finally:
         program.finish()
-    # Free-threaded builds cannot be had here.
-    with pytest.raises(target.AttachError, match="free-threaded"):
-        target.check_version(1, (3, 13), free_threaded=True)
-
-
-def test_remote_debugging_disabled_is_refused() -> None:
-    """3.14+: what stops sys.remote_exec is named before anything touches the target:
-    the -X option on its command line, or what its interpreter said in the probe
-    (PYTHON_DISABLE_REMOTE_DEBUG in its environment, a build without it)."""
-    refusal = target.remote_debug_refusal
-    assert refusal(["python3.14", "-X", "disable_remote_debug", "app.py"], True) == (
-        "it was started with -X disable_remote_debug"
-    )
-    assert "-X disable_remote_debug" in str(refusal(["python3", "-Xdisable_remote_debug"], True))
-    assert "PYTHON_DISABLE_REMOTE_DEBUG" in str(refusal(["python3.14", "app.py"], False))
-    assert refusal(["python3.14", "app.py", "-X", "disable_remote_debug"], True) is None
-    assert refusal(["python3.14", "-X", "dev", "app.py"], True) is None
-
-
-def test_bad_arguments() -> None:
-    res = cli("attach", "12x")
-    assert res.returncode == 2 and "expected a process id" in res.stderr
-    res = cli("attach", str(os.getpid()), "--duration", "0")
-    assert res.returncode == 2 and "--duration" in res.stderr
-    res = cli("attach", str(os.getpid()), "--mode", "FAST")
-    assert res.returncode == 2 and "unknown trace mode" in res.stderr

@@ -23,12 +23,11 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
 from pinsight_python import cli
-from pinsight_python.activation import api
 from tests.tracing import PINSIGHT_LIB, Trace, Tracer, check_balanced, isolated_session, read_trace
 
 RANKS = 4
@@ -412,51 +411,6 @@ def test_report_text_groups_by_rank(job: Job, capsys: pytest.CaptureFixture[str]
             rf"^\s+{STEPS}\s+\S+ \S+\s+exchange \(.*app\.py:\d+\)\s+{ALLREDUCE}$",
             section, re.MULTILINE)
         assert (allreduce is not None) == MPI4PY_VISIBLE, section
-
-
-# ---------------------------------------------------------------------------- rank detection
-
-
-LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
-                      "PMI_SIZE", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID",
-                      "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
-
-
-@pytest.fixture
-def clean_launcher_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    for name in LAUNCHER_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    yield monkeypatch
-
-
-@pytest.mark.parametrize(
-    "env, expected",
-    [
-        ({}, (-1, -1)),
-        ({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "PMIX_RANK": "2"}, (2, 4)),
-        # MPICH / Intel MPI (Hydra), srun --mpi=pmi2
-        ({"PMI_RANK": "5", "PMI_SIZE": "8"}, (5, 8)),
-        # srun --mpi=pmix: PMIx exports no size, the step does
-        ({"PMIX_RANK": "1", "SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "3",
-          "SLURM_NTASKS": "16"}, (1, 3)),
-        ({"MV2_COMM_WORLD_RANK": "0", "MV2_COMM_WORLD_SIZE": "2"}, (0, 2)),
-        ({"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "8"}, (3, 4)),
-        # A batch script's shell, not a task of an srun step
-        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "8"}, (-1, -1)),
-        # Sizes are never taken from another launcher's variables
-        ({"PMI_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4"}, (1, -1)),
-        # Inconsistent or unreadable values
-        ({"PMI_RANK": "4", "PMI_SIZE": "4"}, (4, -1)),
-        ({"PMI_RANK": "x", "PMI_SIZE": "4", "MV2_COMM_WORLD_RANK": "1",
-          "MV2_COMM_WORLD_SIZE": "2"}, (1, 2)),
-    ],
-)
-def test_rank_and_size_from_launcher_environment(
-    clean_launcher_env: pytest.MonkeyPatch, env: Dict[str, str], expected: Tuple[int, int]
-) -> None:
-    for name, value in env.items():
-        clean_launcher_env.setenv(name, value)
-    assert api._mpi_rank_and_size() == expected
 
 
 def test_report_warns_of_missing_ranks(tracer: Tracer,

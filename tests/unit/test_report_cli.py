@@ -7,18 +7,13 @@ traces) and tests/integration/test_report*.py (traces recorded there and then).
 from __future__ import annotations
 
 import io
-import subprocess
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import pytest
 
 from pinsight_python.reading.analysis import ProgressDisplay
-from tests.tracing import CLI
-
-
-def cli_process(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, check=False)
+from tests.tracing import cli_process
 
 
 @pytest.mark.parametrize("command", [["report"], ["flamegraph"], ["export", "-o", "x.json"]])
