@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import shutil
 import signal
+import subprocess
+import sysconfig
 from pathlib import Path
 from typing import Dict, List, Sequence, Set
 
@@ -24,7 +26,7 @@ import pytest
 
 from pinsight_python.recording import lttng
 
-from .tracing import PINSIGHT_LIB, SYSTEM_PYTHON, Tracer, foreign_sessions
+from .tracing import NATIVE, PINSIGHT_LIB, SYSTEM_PYTHON, Tracer, foreign_sessions
 
 HERE = Path(__file__).resolve().parent
 SETUP = "run the README's setup command (scripts/setup.sh)"
@@ -114,3 +116,22 @@ def pytest_collection_modifyitems(
 @pytest.fixture
 def tracer(tmp_path: Path) -> Tracer:
     return Tracer(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def omp_kernel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Builds omp_kernel for the interpreter running the tests (sys.executable)."""
+    gcc = shutil.which("gcc")
+    assert gcc is not None, "gcc not found: run scripts/setup.sh"
+    include = sysconfig.get_paths()["include"]
+    assert (Path(include) / "Python.h").exists(), f"no Python.h in {include}"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    out = tmp_path_factory.mktemp("omp_kernel")
+    cmd = [
+        gcc, "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", "-fopenmp",
+        f"-I{include}", f"-I{NATIVE}", str(NATIVE / "omp_kernel.c"),
+        "-o", str(out / f"omp_kernel{suffix}"), "-llttng-ust", "-ldl",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"building omp_kernel failed:\n{' '.join(cmd)}\n{proc.stderr}"
+    return out

@@ -1,4 +1,9 @@
-"""Test support: run Python code under a real LTTng session, read the trace back.
+"""Test support, the one module of helpers the test files share (no test file imports
+another): run Python code under a real LTTng session, read the trace back, run the
+CLI; and, one section each, what several files use: `trace` as a test runs it, the
+batched payload's busy and dying programs, the committed unit traces, Trace
+Compass's analyses replayed (tc_replay.py, the replay engine), every view of one
+trace, the native domains beside ours. Shared fixtures are tests/conftest.py's.
 
 Traces are read with babeltrace2 (Debian's python3-bt2, through bt2_dump.py run
 by /usr/bin/python3), never with a parser of our own.
@@ -13,16 +18,20 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from pinsight_python.activation import settings
 from pinsight_python.recording import lttng
+from tests import tc_replay
+from tests.tc_replay import Frame
 
 HERE = Path(__file__).resolve().parent
 NATIVE = HERE / "native"  # the C and C++ sources tests build
@@ -389,3 +398,518 @@ def check_balanced(trace: Trace, allow_open: bool = False) -> None:
                 )
         if not allow_open:
             assert not stack, f"thread {key}: frames left open: {stack[-5:]}"
+
+
+# ------------------------------------------------------- `pinsight-python trace` as a test runs it
+
+
+def events_of(trace: Trace, pid: int) -> Trace:
+    return Trace(trace.path, [e for e in trace.events if e.ctx["vpid"] == pid], trace.discarded)
+
+
+def begins(trace: Trace, qualname: str) -> int:
+    return sum(1 for e in trace.named("function_begin") if e.fields["qualname"] == qualname)
+
+
+def write(tmp_path: Path, name: str, code: str) -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def trace_report(stderr: str) -> Tuple[Path, str]:
+    m = re.search(r"trace written to (\S+) \(LTTng session (\S+), now destroyed\)", stderr)
+    assert m, stderr
+    return Path(m.group(1)), m.group(2)
+
+
+# Open MPI as root, 4 ranks on 2 cores, shared memory only, no remote launcher:
+MPI_ENV = {
+    # mpirun refuses to run as root without both.
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    # Shared memory between the ranks of this node; UCX, OFI and openib are not
+    # probed (they print warnings or take seconds where such hardware is found).
+    "OMPI_MCA_pml": "ob1",
+    "OMPI_MCA_btl": "self,vader",
+    # Containers often forbid the cross-memory attach (ptrace) vader uses by default.
+    "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    # Local launch only: no ssh needed on PATH.
+    "OMPI_MCA_plm_rsh_agent": "",
+}
+
+
+# ----------------- The batched payload: a program its writer thread keeps busy, one killed mid-run
+KILLED = """
+import os, signal, sys, time
+def before(i):
+    return i * 2
+def after(i):
+    return i + 1
+def deep(n, how):
+    if n:
+        return deep(n - 1, how)
+    for i in range(10):
+        after(i)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif how == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+    else:
+        os.abort()
+for i in range(100):
+    before(i)
+# Idle: the control thread writes this thread's block (before() and the sleep's call);
+# 1.5 s, not its 0.2 s + 0.1 s: a loaded machine can run the control thread late.
+time.sleep(1.5)
+deep(5, sys.argv[1])
+"""
+
+
+def run_dying(tmp_path: Path, how: str) -> Trace:
+    out = tmp_path / f"trace-{how}"
+    script = tmp_path / "dying.py"
+    script.write_text("import pinsight_python\npinsight_python.activate(payload='batched')\n"
+                      + textwrap.dedent(KILLED))
+    with isolated_session(out) as run_as:
+        proc = subprocess.run([sys.executable, str(script), how], capture_output=True,
+                              text=True, timeout=120, check=False, preexec_fn=run_as)
+        assert proc.returncode < 0, (proc.returncode, proc.stderr)
+    return read_trace(out)
+
+
+LOSSY = """
+import sys, threading, time, pinsight_python
+pinsight_python.activate(payload="batched")
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+# The threads start, and end, while LTTng has room: their first and last blocks
+# are kept, so every loss is between two blocks read, and counted.
+started, done = threading.Barrier(3), threading.Barrier(3)
+def work():
+    started.wait()
+    for _ in range(6):
+        fib(18)
+    done.wait()
+    time.sleep(1.5)  # the consumer's 0.2 s read timer makes room, even on a loaded machine
+before = pinsight_python.status()["events_emitted"]
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(pinsight_python.status()["events_emitted"] - before)
+"""
+WRITER_PROGRAM = """
+import threading
+from pinsight_python import _pinsight_python as core
+pinsight_python.activate(payload="batched")
+writer = core._block_writer_tid()
+calls = [0, 0, 0]
+
+def leaf(i, slot):
+    calls[slot] += 1
+    return i
+
+def pair(i):  # a generator_end record per instance, among the thread's others
+    yield i
+
+def work(slot):
+    for i in range(150000):
+        leaf(i, slot)
+        if i % 500 == 0:
+            sum(pair(i))
+
+threads = [threading.Thread(target=work, args=(k,)) for k in (1, 2)]
+for t in threads:
+    t.start()
+work(0)
+for t in threads:
+    t.join()
+named = open(f"/proc/self/task/{writer}/comm").read().strip() if writer else ""
+print(writer, named == open("/proc/self/comm").read().strip(), sum(calls))
+"""
+
+
+# ---------------- The small traces committed under tests/unit/traces (scripts/make_unit_traces.py)
+TRACES = HERE / "unit" / "traces"
+PROGRAM_CALLS = {"main": 1, "fib": 25, "work": 2, "fails": 1}
+
+
+def program_functions(report: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    [proc] = report["processes"]
+    return {
+        f["qualname"]: f for f in proc["functions"]
+        if f["kind"] == "python" and str(f["filename"]).endswith("unit_program.py")
+    }
+
+
+def native_calls(report: Dict[str, Any]) -> Dict[str, int]:
+    [proc] = report["processes"]
+    return {f["name"]: f["calls"] for f in proc["functions"] if f["kind"] == "native"}
+
+
+# --------------------------------- Trace Compass's analyses (tracecompass/), replayed by tc_replay
+REPO = HERE.parent
+TRACECOMPASS = REPO / "tracecompass"
+# shared/ sits beside the repository, locally and in CI.
+XSD = REPO.parent / "shared" / "tracecompass-xsd" / "xmlDefinition.xsd"
+OUR_PROVIDER = lttng.PROVIDER
+CALLSTACK_XML = TRACECOMPASS / "pinsight_python_callstack.xml"
+CROSSDOMAIN_XML = TRACECOMPASS / "pinsight_python_crossdomain.xml"
+CALLSTACK_ID = "pinsight.python.tracecompass.callstack"
+CROSSDOMAIN_ID = "pinsight.python.tracecompass.crossdomain.callstack"
+THREADS_VIEW_ID = "pinsight.python.tracecompass.threads.timeGraphView"
+CROSSDOMAIN_VIEW_ID = "pinsight.python.tracecompass.crossdomain.timeGraphView"
+
+
+def xml_files() -> List[Path]:
+    files = sorted(TRACECOMPASS.glob("*.xml"))
+    assert files, f"no analyses in {TRACECOMPASS}"
+    return files
+
+
+def replay(
+    path: Path, callstack_id: str, events: Sequence[Any]
+) -> Tuple[tc_replay.AnalysisFile, tc_replay.Replay]:
+    analysis = tc_replay.AnalysisFile(path)
+    return analysis, analysis.replay(callstack_id, events)
+
+
+def thread_key(event: Any) -> Tuple[str, str]:
+    return (str(event.ctx["vpid"]), str(event.ctx["vtid"]))
+
+
+def frame_name(event: Any) -> str:
+    """The name the analyses give a frame: qualname, callee, or "import <module>"."""
+    fields = event.fields
+    if "module" in fields:
+        return f"import {fields['module']}"
+    return fields["qualname"] if "qualname" in fields else fields["callee_name"]
+
+
+def reference_frames(events: Sequence[Any]) -> Dict[Tuple[str, str], List[Frame]]:
+    """Frames straight from the events, as a stack per thread: what the XML must build.
+
+    A frame ends one nanosecond before its end event, as TC's intervals do; a
+    frame that begins and ends at one timestamp leaves no interval in TC.
+    """
+    stacks: Dict[Tuple[str, str], List[Tuple[str, int]]] = collections.defaultdict(list)
+    frames: Dict[Tuple[str, str], List[Frame]] = collections.defaultdict(list)
+    for event in events:
+        kind = event.name.split(":", 1)[1]
+        key = thread_key(event)
+        if kind in ("function_begin", "c_call_begin", "import_begin"):
+            stacks[key].append((frame_name(event), event.ts))
+        elif kind in ("function_end", "c_call_end", "import_end"):
+            name, start = stacks[key].pop()
+            if start < event.ts:
+                frames[key].append(Frame(len(stacks[key]) + 1, name, start, event.ts - 1))
+    return {k: sorted(v, key=lambda f: (f.start, f.depth)) for k, v in frames.items()}
+
+
+def frame_paths(frames: Sequence[Frame]) -> List[Tuple[str, ...]]:
+    """Each frame with its callers, outermost first."""
+    paths: List[Tuple[str, ...]] = []
+    open_frames: List[Frame] = []
+    for frame in frames:  # by start time, then depth
+        open_frames = [f for f in open_frames if f.depth < frame.depth and f.end >= frame.start]
+        open_frames.append(frame)
+        paths.append(tuple(str(f.name) for f in open_frames))
+    return paths
+
+
+def assert_clean(result: tc_replay.Replay) -> None:
+    assert not result.diagnostics.missing_fields, result.diagnostics.missing_fields
+    assert not result.diagnostics.dropped_changes, result.diagnostics.dropped_changes
+    assert not result.ss.empty_pops, result.ss.empty_pops[:5]
+
+
+def rows_by_path(view: ET.Element, ss: tc_replay.StateSystem) -> Dict[str, tc_replay.Row]:
+    return {row.path: row for top in tc_replay.view_rows(view, ss) for row in top.walk()}
+
+
+def running_reference(events: Sequence[Any], key: Tuple[str, str]) -> List[Tuple[int, str]]:
+    """(time, function on top or "idle") whenever a thread's top frame changes."""
+    out: List[Tuple[int, str]] = []
+    stack: List[str] = []
+    for event in events:
+        if thread_key(event) != key:
+            continue
+        kind = event.name.split(":", 1)[1]
+        if kind in ("function_begin", "c_call_begin", "import_begin"):
+            stack.append(frame_name(event))
+        elif kind in ("function_end", "c_call_end", "import_end"):
+            stack.pop()
+        elif kind != "thread_start":
+            continue
+        state = stack[-1] if stack else "idle"
+        if out and out[-1][0] == event.ts:
+            out[-1] = (event.ts, state)  # TC keeps the last change at one timestamp
+        elif not out or out[-1][1] != state:
+            out.append((event.ts, state))
+    return out
+
+
+# ----------------------------------------------- Every view of one trace, compared across payloads
+ANALYSES = [
+    (CALLSTACK_XML, "pinsight.python.tracecompass.callstack"),
+    (CROSSDOMAIN_XML, "pinsight.python.tracecompass.crossdomain.callstack"),
+]
+# Deterministic: the same calls in the same order on every run (a raw thread and
+# a lock, not threading's Python-level handshakes, whose waits depend on timing).
+MIXED_WORKLOAD = """
+import _thread, math
+
+def leaf(x):
+    return math.sqrt(x) + len([x])
+
+def numbers(n):
+    for i in range(n):
+        yield leaf(i)
+
+def fails():
+    raise ValueError("unwound")
+
+def parse(text):
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+    def total(self):
+        return sum(numbers(self.v))
+
+def worker(done):
+    Box(5).total()
+    done.release()
+
+def main():
+    done = _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(worker, (done,))
+    for i in range(20):
+        Box(i % 4).total()
+        parse("x" if i % 3 else str(i))
+    try:
+        fails()
+    except ValueError:
+        pass
+    sorted([3, 1, 2], key=leaf)
+    done.acquire()
+
+main()
+"""
+_TIME_KEYS = {"begin_ns", "end_ns", "duration_ns", "total_ns", "self_ns", "trace", "trace_dirs",
+              "wall_ns", "running_ns", "mean_wall_ns", "ts_ns", "offset_ns"}
+_ID_KEYS = {"vpid", "vtid", "pid", "label"}
+
+
+def normalized(value: Any) -> Any:
+    """A report without times and process/thread ids; lists in a canonical order."""
+    if isinstance(value, dict):
+        return {
+            k: normalized(v) for k, v in value.items() if k not in _TIME_KEYS | _ID_KEYS
+        }
+    if isinstance(value, list):
+        items = [normalized(v) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, str):
+        return re.sub(r"prog\d+\.py", "prog.py", value)  # each run's own script
+    return value
+
+
+def folded_stacks(text: str) -> List[str]:
+    """The stacks of `flamegraph --folded`, without weights and with ids masked."""
+    stacks = []
+    for line in text.splitlines():
+        parts = line.rpartition(" ")[0].split(";")
+        parts[:2] = [re.sub(r"\d+", "N", p) for p in parts[:2]]
+        stacks.append(";".join(parts))
+    return sorted(stacks)
+
+
+def chrome_frames(path: Path) -> List[List[Tuple[str, str, str]]]:
+    """Per thread: its frame events (begin/end or complete) with names and arguments,
+    in time order."""
+    data = json.loads(path.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    threads: Dict[Tuple[Any, Any], List[Tuple[str, str, str]]] = collections.defaultdict(list)
+    for e in sorted(events, key=lambda e: e.get("ts", 0)):  # stable: file order at equal ts
+        if e.get("ph") in ("B", "E", "X"):
+            args = json.dumps(e.get("args", {}), sort_keys=True)
+            threads[(e["pid"], e["tid"])].append((e["ph"], e.get("name", ""), args))
+    assert threads, f"{path}: no frames"
+    return sorted(threads.values())
+
+
+def replayed_stacks(
+    events: Sequence[Event], path: Path, callstack_id: str, whole: bool = True
+) -> List[List[Any]]:
+    """Frames (depth, name) per thread; `whole`: the trace has every begin."""
+    analysis = tc_replay.AnalysisFile(path)
+    result = analysis.replay(callstack_id, events)
+    assert not whole or not result.ss.empty_pops, result.ss.empty_pops[:5]
+    assert not result.diagnostics.missing_fields, result.diagnostics.missing_fields
+    frames = tc_replay.callstack_frames(analysis.callstacks[callstack_id], result.ss)
+    return sorted([(f.depth, str(f.name)) for f in fs] for fs in frames.values())
+
+
+# ------------ Native domains beside ours: PInsight's OpenMP through libpinsight.so, and a stand-in
+PINSIGHT_LIKE = NATIVE / "pinsight_like"
+TEAM = 2  # OMP_NUM_THREADS of every run
+# One file drives both, as with PInsight: each reads its own sections.
+OPENMP_CONFIG = """\
+[OpenMP.default]
+    trace_mode = TRACING
+[Python.default]
+    trace_mode = TRACING
+"""
+
+
+def compile_native(cmd: Sequence[str]) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+
+
+def openmp_env(tmp_path: Path, **extra: str) -> Dict[str, str]:
+    config = tmp_path / "pinsight_trace_config.txt"
+    config.write_text(OPENMP_CONFIG)
+    env = clean_env("LD_PRELOAD", "OMP_TOOL_LIBRARIES")
+    env.update(OMP_NUM_THREADS=str(TEAM), PINSIGHT_TRACE_CONFIG_FILE=str(config))
+    # A busy session daemon must not make the program start before LTTng-UST
+    # has its enablers (its default wait is 3 s): the first events would be lost.
+    env.update(LTTNG_UST_REGISTER_TIMEOUT="30000")
+    env.update(extra)
+    return env
+
+
+CALLS = 40
+STANDIN_WORKLOAD = textwrap.dedent(f"""
+    import ctypes, os
+    like = ctypes.CDLL(os.environ["STANDIN"])
+    like.pinsight_like_kernel.restype = ctypes.c_double
+    def step(i):
+        return like.pinsight_like_kernel(5000 + i)
+    def main(n):
+        total = 0.0
+        for i in range(n):
+            total += step(i)
+        return total
+    print(os.getpid(), main({CALLS}), flush=True)
+""")
+
+
+def native_report(out: Path, pid: int) -> Dict[str, Any]:
+    """Our own reader's report of the process `pid` in the trace `out`."""
+    from pinsight_python.reading.analysis import ReadFilter
+    from pinsight_python.reading.analysis import read_trace as read_with_reader
+    from pinsight_python.reading.report import build_report
+
+    return build_report(read_with_reader(out, filters=ReadFilter(pids=(pid,))), top=0)
+
+
+def native_rows(report: Dict[str, Any], domain: str, name: str) -> Dict[Optional[str], int]:
+    """count per caller (None: no Python caller) of the regions `domain` `name`."""
+    rows: Dict[Optional[str], int] = {}
+    for row in report["native"]:
+        if (row["domain"], row["name"]) == (domain, name):
+            caller = row["caller"]["qualname"] if row["caller"] else None
+            rows[caller] = rows.get(caller, 0) + row["count"]
+            assert row["total_ns"] > 0
+            # Above 1 when the regions ran on several threads at once.
+            assert row["share_of_caller"] is None or row["share_of_caller"] > 0, row
+    return rows
+
+
+def assert_openmp_regions_under_their_call(report: Dict[str, Any]) -> str:
+    """The OpenMP workload's CALLS parallel regions under the call that ran them,
+    and the workers' implicit tasks too, on threads that never ran Python: joined
+    to the call by their parallel region. (libpinsight may miss one worker begin.)
+    Returns the caller."""
+    caller = "step"  # the Python function; under sys.monitoring, via ctypes.openmp_region
+    assert native_rows(report, "openmp", "parallel") == {caller: CALLS}
+    tasks = native_rows(report, "openmp", "implicit_task")
+    assert set(tasks) == {caller}, tasks
+    assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
+    return caller
+
+
+def build_openmp_kernel(out: Path) -> Path:
+    """openmp_region.c with clang -fopenmp (LLVM's libomp: OMPT)."""
+    cc = os.environ.get("PINSIGHT_OMP_CC", "clang")
+    if shutil.which(cc) is None:
+        raise AssertionError(
+            f"{cc!r} is missing: PInsight's OpenMP tracing needs "
+            "clang and LLVM's libomp (Debian: apt-get install clang libomp-dev)"
+        )
+    resource = subprocess.run(
+        [cc, "-print-resource-dir"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    rpath = []
+    if resource and (Path(resource).parents[1] / "libomp.so").exists():
+        rpath = [f"-Wl,-rpath,{Path(resource).parents[1]}"]
+    lib = out / "libopenmp_region.so"
+    compile_native(
+        [
+            cc,
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-fopenmp",
+            str(PINSIGHT_LIKE / "openmp_region.c"),
+            "-o",
+            str(lib),
+            *rpath,
+        ]
+    )
+    return lib
+
+
+def trace_openmp_workload(
+    tmp_path: Path, env: Dict[str, str], *options: str
+) -> Tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path / "cli-trace"
+    script = tmp_path / "app.py"
+    script.write_text(STANDIN_WORKLOAD.replace("pinsight_like_kernel", "openmp_region"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinsight_python.cli", "trace", "--no-summary", "-o", str(out),
+         *options, "--", sys.executable, str(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240, check=False,
+    )
+    return proc, out
+
+
+OMP = "pinsight_test_omp"
+OMP_THREADS = 2
+OMP_PROGRAM = """
+import os
+import sys
+import threading
+print(os.getpid(), flush=True)
+sys.path.insert(0, {kernel_dir!r})
+import omp_kernel
+
+def simulate(steps):
+    total = 0.0
+    for _ in range(steps):
+        total += omp_kernel.saxpy(200_000, 2.0)
+    return total
+
+def analyse():
+    return omp_kernel.dot(110_000)
+
+def background():
+    return omp_kernel.saxpy(60_000, 3.0)
+
+print(simulate(3))
+print(analyse())
+t = threading.Thread(target=background)
+t.start()
+t.join()
+"""

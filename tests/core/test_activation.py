@@ -19,7 +19,6 @@ import select
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -30,11 +29,15 @@ import pinsight_python
 from pinsight_python.activation import startup as _startup
 from tests.tracing import (
     Trace,
+    begins,
     check_balanced,
     clean_env,
+    events_of,
     isolated_session,
     read_trace,
     session_exists,
+    trace_report,
+    write,
 )
 
 PY = sys.executable
@@ -83,21 +86,6 @@ def run_traced(
     with isolated_session(out) as run_as:
         ran = run_plain(cmd, cwd, env, stdin, run_as)
     return ran, read_trace(out)
-
-
-def events_of(trace: Trace, pid: int) -> Trace:
-    return Trace(trace.path, [e for e in trace.events if e.ctx["vpid"] == pid], trace.discarded)
-
-
-def begins(trace: Trace, qualname: str) -> int:
-    return sum(1 for e in trace.named("function_begin") if e.fields["qualname"] == qualname)
-
-
-def write(tmp_path: Path, name: str, code: str) -> Path:
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(code))
-    return path
 
 
 # A program that shows what it sees, and whose calls are counted in the trace.
@@ -508,12 +496,6 @@ def program_line(stderr: str) -> Dict[str, Any]:
     (line,) = [ln for ln in stderr.splitlines() if ln.startswith('{"pid": ')]
     result: Dict[str, Any] = json.loads(line)
     return result
-
-
-def trace_report(stderr: str) -> Tuple[Path, str]:
-    m = re.search(r"trace written to (\S+) \(LTTng session (\S+), now destroyed\)", stderr)
-    assert m, stderr
-    return Path(m.group(1)), m.group(2)
 
 
 def test_trace_runs_the_command_and_keeps_the_trace(tmp_path: Path) -> None:

@@ -15,76 +15,30 @@ import collections
 import json
 import os
 import random
-import re
 import struct
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict
 
 import pytest
 
 from pinsight_python.recording import lttng
-from tests import tc_replay
-from tests.tracing import Event, Trace, Tracer, clean_env, cli, read_trace
-
-REPO = Path(__file__).resolve().parents[2]
-CALLSTACK_XML = REPO / "tracecompass" / "pinsight_python_callstack.xml"
-CROSSDOMAIN_XML = REPO / "tracecompass" / "pinsight_python_crossdomain.xml"
-ANALYSES = [
-    (CALLSTACK_XML, "pinsight.python.tracecompass.callstack"),
-    (CROSSDOMAIN_XML, "pinsight.python.tracecompass.crossdomain.callstack"),
-]
-
-# Deterministic: the same calls in the same order on every run (a raw thread and
-# a lock, not threading's Python-level handshakes, whose waits depend on timing).
-WORKLOAD = """
-import _thread, math
-
-def leaf(x):
-    return math.sqrt(x) + len([x])
-
-def numbers(n):
-    for i in range(n):
-        yield leaf(i)
-
-def fails():
-    raise ValueError("unwound")
-
-def parse(text):
-    try:
-        return int(text)
-    except ValueError:
-        return -1
-
-class Box:
-    def __init__(self, v):
-        self.v = v
-    def total(self):
-        return sum(numbers(self.v))
-
-def worker(done):
-    Box(5).total()
-    done.release()
-
-def main():
-    done = _thread.allocate_lock()
-    done.acquire()
-    _thread.start_new_thread(worker, (done,))
-    for i in range(20):
-        Box(i % 4).total()
-        parse("x" if i % 3 else str(i))
-    try:
-        fails()
-    except ValueError:
-        pass
-    sorted([3, 1, 2], key=leaf)
-    done.acquire()
-
-main()
-"""
+from tests.tracing import (
+    ANALYSES,
+    MIXED_WORKLOAD,
+    Trace,
+    Tracer,
+    chrome_frames,
+    clean_env,
+    cli,
+    folded_stacks,
+    normalized,
+    read_trace,
+    replayed_stacks,
+)
 
 
 def stream_bytes(trace_dir: Path) -> int:
@@ -102,60 +56,6 @@ def stream_bytes(trace_dir: Path) -> int:
 
 
 # ---------------------------------------------------------------------------- normalizing
-
-_TIME_KEYS = {"begin_ns", "end_ns", "duration_ns", "total_ns", "self_ns", "trace", "trace_dirs",
-              "wall_ns", "running_ns", "mean_wall_ns", "ts_ns", "offset_ns"}
-_ID_KEYS = {"vpid", "vtid", "pid", "label"}
-
-
-def normalized(value: Any) -> Any:
-    """A report without times and process/thread ids; lists in a canonical order."""
-    if isinstance(value, dict):
-        return {
-            k: normalized(v) for k, v in value.items() if k not in _TIME_KEYS | _ID_KEYS
-        }
-    if isinstance(value, list):
-        items = [normalized(v) for v in value]
-        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
-    if isinstance(value, str):
-        return re.sub(r"prog\d+\.py", "prog.py", value)  # each run's own script
-    return value
-
-
-def folded_stacks(text: str) -> List[str]:
-    """The stacks of `flamegraph --folded`, without weights and with ids masked."""
-    stacks = []
-    for line in text.splitlines():
-        parts = line.rpartition(" ")[0].split(";")
-        parts[:2] = [re.sub(r"\d+", "N", p) for p in parts[:2]]
-        stacks.append(";".join(parts))
-    return sorted(stacks)
-
-
-def chrome_frames(path: Path) -> List[List[Tuple[str, str, str]]]:
-    """Per thread: its frame events (begin/end or complete) with names and arguments,
-    in time order."""
-    data = json.loads(path.read_text())
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    threads: Dict[Tuple[Any, Any], List[Tuple[str, str, str]]] = collections.defaultdict(list)
-    for e in sorted(events, key=lambda e: e.get("ts", 0)):  # stable: file order at equal ts
-        if e.get("ph") in ("B", "E", "X"):
-            args = json.dumps(e.get("args", {}), sort_keys=True)
-            threads[(e["pid"], e["tid"])].append((e["ph"], e.get("name", ""), args))
-    assert threads, f"{path}: no frames"
-    return sorted(threads.values())
-
-
-def replayed_stacks(
-    events: Sequence[Event], path: Path, callstack_id: str, whole: bool = True
-) -> List[List[Any]]:
-    """Frames (depth, name) per thread; `whole`: the trace has every begin."""
-    analysis = tc_replay.AnalysisFile(path)
-    result = analysis.replay(callstack_id, events)
-    assert not whole or not result.ss.empty_pops, result.ss.empty_pops[:5]
-    assert not result.diagnostics.missing_fields, result.diagnostics.missing_fields
-    frames = tc_replay.callstack_frames(analysis.callstacks[callstack_id], result.ss)
-    return sorted([(f.depth, str(f.name)) for f in fs] for fs in frames.values())
 
 
 # ---------------------------------------------------------------------------- choosing
@@ -214,7 +114,7 @@ def test_payload_key_and_overrides(tmp_path: Path) -> None:
 def both_payloads(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Trace]:
     tmp = tmp_path_factory.mktemp("economy")
     work = tmp / "work.py"
-    work.write_text(textwrap.dedent(WORKLOAD))
+    work.write_text(textwrap.dedent(MIXED_WORKLOAD))
     tracer = Tracer(tmp)
     code = f"import runpy\nrunpy.run_path({str(work)!r}, run_name='__main__')\n"
     traces = {}

@@ -23,14 +23,19 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 import pytest
 
 from pinsight_python.recording import target
-from tests.tracing import CLI, clean_env, cli_process, proc_status, read_trace, wait_for
-from tests.unit.test_tracecompass import (
+from tests.tracing import (
     CALLSTACK_ID,
     CALLSTACK_XML,
+    CLI,
     CROSSDOMAIN_ID,
     CROSSDOMAIN_XML,
     assert_clean,
+    clean_env,
+    cli_process,
+    proc_status,
+    read_trace,
     replay,
+    wait_for,
 )
 
 _serial = itertools.count()

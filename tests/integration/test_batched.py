@@ -26,39 +26,35 @@ import pytest
 
 from pinsight_python.reading import analysis
 from pinsight_python.recording import lttng
-from tests.core.test_economy import (
+from tests.tracing import (
     ANALYSES,
-    WORKLOAD,
-    chrome_frames,
-    folded_stacks,
-    normalized,
-    replayed_stacks,
-)
-from tests.integration.test_coexistence import (
-    _assert_openmp_regions_under_their_call,
-    _build_openmp_kernel,
-    _env,
-    _native_report,
-    _trace_cli,
-)
-from tests.integration.test_native_correlation import (  # noqa: F401 - omp_kernel_dir: a fixture
+    CLI,
+    LOSSY,
+    MIXED_WORKLOAD,
     OMP,
     OMP_PROGRAM,
     OMP_THREADS,
-    omp_kernel_dir,
-)
-from tests.tracing import (
-    CLI,
     PINSIGHT_LIB,
     SYSTEM_PYTHON,
+    WRITER_PROGRAM,
     Trace,
     Tracer,
+    assert_openmp_regions_under_their_call,
+    build_openmp_kernel,
+    chrome_frames,
     clean_env,
     cli,
+    folded_stacks,
     isolated,
     isolated_session,
+    native_report,
+    normalized,
+    openmp_env,
     read_trace,
+    replayed_stacks,
+    run_dying,
     system_lttng_env,
+    trace_openmp_workload,
 )
 
 RATE_CONFIG = """
@@ -110,7 +106,7 @@ def calls(rep: Dict[str, Any]) -> Dict[str, int]:
 
 @pytest.fixture(scope="module")
 def payload_traces(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Trace]:
-    """WORKLOAD traced compact and batched, without and with rate control."""
+    """MIXED_WORKLOAD traced compact and batched, without and with rate control."""
     tmp = tmp_path_factory.mktemp("batched")
     config = tmp / "rate.txt"
     config.write_text(textwrap.dedent(RATE_CONFIG))
@@ -118,14 +114,14 @@ def payload_traces(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Trace]
     traces = {}
     for payload in ("compact", "batched"):
         traces[payload] = tracer.run(
-            WORKLOAD, activate=f"pinsight_python.activate(payload={payload!r})").trace
+            MIXED_WORKLOAD, activate=f"pinsight_python.activate(payload={payload!r})").trace
         traces[payload + "-rate"] = tracer.run(
-            WORKLOAD,
+            MIXED_WORKLOAD,
             activate=f"pinsight_python.activate(payload={payload!r}, config={str(config)!r})",
         ).trace
     # Each traced thread writes its own blocks, with no writer thread.
     traces["batched-inline"] = tracer.run(
-        WORKLOAD, activate="pinsight_python.activate(payload='batched')",
+        MIXED_WORKLOAD, activate="pinsight_python.activate(payload='batched')",
         env={"PINSIGHT_PYTHON_BLOCK_WRITER": "inline"}).trace
     return traces
 
@@ -219,44 +215,6 @@ def test_unbatched_trace_reads_as_compact_in_trace_compass(
     assert replayed_stacks(unbatched.events, path, callstack_id) == compact
     # Our reader too: what the batched trace gives.
     assert same_run(report(unbatched)) == same_run(report(payload_traces["batched"]))
-
-
-KILLED = """
-import os, signal, sys, time
-def before(i):
-    return i * 2
-def after(i):
-    return i + 1
-def deep(n, how):
-    if n:
-        return deep(n - 1, how)
-    for i in range(10):
-        after(i)
-    if how == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif how == "term":
-        os.kill(os.getpid(), signal.SIGTERM)
-    else:
-        os.abort()
-for i in range(100):
-    before(i)
-# Idle: the control thread writes this thread's block (before() and the sleep's call);
-# 1.5 s, not its 0.2 s + 0.1 s: a loaded machine can run the control thread late.
-time.sleep(1.5)
-deep(5, sys.argv[1])
-"""
-
-
-def run_dying(tmp_path: Path, how: str) -> Trace:
-    out = tmp_path / f"trace-{how}"
-    script = tmp_path / "dying.py"
-    script.write_text("import pinsight_python\npinsight_python.activate(payload='batched')\n"
-                      + textwrap.dedent(KILLED))
-    with isolated_session(out) as run_as:
-        proc = subprocess.run([sys.executable, str(script), how], capture_output=True,
-                              text=True, timeout=120, check=False, preexec_fn=run_as)
-        assert proc.returncode < 0, (proc.returncode, proc.stderr)
-    return read_trace(out)
 
 
 def test_kill9_loses_only_unflushed_blocks_and_says_where(tmp_path: Path) -> None:
@@ -428,30 +386,6 @@ def test_signal_handlers_leave_the_program_alone(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "True [1]"
 
 
-LOSSY = """
-import sys, threading, time, pinsight_python
-pinsight_python.activate(payload="batched")
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-# The threads start, and end, while LTTng has room: their first and last blocks
-# are kept, so every loss is between two blocks read, and counted.
-started, done = threading.Barrier(3), threading.Barrier(3)
-def work():
-    started.wait()
-    for _ in range(6):
-        fib(18)
-    done.wait()
-    time.sleep(1.5)  # the consumer's 0.2 s read timer makes room, even on a loaded machine
-before = pinsight_python.status()["events_emitted"]
-threads = [threading.Thread(target=work) for _ in range(3)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-print(pinsight_python.status()["events_emitted"] - before)
-"""
-
-
 def test_lost_blocks_are_counted_where_they_were_lost(tmp_path: Path) -> None:
     # Two 8 KiB sub-buffers per CPU, in discard mode, read every 200 ms only:
     # LTTng drops many 4 KiB blocks, however fast the machine runs the program.
@@ -583,14 +517,14 @@ def test_pinsight_openmp_workers_joined_to_the_batched_call(tmp_path: Path) -> N
     """PInsight's real OpenMP domain: a worker thread's implicit tasks (threads that run
     no Python) go to the Python call that opened their parallel region, which is in
     the calling thread's blocks: the reader keeps every thread's events in time order."""
-    kernel = _build_openmp_kernel(tmp_path)
-    env = _env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
-    proc, out = _trace_cli(tmp_path, env, "--batch")
+    kernel = build_openmp_kernel(tmp_path)
+    env = openmp_env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
+    proc, out = trace_openmp_workload(tmp_path, env, "--batch")
     assert proc.returncode == 0, proc.stderr
     pid = int(proc.stdout.split()[0])
     assert read_trace(out).named("event_block")
-    report = _native_report(out, pid)
-    _assert_openmp_regions_under_their_call(report)
+    report = native_report(out, pid)
+    assert_openmp_regions_under_their_call(report)
     assert not report["missing_events"]
 
 
@@ -676,37 +610,6 @@ def test_os_exit_flushes_every_block(tracer: Tracer) -> None:
     by_process = [{f["name"]: f["calls"] for f in p["functions"]} for p in rep["processes"]]
     assert sorted(f.get("work", 0) for f in by_process) == [5, 50]
     assert all(f.get("posix._exit") == 1 for f in by_process)
-
-
-WRITER_PROGRAM = """
-import threading
-from pinsight_python import _pinsight_python as core
-pinsight_python.activate(payload="batched")
-writer = core._block_writer_tid()
-calls = [0, 0, 0]
-
-def leaf(i, slot):
-    calls[slot] += 1
-    return i
-
-def pair(i):  # a generator_end record per instance, among the thread's others
-    yield i
-
-def work(slot):
-    for i in range(150000):
-        leaf(i, slot)
-        if i % 500 == 0:
-            sum(pair(i))
-
-threads = [threading.Thread(target=work, args=(k,)) for k in (1, 2)]
-for t in threads:
-    t.start()
-work(0)
-for t in threads:
-    t.join()
-named = open(f"/proc/self/task/{writer}/comm").read().strip() if writer else ""
-print(writer, named == open("/proc/self/comm").read().strip(), sum(calls))
-"""
 
 
 @pytest.mark.parametrize("writer", ["thread", "inline"])

@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -40,37 +39,32 @@ from pinsight_python.reading.report import render_text
 from pinsight_python.recording import lttng
 from tests import perfetto_trace
 from tests.tracing import (
+    CALLS,
+    OPENMP_CONFIG,
     PINSIGHT_LIB,
+    PINSIGHT_LIKE,
     SETPROFILE,
+    STANDIN_WORKLOAD,
+    TEAM,
     Event,
     Trace,
+    assert_openmp_regions_under_their_call,
+    build_openmp_kernel,
     check_balanced,
-    clean_env,
+    compile_native,
     isolated_session,
+    native_report,
+    native_rows,
+    openmp_env,
     proc_status,
     read_trace,
+    trace_openmp_workload,
     wait_for,
 )
 
-NATIVE = Path(__file__).resolve().parents[1] / "native" / "pinsight_like"
 STANDIN = "pinsight_like_lttng_ust"
 OMPT = "ompt_pinsight_lttng_ust"
-TEAM = 2  # OMP_NUM_THREADS of every run
 SIGNALS = 5
-
-# One file drives both, as with PInsight: each reads its own sections.
-CONFIG = """\
-[OpenMP.default]
-    trace_mode = TRACING
-[Python.default]
-    trace_mode = TRACING
-"""
-
-
-def _compile(cmd: Sequence[str]) -> None:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +73,7 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     out = tmp_path_factory.mktemp("pinsight_like")
     libs = {"plain": out / "libpinsight_like.so", "chain": out / "libpinsight_like_chain.so"}
     for kind, lib in libs.items():
-        _compile(
+        compile_native(
             [
                 "gcc",
                 "-O2",
@@ -90,8 +84,8 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
                 "-shared",
                 "-fopenmp",
                 f"-DPINSIGHT_LIKE_CHAIN={int(kind == 'chain')}",
-                f"-I{NATIVE}",
-                str(NATIVE / "pinsight_like.c"),
+                f"-I{PINSIGHT_LIKE}",
+                str(PINSIGHT_LIKE / "pinsight_like.c"),
                 "-o",
                 str(lib),
                 "-llttng-ust",
@@ -100,18 +94,6 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
             ]
         )
     return libs
-
-
-def _env(tmp_path: Path, **extra: str) -> Dict[str, str]:
-    config = tmp_path / "pinsight_trace_config.txt"
-    config.write_text(CONFIG)
-    env = clean_env("LD_PRELOAD", "OMP_TOOL_LIBRARIES")
-    env.update(OMP_NUM_THREADS=str(TEAM), PINSIGHT_TRACE_CONFIG_FILE=str(config))
-    # A busy session daemon must not make the program start before LTTng-UST
-    # has its enablers (its default wait is 3 s): the first events would be lost.
-    env.update(LTTNG_UST_REGISTER_TIMEOUT="30000")
-    env.update(extra)
-    return env
 
 
 # ---------------------------------------------------------------------------
@@ -233,7 +215,7 @@ def test_sigusr1_reaches_both_when_standin_is_preloaded(
 ) -> None:
     # PInsight's usual order: its constructor installs its handler before
     # Python starts; activate() installs ours and chains to it.
-    env = _env(
+    env = openmp_env(
         tmp_path,
         LD_PRELOAD=str(standin["plain"]),
         STANDIN=str(standin["plain"]),
@@ -250,7 +232,7 @@ def test_sigusr1_reaches_both_when_a_chaining_library_loads_after_us(
 ) -> None:
     # Activated at start-up by the .pth shim, then a library that keeps and
     # calls the handler it replaces is loaded: ours must be callable from it.
-    env = _env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["chain"]))
+    env = openmp_env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["chain"]))
     r = run_signals(tmp_path, env)
     assert r["first"] is True, "the .pth shim did not activate before the library loaded"
     assert (r["signals"], r["their_reloads"], r["our_reloads"]) == (SIGNALS,) * 3, r
@@ -262,7 +244,7 @@ def test_sigusr1_reaches_both_when_reactivated_after_pinsight_loads(
     # The workaround docs/pinsight.md gives for PInsight loaded after us
     # (OMP_TOOL_LIBRARIES, dlopen): deactivate() + activate() once it is
     # loaded re-installs our handler, chained to PInsight's.
-    env = _env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["plain"]), REACTIVATE="1")
+    env = openmp_env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["plain"]), REACTIVATE="1")
     r = run_signals(tmp_path, env)
     assert r["first"] is True
     assert (r["signals"], r["their_reloads"], r["our_reloads"]) == (SIGNALS,) * 3, r
@@ -275,7 +257,8 @@ def test_sigusr1_reaches_both_when_pinsight_loads_after_us(
     # without chaining when it loads after activate() (OMP_TOOL_LIBRARIES,
     # dlopen): the control thread notices within a second and puts ours back,
     # chained to it. 3 s: the second's check, however late a loaded machine runs it.
-    env = _env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["plain"]), WAIT_AFTER_LOAD="3")
+    env = openmp_env(tmp_path, PINSIGHT_PYTHON="1", STANDIN=str(standin["plain"]),
+                     WAIT_AFTER_LOAD="3")
     r = run_signals(tmp_path, env)
     assert r["first"] is True
     assert (r["signals"], r["their_reloads"]) == (SIGNALS, SIGNALS), r  # PInsight always gets it
@@ -284,22 +267,6 @@ def test_sigusr1_reaches_both_when_pinsight_loads_after_us(
 
 # ---------------------------------------------------------------------------
 # (b), (c) the stand-in's events, with and without us
-
-CALLS = 40
-
-WORKLOAD = textwrap.dedent(f"""
-    import ctypes, os
-    like = ctypes.CDLL(os.environ["STANDIN"])
-    like.pinsight_like_kernel.restype = ctypes.c_double
-    def step(i):
-        return like.pinsight_like_kernel(5000 + i)
-    def main(n):
-        total = 0.0
-        for i in range(n):
-            total += step(i)
-        return total
-    print(os.getpid(), main({CALLS}), flush=True)
-""")
 
 
 def run_traced(
@@ -367,10 +334,10 @@ def test_standin_events_unchanged_and_inside_our_native_calls(
     standin: Dict[str, Path], tmp_path: Path
 ) -> None:
     lib = str(standin["plain"])
-    env = _env(tmp_path, LD_PRELOAD=lib, STANDIN=lib)
+    env = openmp_env(tmp_path, LD_PRELOAD=lib, STANDIN=lib)
     events = (f"{lttng.PROVIDER}:*", f"{STANDIN}:*")
-    _, alone = run_traced(tmp_path, "alone", WORKLOAD, env, events, activate=False)
-    _, both = run_traced(tmp_path, "both", WORKLOAD, env, events, activate=True)
+    _, alone = run_traced(tmp_path, "alone", STANDIN_WORKLOAD, env, events, activate=False)
+    _, both = run_traced(tmp_path, "both", STANDIN_WORKLOAD, env, events, activate=True)
     assert alone.discarded == both.discarded == 0
 
     # (b) the same events, in number, with and without us.
@@ -415,7 +382,7 @@ def test_reload_applies_to_both_configurations(standin: Dict[str, Path], tmp_pat
     # One SIGUSR1 after the shared file switched both domains to STANDBY: the
     # stand-in stops emitting and so do we.
     lib = str(standin["plain"])
-    env = _env(tmp_path, LD_PRELOAD=lib, STANDIN=lib)
+    env = openmp_env(tmp_path, LD_PRELOAD=lib, STANDIN=lib)
     config = Path(env["PINSIGHT_TRACE_CONFIG_FILE"])
     body = textwrap.dedent(f"""
         import ctypes, os, signal, time
@@ -426,7 +393,7 @@ def test_reload_applies_to_both_configurations(standin: Dict[str, Path], tmp_pat
         for i in range(5):
             step(i)
         with open({str(config)!r}, "w") as f:
-            f.write({CONFIG.replace("TRACING", "STANDBY")!r})
+            f.write({OPENMP_CONFIG.replace("TRACING", "STANDBY")!r})
         os.kill(os.getpid(), signal.SIGUSR1)
         deadline = time.monotonic() + 60
         # The reload is counted just before its configuration is published: wait for
@@ -460,41 +427,6 @@ def _perfetto(out: Path, pid: int, tmp_path: Path) -> perfetto_trace.PerfettoTra
     return perfetto_trace.read(exported)
 
 
-def _native_report(out: Path, pid: int) -> Dict[str, Any]:
-    """Our own reader's report of the process `pid` in the trace `out`."""
-    from pinsight_python.reading.analysis import ReadFilter
-    from pinsight_python.reading.analysis import read_trace as read_with_reader
-    from pinsight_python.reading.report import build_report
-
-    return build_report(read_with_reader(out, filters=ReadFilter(pids=(pid,))), top=0)
-
-
-def _native_rows(report: Dict[str, Any], domain: str, name: str) -> Dict[Optional[str], int]:
-    """count per caller (None: no Python caller) of the regions `domain` `name`."""
-    rows: Dict[Optional[str], int] = {}
-    for row in report["native"]:
-        if (row["domain"], row["name"]) == (domain, name):
-            caller = row["caller"]["qualname"] if row["caller"] else None
-            rows[caller] = rows.get(caller, 0) + row["count"]
-            assert row["total_ns"] > 0
-            # Above 1 when the regions ran on several threads at once.
-            assert row["share_of_caller"] is None or row["share_of_caller"] > 0, row
-    return rows
-
-
-def _assert_openmp_regions_under_their_call(report: Dict[str, Any]) -> str:
-    """The OpenMP workload's CALLS parallel regions under the call that ran them,
-    and the workers' implicit tasks too, on threads that never ran Python: joined
-    to the call by their parallel region. (libpinsight may miss one worker begin.)
-    Returns the caller."""
-    caller = "step"  # the Python function; under sys.monitoring, via ctypes.openmp_region
-    assert _native_rows(report, "openmp", "parallel") == {caller: CALLS}
-    tasks = _native_rows(report, "openmp", "implicit_task")
-    assert set(tasks) == {caller}, tasks
-    assert CALLS * TEAM - 1 <= tasks[caller] <= CALLS * TEAM, tasks
-    return caller
-
-
 def test_report_attributes_any_providers_regions_to_their_caller(
     standin: Dict[str, Path], tmp_path: Path
 ) -> None:
@@ -503,11 +435,11 @@ def test_report_attributes_any_providers_regions_to_their_caller(
     went through apart (none under the profile hook, which does not report ctypes
     calls)."""
     lib = str(standin["plain"])
-    env = _env(tmp_path, LD_PRELOAD=lib, STANDIN=lib)
+    env = openmp_env(tmp_path, LD_PRELOAD=lib, STANDIN=lib)
     events = (f"{lttng.PROVIDER}:*", f"{STANDIN}:*")
-    pid, _ = run_traced(tmp_path, "both", WORKLOAD, env, events, activate=True)
-    report = _native_report(tmp_path / "trace-both", pid)
-    assert _native_rows(report, STANDIN, "region") == {"step": CALLS}
+    pid, _ = run_traced(tmp_path, "both", STANDIN_WORKLOAD, env, events, activate=True)
+    report = native_report(tmp_path / "trace-both", pid)
+    assert native_rows(report, STANDIN, "region") == {"step": CALLS}
     via = {row["via"] for row in report["native"] if row["domain"] == STANDIN}
     assert via == {None if SETPROFILE else "ctypes.pinsight_like_kernel"}, via
     assert report["native_unmatched"] == []
@@ -525,41 +457,11 @@ def test_report_attributes_any_providers_regions_to_their_caller(
 # The real libpinsight.so (tests/tracing.PINSIGHT_LIB; conftest insists it exists)
 
 
-def _build_openmp_kernel(out: Path) -> Path:
-    """openmp_region.c with clang -fopenmp (LLVM's libomp: OMPT)."""
-    cc = os.environ.get("PINSIGHT_OMP_CC", "clang")
-    if shutil.which(cc) is None:
-        raise AssertionError(
-            f"{cc!r} is missing: PInsight's OpenMP tracing needs "
-            "clang and LLVM's libomp (Debian: apt-get install clang libomp-dev)"
-        )
-    resource = subprocess.run(
-        [cc, "-print-resource-dir"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    rpath = []
-    if resource and (Path(resource).parents[1] / "libomp.so").exists():
-        rpath = [f"-Wl,-rpath,{Path(resource).parents[1]}"]
-    lib = out / "libopenmp_region.so"
-    _compile(
-        [
-            cc,
-            "-O2",
-            "-fPIC",
-            "-shared",
-            "-fopenmp",
-            str(NATIVE / "openmp_region.c"),
-            "-o",
-            str(lib),
-            *rpath,
-        ]
-    )
-    return lib
-
 def test_real_libpinsight(tmp_path: Path) -> None:
     lib = PINSIGHT_LIB.resolve()
-    kernel = _build_openmp_kernel(tmp_path)
-    env = _env(tmp_path, LD_PRELOAD=str(lib), STANDIN=str(kernel))
-    body = WORKLOAD.replace("pinsight_like_kernel", "openmp_region")
+    kernel = build_openmp_kernel(tmp_path)
+    env = openmp_env(tmp_path, LD_PRELOAD=str(lib), STANDIN=str(kernel))
+    body = STANDIN_WORKLOAD.replace("pinsight_like_kernel", "openmp_region")
     events = (f"{lttng.PROVIDER}:*", f"{OMPT}:*")
     _, alone = run_traced(tmp_path, "alone", body, env, events, activate=False)
     _, both = run_traced(tmp_path, "both", body, env, events, activate=True)
@@ -614,27 +516,13 @@ REAL_SIGNAL_PROGRAM = textwrap.dedent("""
 """)
 
 
-def _trace_cli(
-    tmp_path: Path, env: Dict[str, str], *options: str
-) -> Tuple[subprocess.CompletedProcess[str], Path]:
-    out = tmp_path / "cli-trace"
-    script = tmp_path / "app.py"
-    script.write_text(WORKLOAD.replace("pinsight_like_kernel", "openmp_region"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pinsight_python.cli", "trace", "--no-summary", "-o", str(out),
-         *options, "--", sys.executable, str(script)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240, check=False,
-    )
-    return proc, out
-
-
 def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> None:
     """LD_PRELOAD=libpinsight.so pinsight-python trace -- python app.py: trace copes
     with PInsight's C handler for SIGUSR1 in its own process, and records PInsight's
     domains beside Python's, each region inside the Python call that ran it."""
-    kernel = _build_openmp_kernel(tmp_path)
-    env = _env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
-    proc, out = _trace_cli(tmp_path, env)
+    kernel = build_openmp_kernel(tmp_path)
+    env = openmp_env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
+    proc, out = trace_openmp_workload(tmp_path, env)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     pid = int(proc.stdout.split()[0])
@@ -652,8 +540,8 @@ def test_trace_records_a_command_that_preloads_libpinsight(tmp_path: Path) -> No
 
     # Our report: each parallel region under the call that ran it; the initial
     # implicit region's begins, which never end, listed as unmatched, not timed.
-    report = _native_report(out, pid)
-    caller = _assert_openmp_regions_under_their_call(report)
+    report = native_report(out, pid)
+    caller = assert_openmp_regions_under_their_call(report)
 
     # The flame graph: each region a child frame of its caller, nested as it ran.
     folded = subprocess.run(
@@ -721,9 +609,9 @@ def _assert_openmp_in_perfetto(perfetto: perfetto_trace.PerfettoTrace, report: D
     [("none", 0), ("openmp", CALLS), ("mpi", 0), ("all", CALLS)],
 )
 def test_trace_domains_option(tmp_path: Path, option: str, expected: int) -> None:
-    kernel = _build_openmp_kernel(tmp_path)
-    env = _env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
-    proc, out = _trace_cli(tmp_path, env, "--domains", option)
+    kernel = build_openmp_kernel(tmp_path)
+    env = openmp_env(tmp_path, LD_PRELOAD=str(PINSIGHT_LIB.resolve()), STANDIN=str(kernel))
+    proc, out = trace_openmp_workload(tmp_path, env, "--domains", option)
     assert proc.returncode == 0, proc.stderr
     trace = read_trace(out)
     regions = [e for e in trace.events
@@ -733,7 +621,7 @@ def test_trace_domains_option(tmp_path: Path, option: str, expected: int) -> Non
 
 
 def test_trace_domains_option_refuses_an_unknown_domain(tmp_path: Path) -> None:
-    proc, out = _trace_cli(tmp_path, _env(tmp_path), "--domains", "opemnp")
+    proc, out = trace_openmp_workload(tmp_path, openmp_env(tmp_path), "--domains", "opemnp")
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "pinsight-python trace: error: --domains: unknown domain 'opemnp' (expected a list of "

@@ -28,7 +28,15 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from pinsight_python import cli
-from tests.tracing import PINSIGHT_LIB, Trace, Tracer, check_balanced, isolated_session, read_trace
+from tests.tracing import (
+    MPI_ENV,
+    PINSIGHT_LIB,
+    Trace,
+    Tracer,
+    check_balanced,
+    isolated_session,
+    read_trace,
+)
 
 RANKS = 4
 STEPS = 40  # calls of exchange(), hence of comm.allreduce, on every rank
@@ -50,20 +58,6 @@ MPI4PY_CALLS = {
     (GET_SIZE, "main"): 1,
 } if MPI4PY_VISIBLE else {}
 
-# Open MPI as root, 4 ranks on 2 cores, shared memory only, no remote launcher:
-MPI_ENV = {
-    # mpirun refuses to run as root without both.
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    # Shared memory between the ranks of this node; UCX, OFI and openib are not
-    # probed (they print warnings or take seconds where such hardware is found).
-    "OMPI_MCA_pml": "ob1",
-    "OMPI_MCA_btl": "self,vader",
-    # Containers often forbid the cross-memory attach (ptrace) vader uses by default.
-    "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
-    # Local launch only: no ssh needed on PATH.
-    "OMPI_MCA_plm_rsh_agent": "",
-}
 MPIRUN = ["mpirun", "-np", str(RANKS), "--oversubscribe"]
 
 APP = """

@@ -16,45 +16,30 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
-import pytest
-
 from pinsight_python.recording import lttng
-from tests.tracing import Event, Run, Trace, Tracer, check_balanced, fresh_group, read_trace
+from tests.tracing import (
+    OMP,
+    OMP_PROGRAM,
+    OMP_THREADS,
+    Event,
+    Run,
+    Trace,
+    Tracer,
+    check_balanced,
+    fresh_group,
+    read_trace,
+)
 
-NATIVE = Path(__file__).resolve().parents[1] / "native"
-OMP = "pinsight_test_omp"
 CHUNK = 25000  # CHUNK in omp_kernel.c
-OMP_THREADS = 2
 LIBC_WRAPPER = Path("/usr/lib/x86_64-linux-gnu/liblttng-ust-libc-wrapper.so.1")
 # lttng_ust_libc:malloc fires for every malloc of the interpreter: keep the big ones.
 MALLOC_FILTER = "size >= 1000000"
-
-
-@pytest.fixture(scope="session")
-def omp_kernel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Builds omp_kernel for the interpreter running the tests (sys.executable)."""
-    gcc = shutil.which("gcc")
-    assert gcc is not None, "gcc not found: run scripts/setup.sh"
-    include = sysconfig.get_paths()["include"]
-    assert (Path(include) / "Python.h").exists(), f"no Python.h in {include}"
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    out = tmp_path_factory.mktemp("omp_kernel")
-    cmd = [
-        gcc, "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", "-fopenmp",
-        f"-I{include}", f"-I{NATIVE}", str(NATIVE / "omp_kernel.c"),
-        "-o", str(out / f"omp_kernel{suffix}"), "-llttng-ust", "-ldl",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"building omp_kernel failed:\n{' '.join(cmd)}\n{proc.stderr}"
-    return out
 
 
 def own_events(run: Run) -> Tuple[int, Trace]:
@@ -95,34 +80,6 @@ def native_calls(trace: Trace, callee_prefix: str) -> List[Tuple[Event, Event]]:
 
 def within(e: Event, window: Tuple[Event, Event]) -> bool:
     return window[0].ts <= e.ts <= window[1].ts
-
-
-OMP_PROGRAM = """
-import os
-import sys
-import threading
-print(os.getpid(), flush=True)
-sys.path.insert(0, {kernel_dir!r})
-import omp_kernel
-
-def simulate(steps):
-    total = 0.0
-    for _ in range(steps):
-        total += omp_kernel.saxpy(200_000, 2.0)
-    return total
-
-def analyse():
-    return omp_kernel.dot(110_000)
-
-def background():
-    return omp_kernel.saxpy(60_000, 3.0)
-
-print(simulate(3))
-print(analyse())
-t = threading.Thread(target=background)
-t.start()
-t.join()
-"""
 
 
 def check_team(trace: Trace, kernel: str, n: int, team: Dict[int, List[Event]], pid: int,

@@ -20,8 +20,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from tests.core.test_activation import trace_report, write
-from tests.tracing import CLI, clean_env, report_json, session_exists
+from tests.tracing import CLI, clean_env, report_json, session_exists, trace_report, write
 
 RUNS = 3
 HOGS = 2

@@ -25,13 +25,17 @@ import pytest
 import pinsight_python
 from pinsight_python import cli
 from pinsight_python.recording import lttng
-from tests.core.test_activation import (
+from tests.tracing import (
+    CLI,
     begins,
+    check_balanced,
+    clean_env,
     events_of,
+    read_trace,
+    session_exists,
     trace_report,
     write,
 )
-from tests.tracing import CLI, check_balanced, clean_env, read_trace, session_exists
 
 PY = sys.executable
 TRACE = " ".join([*CLI, "trace"])

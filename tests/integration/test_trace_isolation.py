@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from tests.integration.test_mpi import MPI_ENV
-from tests.tracing import CLI, check_balanced, clean_env, read_trace, report_json
+from tests.tracing import CLI, MPI_ENV, check_balanced, clean_env, read_trace, report_json
 
 TRACE = [sys.executable, "-m", "pinsight_python.cli", "trace"]
 

@@ -15,8 +15,7 @@ from typing import Any, List, Sequence
 import pytest
 
 from tests import tc_replay
-from tests.tracing import Event, Tracer, check_balanced
-from tests.unit.test_tracecompass import (
+from tests.tracing import (
     CALLSTACK_ID,
     CALLSTACK_XML,
     CROSSDOMAIN_ID,
@@ -25,7 +24,10 @@ from tests.unit.test_tracecompass import (
     OUR_PROVIDER,
     THREADS_VIEW_ID,
     XSD,
+    Event,
+    Tracer,
     assert_clean,
+    check_balanced,
     frame_paths,
     reference_frames,
     replay,

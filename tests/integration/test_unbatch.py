@@ -13,14 +13,16 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.integration.test_batched import LOSSY, WRITER_PROGRAM, run_dying
 from tests.tracing import (
     HERE,
+    LOSSY,
     SYSTEM_PYTHON,
+    WRITER_PROGRAM,
     Trace,
     cli,
     isolated_session,
     read_trace,
+    run_dying,
     system_lttng_env,
 )
 

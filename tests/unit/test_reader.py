@@ -25,11 +25,9 @@ import pytest
 
 from pinsight_python import _pinsight_reader, cli
 from pinsight_python.reading import analysis
-from tests.tracing import report_json
+from tests.tracing import PROGRAM_CALLS, TRACES, native_calls, program_functions, report_json
 
-TRACES = Path(__file__).resolve().parent / "traces"
 PAYLOADS = ("full", "compact", "full_file_per_event")
-PROGRAM_CALLS = {"main": 1, "fib": 25, "work": 2, "fails": 1}
 
 
 @pytest.fixture(params=PAYLOADS)
@@ -45,19 +43,6 @@ def run(*args: str) -> str:
         code = cli.main(list(args))
     assert code == 0, err.getvalue()
     return out.getvalue()
-
-
-def program_functions(report: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-    [proc] = report["processes"]
-    return {
-        f["qualname"]: f for f in proc["functions"]
-        if f["kind"] == "python" and str(f["filename"]).endswith("unit_program.py")
-    }
-
-
-def native_calls(report: Dict[str, Any]) -> Dict[str, int]:
-    [proc] = report["processes"]
-    return {f["name"]: f["calls"] for f in proc["functions"] if f["kind"] == "native"}
 
 
 def test_report_counts_the_programs_calls(trace_dir: Path) -> None:

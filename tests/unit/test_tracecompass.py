@@ -27,23 +27,27 @@ import pytest
 
 from pinsight_python.recording import lttng
 from tests import tc_replay
-from tests.tc_replay import Frame, JInt
-from tests.tracing import Event
+from tests.tc_replay import JInt
+from tests.tracing import (
+    CALLSTACK_ID,
+    CALLSTACK_XML,
+    CROSSDOMAIN_ID,
+    CROSSDOMAIN_VIEW_ID,
+    CROSSDOMAIN_XML,
+    OUR_PROVIDER,
+    REPO,
+    TRACECOMPASS,
+    Event,
+    assert_clean,
+    frame_paths,
+    replay,
+    rows_by_path,
+    xml_files,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-TRACECOMPASS = REPO / "tracecompass"
 HEADER = REPO / "tracepoints" / "python_pinsight_lttng_ust.h"
-# shared/ sits beside the repository, locally and in CI.
-XSD = REPO.parent / "shared" / "tracecompass-xsd" / "xmlDefinition.xsd"
 README = TRACECOMPASS / "README.md"
 
-OUR_PROVIDER = lttng.PROVIDER
-CALLSTACK_XML = TRACECOMPASS / "pinsight_python_callstack.xml"
-CROSSDOMAIN_XML = TRACECOMPASS / "pinsight_python_crossdomain.xml"
-CALLSTACK_ID = "pinsight.python.tracecompass.callstack"
-CROSSDOMAIN_ID = "pinsight.python.tracecompass.crossdomain.callstack"
-THREADS_VIEW_ID = "pinsight.python.tracecompass.threads.timeGraphView"
-CROSSDOMAIN_VIEW_ID = "pinsight.python.tracecompass.crossdomain.timeGraphView"
 
 # PInsight's events the cross-domain analysis handles, with the payload fields
 # every PInsight build records (PINSIGHT_MPI / PINSIGHT_OPENMP builds add
@@ -118,12 +122,6 @@ PINSIGHT_ENUMS: Dict[Tuple[str, str], Set[str]] = {
     (f"cupti_pinsight_lttng_ust:{api}_begin", "cudaMemcpyKind"): CUDA_MEMCPY_KINDS
     for api in ("cudaMemcpy", "cudaMemcpyAsync")
 }
-
-
-def xml_files() -> List[Path]:
-    files = sorted(TRACECOMPASS.glob("*.xml"))
-    assert files, f"no analyses in {TRACECOMPASS}"
-    return files
 
 
 # 1. Structure: tests/integration/test_tracecompass.py (xmllint, the XSD).
@@ -513,88 +511,6 @@ def test_readme_documents_every_analysis_and_view() -> None:
 
 # ---------------------------------------------------------------------------
 # 3. Behaviour
-
-
-def replay(
-    path: Path, callstack_id: str, events: Sequence[Any]
-) -> Tuple[tc_replay.AnalysisFile, tc_replay.Replay]:
-    analysis = tc_replay.AnalysisFile(path)
-    return analysis, analysis.replay(callstack_id, events)
-
-
-def thread_key(event: Any) -> Tuple[str, str]:
-    return (str(event.ctx["vpid"]), str(event.ctx["vtid"]))
-
-
-def frame_name(event: Any) -> str:
-    """The name the analyses give a frame: qualname, callee, or "import <module>"."""
-    fields = event.fields
-    if "module" in fields:
-        return f"import {fields['module']}"
-    return fields["qualname"] if "qualname" in fields else fields["callee_name"]
-
-
-def reference_frames(events: Sequence[Any]) -> Dict[Tuple[str, str], List[Frame]]:
-    """Frames straight from the events, as a stack per thread: what the XML must build.
-
-    A frame ends one nanosecond before its end event, as TC's intervals do; a
-    frame that begins and ends at one timestamp leaves no interval in TC.
-    """
-    stacks: Dict[Tuple[str, str], List[Tuple[str, int]]] = collections.defaultdict(list)
-    frames: Dict[Tuple[str, str], List[Frame]] = collections.defaultdict(list)
-    for event in events:
-        kind = event.name.split(":", 1)[1]
-        key = thread_key(event)
-        if kind in ("function_begin", "c_call_begin", "import_begin"):
-            stacks[key].append((frame_name(event), event.ts))
-        elif kind in ("function_end", "c_call_end", "import_end"):
-            name, start = stacks[key].pop()
-            if start < event.ts:
-                frames[key].append(Frame(len(stacks[key]) + 1, name, start, event.ts - 1))
-    return {k: sorted(v, key=lambda f: (f.start, f.depth)) for k, v in frames.items()}
-
-
-def frame_paths(frames: Sequence[Frame]) -> List[Tuple[str, ...]]:
-    """Each frame with its callers, outermost first."""
-    paths: List[Tuple[str, ...]] = []
-    open_frames: List[Frame] = []
-    for frame in frames:  # by start time, then depth
-        open_frames = [f for f in open_frames if f.depth < frame.depth and f.end >= frame.start]
-        open_frames.append(frame)
-        paths.append(tuple(str(f.name) for f in open_frames))
-    return paths
-
-
-def assert_clean(result: tc_replay.Replay) -> None:
-    assert not result.diagnostics.missing_fields, result.diagnostics.missing_fields
-    assert not result.diagnostics.dropped_changes, result.diagnostics.dropped_changes
-    assert not result.ss.empty_pops, result.ss.empty_pops[:5]
-
-
-def rows_by_path(view: ET.Element, ss: tc_replay.StateSystem) -> Dict[str, tc_replay.Row]:
-    return {row.path: row for top in tc_replay.view_rows(view, ss) for row in top.walk()}
-
-
-def running_reference(events: Sequence[Any], key: Tuple[str, str]) -> List[Tuple[int, str]]:
-    """(time, function on top or "idle") whenever a thread's top frame changes."""
-    out: List[Tuple[int, str]] = []
-    stack: List[str] = []
-    for event in events:
-        if thread_key(event) != key:
-            continue
-        kind = event.name.split(":", 1)[1]
-        if kind in ("function_begin", "c_call_begin", "import_begin"):
-            stack.append(frame_name(event))
-        elif kind in ("function_end", "c_call_end", "import_end"):
-            stack.pop()
-        elif kind != "thread_start":
-            continue
-        state = stack[-1] if stack else "idle"
-        if out and out[-1][0] == event.ts:
-            out[-1] = (event.ts, state)  # TC keeps the last change at one timestamp
-        elif not out or out[-1][1] != state:
-            out.append((event.ts, state))
-    return out
 
 
 # -- cross-domain, synthetic: PInsight is not built here, so its events are

@@ -12,8 +12,7 @@ from typing import Tuple
 
 from pinsight_python import cli
 from pinsight_python.exit_status import EXIT_FAILED, EXIT_USAGE
-from tests.tracing import report_json
-from tests.unit.test_reader import PROGRAM_CALLS, TRACES, native_calls, program_functions
+from tests.tracing import PROGRAM_CALLS, TRACES, native_calls, program_functions, report_json
 
 BATCHED = TRACES / "batched"
 
