@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import pinsight_python
-from pinsight_python.activation import settings
+from pinsight_python.activation import arguments, settings
 from pinsight_python.recording import lttng, relayd
 from tests.tracing import OWN_VARIABLES
 
@@ -348,9 +348,9 @@ def test_every_setting_is_wired_through(tmp_path: Path) -> None:
             assert getattr(settings.from_environment(env), name) == value, name
         # The options of trace and python -m (attach's are some of them).
         parser = argparse.ArgumentParser()
-        settings.add_arguments(parser)
+        arguments.add_arguments(parser)
         errors: List[str] = []
-        from_options = settings.from_arguments(parser.parse_args(argv), errors)
+        from_options = arguments.from_arguments(parser.parse_args(argv), errors)
         assert errors == [] and getattr(from_options, name) == (value if argv else None), name
         assert (s.option is None) == (argv == []), name
         # activate()'s resolution, and the core's arguments: not the default's.

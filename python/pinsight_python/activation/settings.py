@@ -6,7 +6,7 @@ its command-line option and help, the parser its text goes through (which says w
 is allowed), its default and the core's keyword. The rest is made from the table: the
 variables that make child interpreters trace the same way (:meth:`Settings.export`),
 the options of ``pinsight-python trace``, ``python -m pinsight_python`` and ``attach``
-(:func:`add_arguments`, :func:`from_arguments`), what activate() resolves
+(``activation/arguments.py``), what activate() resolves
 (:func:`activate_options`) and the core's arguments
 (:meth:`ActivateOptions.core_arguments`). docs/architecture.md, "How to add a setting",
 shows a row and its use; tests/unit/test_settings.py fails for a row that does not
@@ -31,10 +31,9 @@ import stat
 import sys
 
 # Every traced process imports this module at its start: typing (about 5 ms with what
-# it imports) is for the type checker only, as argparse is.
+# it imports) is for the type checker only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from typing import (
         Any,
         Callable,
@@ -83,7 +82,6 @@ __all__ = [
     "SettingsError",
     "activate_options",
     "activation",
-    "add_arguments",
     "block_writer",
     "check_config_path",
     "core_index",
@@ -91,7 +89,6 @@ __all__ = [
     "default_config",
     "did_you_mean",
     "free_threaded",
-    "from_arguments",
     "from_environment",
     "gil_refusal",
     "parse_backend",
@@ -788,79 +785,3 @@ def gil_refusal(events: Iterable[str]) -> str:
         return ("gil events: this CPython is free-threaded (built with Py_GIL_DISABLED): "
                 "there is no GIL to wait for; trace without gil")
     return ""
-
-
-# ---------------------------------------------------------------------------
-# The options that set them: `pinsight-python trace`, `python -m pinsight_python`,
-# `pinsight-python attach`.
-
-
-def _rows(names: Optional[Iterable[str]]) -> List[Setting]:
-    chosen = SETTINGS if names is None else [SETTING[name] for name in names]
-    return [s for s in chosen if s.option is not None]
-
-
-def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
-
-
-def add_arguments(
-    parser: argparse.ArgumentParser,
-    names: Optional[Sequence[str]] = None,
-    *,
-    for_target: bool = False,
-) -> None:
-    """The options of the settings (every one that has an option, or those named), the
-    same for every command that starts tracing. for_target: attach's, whose settings
-    apply in another process: their help says the target's defaults, a setting's flags
-    exclude each other in argparse, and they are listed among the command's own."""
-    rows = _rows(names)
-    container: argparse._ActionsContainer = (
-        parser if for_target else parser.add_argument_group("what to trace"))
-    for s in rows:
-        option = s.option
-        if isinstance(option, Flags):
-            flags = container.add_mutually_exclusive_group() if for_target else container
-            for flag, _, help in option.flags:
-                flags.add_argument(flag, action="store_true", help=help)
-        elif option is not None:
-            container.add_argument(
-                option.flag, metavar=option.metavar,
-                action="append" if option.append else "store",
-                help=(option.target_help or option.help) if for_target else option.help)
-    if SETTING["exclude"] in rows:
-        container.add_argument("--ignore-frozen", action="store_true",
-                               help="leave out importlib's frozen bootstrap frames (<frozen "
-                               "importlib._bootstrap>), which fill every import")
-
-
-def from_arguments(
-    args: argparse.Namespace, errors: List[str], names: Optional[Sequence[str]] = None
-) -> Settings:
-    """The settings add_arguments()' options give; each bad value is appended to
-    `errors` (all of them, to report them at once) and left unset."""
-    settings = Settings()
-    for s in _rows(names):
-        option = s.option
-        if isinstance(option, Flags):
-            given = [(flag, value) for flag, value, _ in option.flags
-                     if getattr(args, _dest(flag), False)]
-            if len(given) > 1:
-                flags = " and ".join(flag for flag, _ in given)
-                errors.append(f"{flags}: choose one {s.name}")
-            elif given:
-                setattr(settings, s.name, given[0][1])
-            continue
-        assert option is not None
-        text = getattr(args, _dest(option.flag), None)
-        if text is None:
-            continue
-        try:
-            setattr(settings, s.name, s.parse(",".join(text) if option.append else text,
-                                              option.flag))
-        except SettingsError as e:
-            errors.append(str(e))
-    if getattr(args, "ignore_frozen", False):
-        exclude = settings.exclude or []
-        settings.exclude = exclude + [m for m in FROZEN_IMPORTLIB if m not in exclude]
-    return settings

@@ -229,8 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from . import arguments  # the command line's: python -m pinsight_python alone
+
     add_version_argument(parser)
-    _settings.add_arguments(parser)
+    arguments.add_arguments(parser)
     program = parser.add_argument_group("the program (one of)")
     target = program.add_mutually_exclusive_group(required=True)
     target.add_argument("script", nargs="?", metavar="script.py",
@@ -294,7 +296,9 @@ def _parse(argv: Sequence[str]) -> _Invocation:
         head, rest = program[:1], program[1:]
     args = parser.parse_args([*options, *head])
     errors: List[str] = []
-    chosen = _settings.from_arguments(args, errors)
+    from . import arguments
+
+    chosen = arguments.from_arguments(args, errors)
     if errors:
         parser.print_usage(sys.stderr)
         for error in errors:

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..activation import settings
+from ..activation import arguments, settings
 from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from ..recording import attach
 from ..recording.run import session as run_session
@@ -79,7 +79,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="record for S seconds, then detach (default: until Ctrl-C or the targets exit); "
         "implies a new session",
     )
-    settings.add_arguments(parser, SETTINGS, for_target=True)
+    arguments.add_arguments(parser, SETTINGS, for_target=True)
     add_trace_format_argument(parser)
     parser.add_argument(
         "--no-summary", action="store_true", help="do not read the trace back for a summary"
@@ -98,7 +98,7 @@ def _parse_pids(texts: Sequence[str]) -> List[int]:
 
 def _activation_request(args: argparse.Namespace) -> Dict[str, Any]:
     errors: List[str] = []
-    chosen = settings.from_arguments(args, errors, SETTINGS)
+    chosen = arguments.from_arguments(args, errors, SETTINGS)
     if errors:
         raise settings.SettingsError(errors[0])
     # Each under its name, as the target's activate() takes it (activation/remote.py).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..activation import settings as _settings
+from ..activation import arguments
 from ..recording import lttng, relayd
 from ..recording.run import plan as run_plan
 from ..recording.run import trace as trace_run
@@ -113,7 +113,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{', '.join(lttng.NATIVE_DOMAINS)}, all or none (default: all when the command "
         "preloads libpinsight.so, through LD_PRELOAD or OMP_TOOL_LIBRARIES; else none)",
     )
-    _settings.add_arguments(parser)
+    arguments.add_arguments(parser)
     parser.add_argument(
         # Not "command": cli.py's subparsers store the subcommand's name there.
         "command_argv",

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ...activation import arguments
 from ...activation import settings as _settings
 from ...exit_status import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE
 from .. import lttng, relayd
@@ -202,7 +203,7 @@ def _command(args: argparse.Namespace, errors: List[str]) -> List[str]:
 def _chosen_settings(args: argparse.Namespace, errors: List[str]) -> _settings.Settings:
     """The variables the command inherits first, the options over them."""
     inherited = _settings.from_environment(os.environ, errors)
-    return _settings.from_arguments(args, errors).over(inherited)
+    return arguments.from_arguments(args, errors).over(inherited)
 
 
 def _destination(
