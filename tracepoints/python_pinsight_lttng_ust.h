@@ -594,6 +594,130 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, gil_released,
     )
 )
 
+/*
+ * asyncio tasks (every payload; per event: one per task step, not per call).
+ * task_id is the Task object's address, unique while the task lives: the
+ * reader starts a new task at its task_create (or, for a task created where
+ * no Python creation function ran, at its first step). A step is the segment
+ * of the task's outermost coroutine that the next function_begin of the same
+ * thread starts, up to its function_end (yield, return, unwind).
+ */
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, task_end_kind,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("returned", PINSIGHT_TASK_RETURNED)
+        lttng_ust_field_enum_value("raised", PINSIGHT_TASK_RAISED)
+        lttng_ust_field_enum_value("cancelled", PINSIGHT_TASK_CANCELLED)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, task_handoff_kind,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("submit", PINSIGHT_HANDOFF_SUBMIT)
+        lttng_ust_field_enum_value("run", PINSIGHT_HANDOFF_RUN)
+    )
+)
+
+/*
+ * A task was created (asyncio's create_task, ensure_future, TaskGroup.create_task
+ * returned it) on this thread, by the task running there if any; name: its name
+ * (get_name()). task_name names it too at its coroutine's start.
+ */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(python_pinsight_lttng_ust, task_named_class,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, task_id,
+        int, python_thread_id,
+        const char *, name
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, task_id, task_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_string(name, name)
+    )
+)
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, task_named_class,
+    python_pinsight_lttng_ust, task_create,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, task_id,
+        int, python_thread_id,
+        const char *, name
+    )
+)
+
+/* The task's name, once: at its coroutine's start (before its first task_step). */
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, task_named_class,
+    python_pinsight_lttng_ust, task_name,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, task_id,
+        int, python_thread_id,
+        const char *, name
+    )
+)
+
+/* A step of the task begins: the next function_begin is its outermost coroutine's
+ * (start, resume or throw). */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, task_step,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, task_id,
+        int, python_thread_id
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, task_id, task_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+    )
+)
+
+/* The step ended by yielding another task (await task), or a gather of tasks
+ * (one event per child): the task waits for awaited_id. */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, task_await,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, task_id,
+        int, python_thread_id,
+        unsigned long, awaited_id
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, task_id, task_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer_hex(unsigned long, awaited_id, awaited_id)
+    )
+)
+
+/* The task's coroutine ended (its last step's end): returned, raised or cancelled. */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, task_done,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, task_id,
+        int, python_thread_id,
+        int, how
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, task_id, task_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, task_end_kind, uint8_t, how, how)
+    )
+)
+
+/*
+ * Work handed to a thread from a task (asyncio.to_thread, run_in_executor: a
+ * ThreadPoolExecutor's work item, work_id its future): "submit" on the task's
+ * thread as the work item is made (task_id: the submitting task), "run" on the
+ * worker thread just after the work item's function_begin (task_id 0).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, task_handoff,
+    LTTNG_UST_TP_ARGS(
+        unsigned long, task_id,
+        int, python_thread_id,
+        unsigned long, work_id,
+        int, transition
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer_hex(unsigned long, task_id, task_id)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer_hex(unsigned long, work_id, work_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, task_handoff_kind, uint8_t,
+                             transition, transition)
+    )
+)
+
 #endif /* PINSIGHT_PYTHON_LTTNG_UST_H */
 
 #include <lttng/tracepoint-event.h>

@@ -56,7 +56,8 @@ PyObject *on_begin(PyObject *, PyObject *const *args, Py_ssize_t) {
 template <int Transition>
 PyObject *on_end(PyObject *, PyObject *const *args, Py_ssize_t) {
   try {
-    Verdict v = Tracer::instance().on_end(args[0], frame_now(), Transition);
+    // args[2]: the value returned or yielded, or the exception unwinding.
+    Verdict v = Tracer::instance().on_end(args[0], frame_now(), Transition, args[2]);
     py::take_memory_failure();  // an end replaces no exception of the program's
     return verdict(v);
   } catch (...) {

@@ -164,8 +164,10 @@ int profile(PyObject *, PyFrameObject *frame, int what, PyObject *arg) {
       case PyTrace_RETURN:
         if (wanted_groups & kCPyEnds) {
           PyCodeObject *code = compat::frame_code(frame);
+          // arg: the value returned or yielded; null when unwinding (the
+          // exception is hidden from profile functions).
           tracer.on_end(reinterpret_cast<PyObject *>(code), compat::frame_key(frame),
-                        end_transition(frame, code, arg));
+                        end_transition(frame, code, arg), arg);
         }
         break;
       case PyTrace_C_CALL:

@@ -299,6 +299,12 @@ inline bool is_generator_code(PyCodeObject *code) {
          (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR);
 }
 
+// async def (CO_COROUTINE) or @types.coroutine (CO_ITERABLE_COROUTINE): what a
+// task's step runs outermost.
+inline bool is_coroutine_code(PyCodeObject *code) {
+  return code->co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE);
+}
+
 // New reference to the value of `frame`'s first argument, called `name`, or
 // null (no error set). Read at the frame's start, so the argument is bound.
 inline PyObject *frame_first_argument(PyFrameObject *frame, const char *name) {

@@ -242,6 +242,36 @@ void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, 
                       code.lineno, code_id, python_thread_id, lifetime_ns, segments, how);
 }
 
+void task_create(uintptr_t task_id, int python_thread_id, const char *name) {
+  std::string cut;
+  PINSIGHT_TRACEPOINT(task_create, static_cast<unsigned long>(task_id), python_thread_id,
+                      event_text::bounded(name, cut));
+}
+
+void task_name(uintptr_t task_id, int python_thread_id, const char *name) {
+  std::string cut;
+  PINSIGHT_TRACEPOINT(task_name, static_cast<unsigned long>(task_id), python_thread_id,
+                      event_text::bounded(name, cut));
+}
+
+void task_step(uintptr_t task_id, int python_thread_id) {
+  PINSIGHT_TRACEPOINT(task_step, static_cast<unsigned long>(task_id), python_thread_id);
+}
+
+void task_await(uintptr_t task_id, int python_thread_id, uintptr_t awaited_id) {
+  PINSIGHT_TRACEPOINT(task_await, static_cast<unsigned long>(task_id), python_thread_id,
+                      static_cast<unsigned long>(awaited_id));
+}
+
+void task_done(uintptr_t task_id, int python_thread_id, int how) {
+  PINSIGHT_TRACEPOINT(task_done, static_cast<unsigned long>(task_id), python_thread_id, how);
+}
+
+void task_handoff(uintptr_t task_id, int python_thread_id, uintptr_t work_id, int transition) {
+  PINSIGHT_TRACEPOINT(task_handoff, static_cast<unsigned long>(task_id), python_thread_id,
+                      static_cast<unsigned long>(work_id), transition);
+}
+
 void mode_change(const char *mode, const char *reason, unsigned long generation) {
   // Records before the change come before it in the trace too; a mode that
   // writes none leaves readers nothing to wait for.

@@ -214,6 +214,16 @@ inline void gil_released(int python_thread_id, uint64_t released_ns, uint64_t wa
 void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, uint32_t segments,
                    int how);
 
+// asyncio tasks (tracer/tasks.h): per event in every payload, one per task
+// step at most (out of line). A batched thread's records staged before go out
+// first only at a flush; the reader merges them by time (block_merger).
+void task_create(uintptr_t task_id, int python_thread_id, const char *name);
+void task_name(uintptr_t task_id, int python_thread_id, const char *name);
+void task_step(uintptr_t task_id, int python_thread_id);
+void task_await(uintptr_t task_id, int python_thread_id, uintptr_t awaited_id);
+void task_done(uintptr_t task_id, int python_thread_id, int how);
+void task_handoff(uintptr_t task_id, int python_thread_id, uintptr_t work_id, int transition);
+
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname);

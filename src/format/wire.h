@@ -26,6 +26,16 @@ enum {
   PINSIGHT_GENERATOR_COLLECTED = 2 /* destroyed while suspended, without running again */
 };
 
+/* task_done: how an asyncio task's coroutine ended (its last step). */
+enum {
+  PINSIGHT_TASK_RETURNED = 0, /* returned: the task's result */
+  PINSIGHT_TASK_RAISED = 1,   /* left by an exception other than CancelledError */
+  PINSIGHT_TASK_CANCELLED = 2 /* left by CancelledError: the task is cancelled */
+};
+
+/* task_handoff: work handed to a thread from a task (an executor's work item). */
+enum { PINSIGHT_HANDOFF_SUBMIT = 0, PINSIGHT_HANDOFF_RUN = 1 };
+
 /* import_transition: import_begin carries "load". */
 enum { PINSIGHT_IMPORT_LOAD = 0, PINSIGHT_IMPORT_RETURN = 1, PINSIGHT_IMPORT_RAISE = 2 };
 
@@ -89,6 +99,15 @@ enum GeneratorEnd : int {
   kGeneratorReturned = PINSIGHT_GENERATOR_RETURNED,
   kGeneratorRaised = PINSIGHT_GENERATOR_RAISED,
   kGeneratorCollected = PINSIGHT_GENERATOR_COLLECTED,
+};
+enum TaskEnd : int {
+  kTaskReturned = PINSIGHT_TASK_RETURNED,
+  kTaskRaised = PINSIGHT_TASK_RAISED,
+  kTaskCancelled = PINSIGHT_TASK_CANCELLED,
+};
+enum Handoff : int {
+  kHandoffSubmit = PINSIGHT_HANDOFF_SUBMIT,
+  kHandoffRun = PINSIGHT_HANDOFF_RUN,
 };
 enum ImportTransition : int {
   kImportLoad = PINSIGHT_IMPORT_LOAD,

@@ -5,6 +5,7 @@
 
 #include "common/py_util.h"
 #include "tracer/legacy_qualname.h"
+#include "tracer/tasks.h"
 
 namespace pinsight::code_registry {
 
@@ -106,8 +107,11 @@ CodeInfo *create(PyObject *code, PyObject *globals) {
                   py::utf8_or(pycode->co_filename, "<unknown>"));
   info->lineno = pycode->co_firstlineno;
   info->module = module_name(globals);
-  info->import_loader = is_import_loader(info->names.qualname(), info->names.filename());
+  info->special =
+      (is_import_loader(info->names.qualname(), info->names.filename()) ? kImportLoader : 0) |
+      tasks::special_role(info->names.qualname(), info->names.filename());
   info->generator = compat::is_generator_code(pycode);
+  info->coroutine = compat::is_coroutine_code(pycode);
   info->names_setprofile = code_names_setprofile(pycode);
   CodeInfo *result = nullptr;
   if (compat::kCodeExtraIsState) {

@@ -62,13 +62,24 @@ struct CodeHotState {
   // location may be disabled only when this and suspended_traced are zero
   // (see tracer.cpp).
   uint32_t open_records = 0;
-  // importlib._bootstrap._find_and_load: its frames are module loads.
-  bool import_loader = false;
+  // Functions whose begins or ends say more than a call (SpecialCode): one
+  // test on a begin for all of them.
+  uint8_t special = 0;
   // A generator, coroutine or async generator: its instances' lifetimes are timed.
   bool generator = false;
+  // A coroutine (async def, or @types.coroutine): its begin may be a task's step.
+  bool coroutine = false;
   // Rate control traces every execution under `limits` (lexgion_traces_every):
   // begins skip reading them.
   bool traces_every = false;
+};
+
+// CodeHotState::special: what a code object's frames are besides calls.
+enum SpecialCode : uint8_t {
+  kImportLoader = 1u << 0,    // importlib._bootstrap._find_and_load: a module load
+  kTaskCreator = 1u << 1,     // returns a new asyncio task (create_task, ensure_future, ...)
+  kExecutorSubmit = 1u << 2,  // _WorkItem.__init__: work handed to a thread (before it queues)
+  kWorkItemRun = 1u << 3,     // concurrent.futures.thread._WorkItem.run: that work, running
 };
 
 // Who may hold a CodeInfo*, and why it cannot outlive its code object:

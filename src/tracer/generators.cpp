@@ -93,6 +93,8 @@ PyMethodDef dead_callback_def = {"_pinsight_generator_dead", on_generator_dead, 
 
 }  // namespace
 
+PyObject *generator_of_frame(const void *frame) { return generator_at(frame); }
+
 GeneratorTable &generator_table() {
   // Made on first use: the tracer's own static initialisation asks for it,
   // whatever the order of the translation units. Never destroyed: callbacks

@@ -68,6 +68,10 @@ class GeneratorTable {
 // The Tracer's table (the weak references' callback finds it here).
 GeneratorTable &generator_table();
 
+// The generator, coroutine or async generator whose frame is `frame` (borrowed),
+// or null. Asked only for frames of generator code.
+PyObject *generator_of_frame(const void *frame);
+
 // The clock of instance lifetimes (CLOCK_MONOTONIC, as LTTng's).
 uint64_t lifetime_clock_ns();
 

@@ -136,7 +136,10 @@ ThreadState *create_current() {
 namespace pinsight::thread_states {
 void clear_all_stacks() {
   std::lock_guard<std::mutex> lock(registry_mutex);
-  for (ThreadState *state : registry()) state->stack.clear();
+  for (ThreadState *state : registry()) {
+    state->stack.clear();
+    state->task_steps.clear();
+  }
 }
 
 void with_thread(int python_thread_id, const std::function<void(ThreadState &)> &fn) {
@@ -171,8 +174,9 @@ namespace pinsight::thread_states {
 void forked_child() {
   if (ThreadState *self = current_ptr) {
     for (FrameRecord &record : self->stack) {
-      record.flags &= static_cast<uint8_t>(~(kBeginEmitted | kEmitEnd | kImportEmitted));
+      record.flags &= static_cast<uint16_t>(~(kBeginEmitted | kEmitEnd | kImportEmitted));
     }
+    self->task_steps.clear();  // the parent's steps: their ends are not the child's
   }
   // Only the forking thread exists in the child. Another thread may have held
   // the registry's mutex at the fork: start a new one, and a registry of this

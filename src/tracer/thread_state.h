@@ -13,7 +13,7 @@
 
 namespace pinsight {
 
-enum RecordFlags : uint8_t {
+enum RecordFlags : uint16_t {
   kBeginEmitted = 1u << 0,    // function_begin / c_call_begin went out
   kEmitEnd = 1u << 1,         // the end event is wanted (pysysmon_*_return)
   kTraceCCalls = 1u << 2,     // native calls made by this frame are traced
@@ -21,6 +21,8 @@ enum RecordFlags : uint8_t {
   kTraced = 1u << 4,          // rate control chose this execution
   kImportEmitted = 1u << 5,   // importlib's _find_and_load: import_begin went out
   kGeneratorEntry = 1u << 6,  // resumed from a GeneratorTable entry, finished at its end
+  kTaskStep = 1u << 7,        // an asyncio task's step: its end is the step's (tasks.h)
+  kAsyncioEnd = 1u << 8,      // a task creator or executor submit: its return value says more
 };
 
 enum class RecordKind : uint8_t { Function, CCall };
@@ -32,7 +34,7 @@ struct FrameRecord {
   // Built in place (emplace_back) on the hot paths: a record assembled on the C
   // stack and copied in stalls on store-to-load forwarding.
   FrameRecord(const void *frame_, CodeInfo *code_, const void *callable_, const char *callee_name_,
-              int line_, RecordKind kind_, uint8_t flags_)
+              int line_, RecordKind kind_, uint16_t flags_)
       : frame(frame_),
         code(code_),
         callable(callable_),
@@ -50,7 +52,7 @@ struct FrameRecord {
   const char *callee_name;  // native call: interned name; import: the module
   int line;                 // native call: line of the call site
   RecordKind kind;
-  uint8_t flags;
+  uint16_t flags;
 };
 
 // events = gil: the thread's last accounting point (tracer/gil_accounting.h).
@@ -83,6 +85,18 @@ struct ThreadState {
   // will resume with an exception, by the generator thrown into (identities
   // only: the pair outlives neither the call nor the generator).
   std::vector<std::pair<const void *, const void *>> pending_throws;
+  // asyncio: the task steps running on this thread, innermost last (an eager
+  // task's first step runs inside its creator's step): the step's frame and task.
+  struct TaskStep {
+    const void *frame;
+    uintptr_t task;
+  };
+  std::vector<TaskStep> task_steps;
+  // The task this thread's last task_create named: nested creation functions
+  // (TaskGroup.create_task, then the loop's) return the same task one after the
+  // other. Cleared by a step's begin or end, before which its address cannot
+  // be another task's.
+  uintptr_t last_created = 0;
   GilPoint gil;
   // This thread's instance of libpython's thread-state variable (the one
   // PyThreadState_GetUnchecked reads), when it could be found

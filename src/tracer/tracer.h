@@ -63,10 +63,12 @@ class Tracer {
 
   // ---- hot paths: inline, below ----
   Verdict on_begin(PyObject *code, const void *frame, int transition);
-  Verdict on_end(PyObject *code, const void *frame, int transition);
+  // value: what the frame returned or yielded, or the exception it unwinds
+  // with (null where the backend cannot tell: setprofile's unwind).
+  Verdict on_end(PyObject *code, const void *frame, int transition, PyObject *value);
   // Every end on_end's inline part leaves: a yield, a generator's or import's
-  // end, a window's last, a stale native call, no record.
-  Verdict on_end_slow(PyObject *code, const void *frame, int transition);
+  // end, a window's last, a task creator's, a stale native call, no record.
+  Verdict on_end_slow(PyObject *code, const void *frame, int transition, PyObject *value);
   // offset(): the CALL's bytecode offset, asked for only when the call gets a
   // record (most calls are to Python functions and need none).
   template <typename OffsetFn>
@@ -194,10 +196,29 @@ class Tracer {
                          const ThreadLexgion &lex);
   // imports.cpp: importlib's _find_and_load starts / ends (import events).
   __attribute__((cold)) Verdict begin_import(CodeInfo &code, ThreadState &state, const void *frame);
+  // A start of CodeInfo::special code: an import, a task creator, an executor's work.
+  __attribute__((cold, noinline)) Verdict begin_special(CodeInfo &code, ThreadState &state,
+                                                        const void *frame);
+  // tasks.cpp: a traced coroutine frame begins (its record on top, its begin
+  // not emitted yet): if it is a task's outermost coroutine, a step of that
+  // task (task_step, before the frame's function_begin).
+  __attribute__((cold, noinline)) void begin_task_step(ThreadState &state, const void *frame,
+                                                       int transition);
+  // The end of a task step's frame (kTaskStep): what the task awaits, or how it ended.
+  void end_task_step(const FrameRecord &record, ThreadState &state, int transition,
+                     PyObject *value);
+  // The end of a task creator's or an executor submit's frame (kAsyncioEnd).
+  void end_asyncio_call(const FrameRecord &record, ThreadState &state, int transition,
+                        PyObject *value);
+  // A coroutine frame without a record ended: a task's coroutine thrown into
+  // before it started (cancelled at once) still ends its task.
+  void untraced_coroutine_end(ThreadState &state, const void *frame, int transition,
+                              PyObject *value);
   void end_import(const FrameRecord &record, const ThreadState &state, int transition);
   Verdict begin_resume(CodeInfo &code, ThreadState &state, const void *frame, int transition);
   // A function record just popped: its counts, and its end event if it has one.
-  void end_function_record(CodeInfo &info, uint8_t flags, const ThreadState &state, int transition);
+  void end_function_record(CodeInfo &info, uint16_t flags, const ThreadState &state,
+                           int transition);
   // After a record's end: with none left open, STANDBY/OFF can switch everything off.
   void reconcile_if_drained() {
     if (__builtin_expect(open_records_ == 0, 0) &&
@@ -295,10 +316,7 @@ __attribute__((noinline)) inline void Tracer::monitor_start(CodeInfo &code, Thre
 }
 
 inline Verdict Tracer::begin_start(CodeInfo &code, ThreadState &state, const void *frame) {
-  if (__builtin_expect(code.import_loader, 0) &&
-      imports_possible_.load(std::memory_order_relaxed)) {
-    return begin_import(code, state, frame);
-  }
+  if (__builtin_expect(code.special, 0)) return begin_special(code, state, frame);
   return begin_execution<true>(code, state, frame);
 }
 
@@ -321,7 +339,10 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   if (flags & kBeginEmitted) {
     code.count_traced();
     ++events_emitted_;
-    if (code.generator) state.stack.back().started_ns = lifetime_clock_ns();
+    if (code.generator) {
+      state.stack.back().started_ns = lifetime_clock_ns();
+      if (code.coroutine) begin_task_step(state, frame, wire::kStart);
+    }
     emitter::function(true, code, state.python_thread_id, wire::kStart);
   }
   return Verdict::Continue;
@@ -366,12 +387,13 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
   ++open_records_;
   if (flags & kBeginEmitted) {
     ++events_emitted_;
+    if (code.coroutine) begin_task_step(state, frame, transition);
     emitter::function(true, code, state.python_thread_id, transition);
   }
   return Verdict::Continue;
 }
 
-inline void Tracer::end_function_record(CodeInfo &info, uint8_t flags, const ThreadState &state,
+inline void Tracer::end_function_record(CodeInfo &info, uint16_t flags, const ThreadState &state,
                                         int transition) {
   --info.open_records;
   --open_records_;
@@ -383,28 +405,29 @@ inline void Tracer::end_function_record(CodeInfo &info, uint8_t flags, const Thr
 
 // Inline: the end of a plain function's traced frame, most ends; the rest out of line.
 __attribute__((always_inline)) inline Verdict Tracer::on_end(PyObject *code, const void *frame,
-                                                             int transition) {
+                                                             int transition, PyObject *value) {
   ThreadState *state = thread_states::current_ptr;
   if (__builtin_expect(state != nullptr && !state->stack.empty() && transition != wire::kYield,
                        1)) {
     const FrameRecord &top = state->stack.back();
     if (__builtin_expect(top.frame == frame && top.kind == RecordKind::Function &&
-                             !(top.flags & (kImportEmitted | kEndsWindow)) && !top.code->generator,
+                             !(top.flags & (kImportEmitted | kEndsWindow | kAsyncioEnd)) &&
+                             !top.code->generator,
                          1)) {
       gil_accounting::note_end(*state);
       CodeInfo &info = *top.code;
-      const uint8_t flags = top.flags;
+      const uint16_t flags = top.flags;
       state->stack.pop_back();
       end_function_record(info, flags, *state, transition);
       reconcile_if_drained();
       return Verdict::Continue;
     }
   }
-  return on_end_slow(code, frame, transition);
+  return on_end_slow(code, frame, transition, value);
 }
 
 __attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, const void *frame,
-                                                             int transition) {
+                                                             int transition, PyObject *value) {
   ThreadState *state = thread_states::current_ptr;
   if (state && !state->stack.empty()) {
     gil_accounting::note_end(*state);
@@ -421,8 +444,11 @@ __attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, con
       CodeInfo &info = *record.code;
       end_function_record(info, record.flags, *state, transition);
       if (record.flags & kImportEmitted) end_import(record, *state, transition);
+      if (record.flags & kTaskStep) end_task_step(record, *state, transition, value);
+      if (record.flags & kAsyncioEnd) end_asyncio_call(record, *state, transition, value);
       if (transition == wire::kYield) {
-        generators_.suspend(frame, info, record.flags & static_cast<uint8_t>(~kGeneratorEntry),
+        generators_.suspend(frame, info,
+                            static_cast<uint8_t>(record.flags & ~(kGeneratorEntry | kTaskStep)),
                             (record.flags & kGeneratorEntry) ? 0 : record.started_ns);
       } else {
         if (info.generator) generator_ended(record, *state, transition);
@@ -434,11 +460,15 @@ __attribute__((noinline)) inline Verdict Tracer::on_end_slow(PyObject *code, con
   }
   if (state && !state->stack.empty() && state->stack.back().code == &forgotten_code_ &&
       drop_forgotten(*state)) {
-    return on_end(code, frame, transition);
+    return on_end(code, frame, transition, value);
   }
   // No record: this location may go quiet if no frame of its code can need it.
-  if (transition == wire::kUnwind) return Verdict::Continue;  // cannot be disabled
   CodeInfo *info = code_registry::find(code);
+  if (info && info->coroutine && transition != wire::kYield && state &&
+      mode_.load(std::memory_order_relaxed) == TraceMode::Tracing) {
+    untraced_coroutine_end(*state, frame, transition, value);
+  }
+  if (transition == wire::kUnwind) return Verdict::Continue;  // cannot be disabled
   if (!info) {
     return mode_.load(std::memory_order_relaxed) == TraceMode::Tracing ? Verdict::Continue
                                                                        : disable(code);
