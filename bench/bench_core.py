@@ -5,7 +5,7 @@ in the same run.
 
 Workloads: recursive calls (fib), method-heavy object code, n-body (4.2 M events of
 small Python functions), many native calls, generator instances (generators: a
-generator_end each).
+generator_end each), asyncio tasks (asyncio: 4,000 gathered tasks of two steps).
 Configurations, run interleaved (every configuration once per round, every other
 round backwards, each started once LTTng's consumer daemons are idle; rounds
 repeated; the minimum is kept): untraced; cProfile; VizTracer and trace0 (the
@@ -136,6 +136,19 @@ def workload():
     for i in range(20000):
         s += any(b > 20 for _, b in pairs(8))
     return s
+""",
+    # asyncio tasks: 4,000 tasks of two steps each, gathered 200 at a time (a
+    # task_step per step, a task_create and task_done per task, the loop's frames).
+    "asyncio": """
+import asyncio
+async def leaf(i):
+    await asyncio.sleep(0)
+    return i
+async def main():
+    for _ in range(20):
+        await asyncio.gather(*(leaf(i) for i in range(200)))
+def workload():
+    return asyncio.run(main())
 """,
 }
 

@@ -196,7 +196,7 @@ class ThreadRecord(
     Tuple[
         int, str, int, int, int, int, int, List[FunctionStats], List[NativeCallStats], Anomalies,
         List[ImportStats], List[ImportChain], List[AllocNode], Optional[GilStats],
-        Optional[List[CallTreeNode]],
+        Optional[List[CallTreeNode]], Optional[List[CallTreeNode]],
     ],
 ):
     """One thread of the program (the tracer's control thread left out)."""
@@ -205,7 +205,7 @@ class ThreadRecord(
         __match_args__: Final = (
             "vtid", "label", "python_thread_id", "thread_ident", "events", "first_ns", "last_ns",
             "functions", "native_calls", "anomalies", "imports", "import_chains", "alloc_tree",
-            "gil", "call_tree",
+            "gil", "call_tree", "task_tree",
         )
 
     @property
@@ -238,6 +238,10 @@ class ThreadRecord(
     def gil(self) -> Optional[GilStats]: ...  # None: the thread has no gil events
     @property
     def call_tree(self) -> Optional[List[CallTreeNode]]: ...  # None: read without call trees
+    # The call tree with each asyncio task step's frames under their task (by
+    # name, its number left out); None: no task step ran here, or no call trees.
+    @property
+    def task_tree(self) -> Optional[List[CallTreeNode]]: ...
 
 @final
 class AllocStats(structseq[int], Tuple[int, int, int, int, int]):
@@ -317,11 +321,111 @@ class LexgionCounts(structseq[Any], Tuple[int, int, int, bool, int, int, int, st
     def section(self) -> str: ...  # the lexgion section that decided
 
 @final
+class TaskFunction(structseq[Any], Tuple[int, int, bool]):
+    """Self time of a function in a task's steps, or in the work it handed to threads."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = ("symbol", "self_ns", "offloaded")
+
+    @property
+    def symbol(self) -> int: ...
+    @property
+    def self_ns(self) -> int: ...
+    @property
+    def offloaded(self) -> bool: ...  # run by another thread (to_thread, run_in_executor)
+
+@final
+class TaskRecord(
+    structseq[Any],
+    Tuple[
+        int, int, str, int, int, int, int, str, int, int, int, int, int, int, int, Tuple[int, ...],
+        List[TaskFunction],
+    ],
+):
+    """One asyncio task of a process: its steps, times, outcome and relations."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = (
+            "serial", "task_id", "name", "vtid", "created_ns", "first_step_ns", "done_ns",
+            "outcome", "steps", "running_ns", "waiting_ns", "offloaded_ns", "offloads", "creator",
+            "created_at", "awaited_by", "functions",
+        )
+
+    @property
+    def serial(self) -> int: ...  # 1, 2, ... in the process, in order of appearance
+    @property
+    def task_id(self) -> int: ...  # the Task object's address
+    @property
+    def name(self) -> str: ...
+    @property
+    def vtid(self) -> int: ...  # its event loop's thread
+    @property
+    def created_ns(self) -> int: ...
+    @property
+    def first_step_ns(self) -> int: ...  # 0: never ran
+    @property
+    def done_ns(self) -> int: ...  # 0: not done when the trace ended
+    @property
+    def outcome(self) -> str: ...  # returned, raised, cancelled, pending
+    @property
+    def steps(self) -> int: ...
+    @property
+    def running_ns(self) -> int: ...
+    @property
+    def waiting_ns(self) -> int: ...  # created to done (or the trace's end) less running
+    @property
+    def offloaded_ns(self) -> int: ...  # its work run by other threads
+    @property
+    def offloads(self) -> int: ...
+    @property
+    def creator(self) -> int: ...  # the creating task's serial, 0: none
+    @property
+    def created_at(self) -> int: ...  # symbol of the creating call, -1: unknown
+    @property
+    def awaited_by(self) -> Tuple[int, ...]: ...  # serials of the tasks that awaited it
+    @property
+    def functions(self) -> List[TaskFunction]: ...  # by self time, the first few
+
+@final
+class TaskGroupRecord(
+    structseq[Any], Tuple[str, int, int, int, int, int, int, int, int, int]
+):
+    """Done tasks past the first 10,000 of a process, by name without its number."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = (
+            "name", "vtid", "tasks", "steps", "running_ns", "waiting_ns", "offloaded_ns",
+            "returned", "raised", "cancelled",
+        )
+
+    @property
+    def name(self) -> str: ...  # "Task-*" for Task-1, Task-2, ...
+    @property
+    def vtid(self) -> int: ...
+    @property
+    def tasks(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def running_ns(self) -> int: ...
+    @property
+    def waiting_ns(self) -> int: ...
+    @property
+    def offloaded_ns(self) -> int: ...
+    @property
+    def returned(self) -> int: ...
+    @property
+    def raised(self) -> int: ...
+    @property
+    def cancelled(self) -> int: ...
+
+@final
 class ProcessRecord(
     structseq[Any],
     Tuple[
         int, str, int, str, bool, int, int, int, str, str, str, str, str, int, List[AllocStats],
         List[ThreadRecord], List[ModeChange], List[ConfigRecord], List[LexgionCounts],
+        List[TaskRecord], List[TaskGroupRecord],
     ],
 ):
     """One traced process the filters keep, and its threads, main first."""
@@ -330,7 +434,7 @@ class ProcessRecord(
         __match_args__: Final = (
             "vpid", "host", "chrome_pid", "label", "has_info", "pid", "mpi_rank", "mpi_size",
             "hostname", "argv", "python_version", "backend", "procname", "events", "allocations",
-            "threads", "mode_changes", "configs", "rate_controlled",
+            "threads", "mode_changes", "configs", "rate_controlled", "tasks", "task_groups",
         )
 
     @property
@@ -371,6 +475,10 @@ class ProcessRecord(
     def configs(self) -> List[ConfigRecord]: ...
     @property
     def rate_controlled(self) -> List[LexgionCounts]: ...
+    @property
+    def tasks(self) -> List[TaskRecord]: ...  # asyncio tasks, the first 10,000
+    @property
+    def task_groups(self) -> List[TaskGroupRecord]: ...  # the rest, folded
 
 @final
 class Discard(structseq[Any], Tuple[int, int, int, int, bool]):

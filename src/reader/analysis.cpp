@@ -53,6 +53,10 @@ void write_chrome_metadata(const CallStackAnalyzer &a, ChromeTraceWriter &chrome
         chrome.thread_metadata(t->chrome_pid, ChromeTraceWriter::gil_track(t->vtid),
                                "GIL: " + t->label, thread_index++);
       }
+      // asyncio: its loop's tasks, each a track under it.
+      for (const auto &[track, name] : chrome.task_tracks(t->chrome_pid, t->vtid)) {
+        chrome.thread_metadata(t->chrome_pid, track, name + " (" + t->label + ")", thread_index++);
+      }
     }
     if (chrome.has_device_track(p->chrome_pid)) {
       chrome.thread_metadata(p->chrome_pid, ChromeTraceWriter::kDeviceTrackTid,

@@ -221,6 +221,14 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
       t.python_thread_id = e.python_thread_id;
       t.thread_ident = e.code_id;
       break;
+    case EventKind::TaskCreate:
+    case EventKind::TaskName:
+    case EventKind::TaskStep:
+    case EventKind::TaskAwait:
+    case EventKind::TaskDone:
+    case EventKind::TaskHandoff:
+      on_task_event(t, e, batch);
+      break;
     default:
       break;
   }
@@ -304,10 +312,18 @@ bool CallStackAnalyzer::is_main_script(const std::string &filename) const {
 void CallStackAnalyzer::push(ThreadState &t, SymbolId symbol, uint64_t ts, bool is_call,
                              NativeCallStats *native_call, bool hidden) {
   uint32_t parent = t.stack.empty() ? CallTree::kRoot : t.stack.back().node;
+  uint32_t task_parent = t.stack.empty() ? CallTree::kRoot : t.stack.back().task_node;
+  if (t.tasks.pending_step && build_call_trees_) {
+    // A task's step: its frames hang under the task in the task tree.
+    t.task_tree_started = true;
+    task_parent = t.task_tree.child(CallTree::kRoot, task_symbol(*t.tasks.pending_step));
+  }
   if (hidden) {
     // Kept on the stack only to match its end; the visible frames it leads to
     // nest in its parent's node.
-    t.stack.push_back(Frame{symbol, parent, ts, 0, nullptr, nullptr, false, false, true});
+    t.stack.push_back(
+        Frame{symbol, parent, task_parent, ts, 0, nullptr, nullptr, false, false, true});
+    if (t.tasks.pending_step) begin_task_frame(t, ts);
     return;
   }
   FunctionStats &stats = t.functions[symbol];
@@ -316,13 +332,19 @@ void CallStackAnalyzer::push(ThreadState &t, SymbolId symbol, uint64_t ts, bool 
   bool outermost = stats.active++ == 0;
   bool outermost_pair = native_call != nullptr && native_call->active++ == 0;
   uint32_t node = 0;
+  uint32_t task_node = 0;
   if (build_call_trees_) {
     node = t.tree.child(parent, symbol);
     if (is_call) ++t.tree[node].calls;
+    if (t.task_tree_started) {
+      task_node = t.task_tree.child(task_parent, symbol);
+      if (is_call) ++t.task_tree[task_node].calls;
+    }
   }
   t.stack.push_back(
-      Frame{symbol, node, ts, 0, &stats, native_call, outermost, outermost_pair, false});
+      Frame{symbol, node, task_node, ts, 0, &stats, native_call, outermost, outermost_pair, false});
   if (output_) output_->begin_frame(t.chrome_pid, t.vtid, symbols_, symbol, ts);
+  if (t.tasks.pending_step) begin_task_frame(t, ts);
 }
 
 void CallStackAnalyzer::close(ThreadState &t, SymbolId symbol, uint64_t ts, FrameExit exit) {
@@ -354,9 +376,11 @@ void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
   if (frame.hidden) {
     // Its own time becomes its parent's self time.
     if (!t.stack.empty()) t.stack.back().child_ns += frame.child_ns;
+    if (!t.tasks.frames.empty()) end_task_frame(t, frame.symbol, ts, 0, true);
     return;
   }
   uint64_t self = duration > frame.child_ns ? duration - frame.child_ns : 0;
+  if (!t.tasks.frames.empty()) end_task_frame(t, frame.symbol, ts, self, false);
   FunctionStats &stats = *frame.stats;
   stats.self_ns += self;
   --stats.active;
@@ -375,6 +399,8 @@ void CallStackAnalyzer::pop(ThreadState &t, uint64_t ts, FrameExit exit) {
       regions = std::exchange(t.frame_regions[t.stack.size()].drawn_ns, 0);
     }
     t.tree[frame.node].self_ns += self > regions ? self - regions : 0;
+    if (t.task_tree_started)
+      t.task_tree[frame.task_node].self_ns += self > regions ? self - regions : 0;
   }
   if (!t.stack.empty()) t.stack.back().child_ns += duration;
   // Frames open at the end last, in the output, until the end of the trace, so
@@ -434,6 +460,96 @@ void CallStackAnalyzer::on_import_end(ThreadState &t, const RawEvent &e, const E
   bool raised = e.transition == kImportRaise;
   close(t, symbol, e.ts_ns, raised ? FrameExit::Raise : FrameExit::Return);
   import_ended(t, symbol, e.ts_ns, raised);
+}
+
+void CallStackAnalyzer::on_task_event(ThreadState &t, const RawEvent &e, const EventBatch &batch) {
+  TaskTable &tasks = t.process->tasks;
+  switch (e.kind) {
+    case EventKind::TaskCreate: {
+      // After the creating function's end: the stack is its caller's.
+      tasks.on_create(e.code_id, t.vtid, e.ts_ns, batch.string(e.str[0]), t.tasks.current(),
+                      task_creation_site(t));
+      break;
+    }
+    case EventKind::TaskName:
+      tasks.task(e.code_id, t.vtid, e.ts_ns, batch.string(e.str[0]));
+      break;
+    case EventKind::TaskStep: {
+      std::shared_ptr<TaskRecord> task = tasks.task(e.code_id, t.vtid, e.ts_ns, {});
+      if (task->steps == 0) task->vtid = t.vtid;  // its loop's thread
+      t.tasks.pending_step = std::move(task);     // the next begin is its frame's
+      break;
+    }
+    case EventKind::TaskAwait:
+      tasks.on_await(e.code_id, e.extra);
+      break;
+    case EventKind::TaskDone:
+      tasks.on_done(e.code_id, e.ts_ns,
+                    e.transition <= static_cast<uint8_t>(TaskOutcome::Cancelled)
+                        ? static_cast<TaskOutcome>(e.transition)
+                        : TaskOutcome::Raised);
+      break;
+    case EventKind::TaskHandoff:
+      if (e.transition == pinsight::wire::kHandoffSubmit) {
+        tasks.on_submit(e.extra, tasks.live(e.code_id));
+      } else if (std::shared_ptr<TaskRecord> task = tasks.take_submitted(e.extra);
+                 task && !t.stack.empty()) {
+        // After the work item's begin: its frame is on top.
+        t.tasks.frames.push_back(
+            TaskFrame{t.stack.size() - 1, t.stack.back().start_ns, 0, std::move(task), true});
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void CallStackAnalyzer::begin_task_frame(ThreadState &t, uint64_t ts) {
+  std::shared_ptr<TaskRecord> task = std::move(t.tasks.pending_step);
+  ++task->steps;
+  if (task->first_step_ns == 0) task->first_step_ns = ts;
+  t.tasks.frames.push_back(TaskFrame{t.stack.size() - 1, ts, 0, std::move(task), false});
+}
+
+void CallStackAnalyzer::end_task_frame(ThreadState &t, SymbolId symbol, uint64_t ts, uint64_t self,
+                                       bool hidden) {
+  // The frame just popped was at index t.stack.size().
+  const size_t depth = t.stack.size();
+  TaskFrame &innermost = t.tasks.frames.back();
+  if (!hidden && self > 0 && depth >= innermost.depth) {
+    (innermost.offloaded ? innermost.task->offloaded_functions
+                         : innermost.task->functions)[symbol] += self;
+  }
+  if (innermost.depth != depth) return;
+  TaskFrame frame = std::move(innermost);
+  t.tasks.frames.pop_back();
+  const uint64_t duration = ts > frame.start_ns ? ts - frame.start_ns : 0;
+  if (frame.offloaded) {
+    frame.task->offloaded_ns += duration;
+    ++frame.task->offloads;
+  } else {
+    frame.task->running_ns += duration > frame.nested_ns ? duration - frame.nested_ns : 0;
+    if (!t.tasks.frames.empty()) t.tasks.frames.back().nested_ns += duration;
+  }
+  if (output_) {
+    output_->task_step(t.chrome_pid, t.vtid, *frame.task, frame.start_ns, ts, frame.offloaded);
+  }
+}
+
+SymbolId CallStackAnalyzer::task_symbol(const TaskRecord &task) {
+  return symbols_.native_function(
+      "asyncio task " + (task.name.empty() ? std::string("?") : task_group_name(task.name)));
+}
+
+SymbolId CallStackAnalyzer::task_creation_site(const ThreadState &t) {
+  SymbolId innermost = kNoSymbol;
+  for (size_t i = t.stack.size(); i-- > 0;) {
+    const Frame &f = t.stack[i];
+    if (f.hidden || symbols_[f.symbol].native) continue;
+    if (innermost == kNoSymbol) innermost = f.symbol;
+    if (symbols_[f.symbol].filename.find("/asyncio/") == std::string::npos) return f.symbol;
+  }
+  return innermost;
 }
 
 void CallStackAnalyzer::on_rate_event(ProcessState &p, const RawEvent &e, const EventBatch &batch) {
@@ -502,7 +618,9 @@ void CallStackAnalyzer::finish() {
       pop(*t, t->last_ns, FrameExit::OpenAtEnd);
       ++t->anomalies.open_at_end;
     }
+    t->tasks.pending_step.reset();
   }
+  for (auto &[key, p] : processes_) p.tasks.finish(last_ns_);
   for (auto &[key, t] : threads_) {
     if (is_control_thread(*t)) {
       ++control_threads_;

@@ -104,6 +104,14 @@ class CallStackAnalyzer {
   void on_rate_event(ProcessState &p, const RawEvent &e, const EventBatch &batch);
   void on_import_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   void on_import_end(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  // asyncio tasks (task_events.h): the events, and the frames that are steps.
+  void on_task_event(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  void begin_task_frame(ThreadState &t, uint64_t ts);
+  void end_task_frame(ThreadState &t, SymbolId symbol, uint64_t ts, uint64_t self, bool hidden);
+  // The task tree's node of a task: tasks of one name (number left out) together.
+  SymbolId task_symbol(const TaskRecord &task);
+  // Where a task was created: the innermost visible Python frame outside asyncio.
+  SymbolId task_creation_site(const ThreadState &t);
   void assign_labels();
   void set_origin(uint64_t ts);
 
@@ -112,7 +120,7 @@ class CallStackAnalyzer {
   ReadFilter filter_;
   std::vector<int8_t> visible_;            // per symbol: -1 not decided yet
   std::vector<std::string> main_scripts_;  // sys.argv[0] of the processes
-  uint64_t kind_counts_[static_cast<size_t>(EventKind::Block) + 1] = {};
+  uint64_t kind_counts_[kEventKinds] = {};
   uint64_t control_threads_ = 0;
   const HostRegistry &hosts_;
   SymbolTable symbols_;

@@ -173,6 +173,43 @@ void ChromeTraceWriter::gil_slice(int64_t pid, int32_t track, const char *state,
   flush_if_full();
 }
 
+int32_t ChromeTraceWriter::task_track(const TaskRecord &task) {
+  if (task.serial <= TaskTable::kKeptTasks) return 0x20000000 | static_cast<int32_t>(task.serial);
+  return 0x28000000 | (task.vtid & 0x3fffff);
+}
+
+void ChromeTraceWriter::task_step(int64_t pid, int32_t vtid, const TaskRecord &task,
+                                  uint64_t begin_ns, uint64_t end_ns, bool offloaded) {
+  (void)vtid;
+  if (offloaded) return;  // concurrent with the task's steps: its thread's track shows it
+  const int32_t track = task_track(task);
+  auto &tracks = task_tracks_[{pid, task.vtid}];
+  if (tracks.count(track) == 0) {
+    tracks[track] =
+        task.serial <= TaskTable::kKeptTasks
+            ? "task " + (task.name.empty() ? std::string("?") : task.name) + " #" +
+                  std::to_string(task.serial)
+            : std::string("tasks after the first ") + std::to_string(TaskTable::kKeptTasks);
+  }
+  event_head("X", pid, track, begin_ns);
+  buffer_ += ",\"dur\":";
+  append_ns_as_us(buffer_, static_cast<int64_t>(end_ns > begin_ns ? end_ns - begin_ns : 0));
+  buffer_ += ",\"name\":";
+  append_json_string(buffer_, task.name.empty() ? std::string("task") : task.name);
+  buffer_ += ",\"cat\":\"asyncio\",\"args\":{\"kind\":\"task_step\",\"task\":";
+  append_int(buffer_, static_cast<int64_t>(task.serial));
+  buffer_ += "}}";
+  flush_if_full();
+}
+
+std::vector<std::pair<int32_t, std::string>> ChromeTraceWriter::task_tracks(int64_t pid,
+                                                                            int32_t vtid) const {
+  std::vector<std::pair<int32_t, std::string>> out;
+  auto found = task_tracks_.find({pid, vtid});
+  if (found != task_tracks_.end()) out.assign(found->second.begin(), found->second.end());
+  return out;
+}
+
 void ChromeTraceWriter::process_metadata(int64_t pid, const std::string &label,
                                          int64_t sort_index) {
   begin_event();

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "replay_output.h"
@@ -53,6 +55,14 @@ class ChromeTraceWriter final : public ReplayOutput {
   static constexpr int32_t kDeviceTrackTid = 2000000000;
   // Whether device_activity() drew on the process's device track.
   bool has_device_track(int64_t pid) const { return device_pids_.count(pid) != 0; }
+  // asyncio: a task's step, a complete slice on the task's own track (task_track()).
+  void task_step(int64_t pid, int32_t vtid, const TaskRecord &task, uint64_t begin_ns,
+                 uint64_t end_ns, bool offloaded) override;
+  // A task's track: one per task among the first kKeptTasks of its process,
+  // then one per loop thread for the rest (below gil_track's bit).
+  static int32_t task_track(const TaskRecord &task);
+  // The task tracks drawn under loop thread `vtid`: (track, name), in order.
+  std::vector<std::pair<int32_t, std::string>> task_tracks(int64_t pid, int32_t vtid) const;
   void process_metadata(int64_t pid, const std::string &label, int64_t sort_index);
   void thread_metadata(int64_t pid, int32_t tid, const std::string &label, int64_t sort_index);
 
@@ -80,6 +90,8 @@ class ChromeTraceWriter final : public ReplayOutput {
   bool write_failed_ = false;
   uint64_t next_flow_id_ = 1;
   std::set<int64_t> device_pids_;
+  // (pid, loop thread) -> track -> its name
+  std::map<std::pair<int64_t, int32_t>, std::map<int32_t, std::string>> task_tracks_;
 };
 
 }  // namespace pinsight_reader

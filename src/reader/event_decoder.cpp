@@ -120,6 +120,30 @@ constexpr EventLayout kLayouts[] = {
      EventKind::ConfigInfo,
      false,
      {"path", "config_generation", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}},
+    {"task_create",
+     EventKind::TaskCreate,
+     false,
+     {"name", nullptr, nullptr, "task_id", "python_thread_id", nullptr, nullptr, nullptr}},
+    {"task_name",
+     EventKind::TaskName,
+     false,
+     {"name", nullptr, nullptr, "task_id", "python_thread_id", nullptr, nullptr, nullptr}},
+    {"task_step",
+     EventKind::TaskStep,
+     false,
+     {nullptr, nullptr, nullptr, "task_id", "python_thread_id", nullptr, nullptr, nullptr}},
+    {"task_await",
+     EventKind::TaskAwait,
+     false,
+     {nullptr, nullptr, nullptr, "task_id", "python_thread_id", nullptr, "awaited_id", nullptr}},
+    {"task_done",
+     EventKind::TaskDone,
+     false,
+     {nullptr, nullptr, nullptr, "task_id", "python_thread_id", "how", nullptr, nullptr}},
+    {"task_handoff",
+     EventKind::TaskHandoff,
+     false,
+     {nullptr, nullptr, nullptr, "task_id", "python_thread_id", "transition", "work_id", nullptr}},
     {"lexgion_counts",
      EventKind::LexgionCounts,
      false,
@@ -554,6 +578,19 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
       }
       break;
     }
+    case EventKind::TaskCreate:
+    case EventKind::TaskName:
+    case EventKind::TaskStep:
+    case EventKind::TaskAwait:
+    case EventKind::TaskDone:
+    case EventKind::TaskHandoff:
+      out.str[0] = read_string(payload, slot[kQualname], batch);
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[kCodeId], 0));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[kThreadId], -1));
+      out.transition = static_cast<uint8_t>(read_integer(payload, slot[kTransition], 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[kCallee], 0));
+      out.lineno = out.aux = 0;
+      break;
     case EventKind::ThreadStart:
       out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[0], -1));
       out.code_id = static_cast<uint64_t>(read_integer(payload, slot[1], 0));

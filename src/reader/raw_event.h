@@ -6,6 +6,7 @@
 // copied into the batch's arena; the analysis thread interns them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -52,7 +53,16 @@ enum class EventKind : uint8_t {
   Block,           // batched payload's event_block: vtid: its tid; code_id: first_sequence;
                    // extra: base_clock as ns from origin; aux: record_count; transition:
                    // flags; str[0]: the records' bytes, lineno: their length
+  // asyncio tasks (task_events.h): code_id: task_id; str[0]: name (create, name);
+  // extra: awaited_id (await), work_id (handoff); transition: how (done), kind (handoff)
+  TaskCreate,
+  TaskName,
+  TaskStep,
+  TaskAwait,
+  TaskDone,
+  TaskHandoff,
 };
+inline constexpr size_t kEventKinds = static_cast<size_t>(EventKind::TaskHandoff) + 1;
 
 // The provider's enumerations (import_transition, alloc_source, frame_transition,
 // c_call_transition), as the emitter writes them.

@@ -90,7 +90,7 @@ struct RecordTypes {
         thread(m, "ThreadRecord", "One thread of the program and its aggregates.",
                {"vtid", "label", "python_thread_id", "thread_ident", "events", "first_ns",
                 "last_ns", "functions", "native_calls", "anomalies", "imports", "import_chains",
-                "alloc_tree", "gil", "call_tree"}),
+                "alloc_tree", "gil", "call_tree", "task_tree"}),
         alloc(m, "AllocStats", "Sampled allocations of a process, per allocating function.",
               {"symbol", "samples", "sampled_bytes", "retained_bytes", "native_bytes"}),
         mode_change(m, "ModeChange", "A change of the Python domain's trace mode.",
@@ -100,10 +100,24 @@ struct RecordTypes {
         lexgion_counts(m, "LexgionCounts", "Rate control's counts of one function.",
                        {"symbol", "seen", "traced", "seen_is_lower_bound", "max_num_traces",
                         "tracing_rate", "trace_starts_at", "section"}),
+        task_function(m, "TaskFunction",
+                      "Self time of a function in a task's steps, or in its offloaded work.",
+                      {"symbol", "self_ns", "offloaded"}),
+        task(m, "TaskRecord", "One asyncio task of a process (task_events.h).",
+             {"serial", "task_id", "name", "vtid", "created_ns", "first_step_ns", "done_ns",
+              "outcome", "steps", "running_ns", "waiting_ns", "offloaded_ns", "offloads", "creator",
+              "created_at", "awaited_by", "functions"}),
+        task_group(m, "TaskGroupRecord",
+                   "Done tasks past the kept ones, by name without its number and loop thread.",
+                   {"name", "vtid", "tasks", "steps", "running_ns", "waiting_ns", "offloaded_ns",
+                    "returned", "raised", "cancelled"}),
         process(m, "ProcessRecord", "One traced process and its threads.",
-                {"vpid", "host", "chrome_pid", "label", "has_info", "pid", "mpi_rank", "mpi_size",
-                 "hostname", "argv", "python_version", "backend", "procname", "events",
-                 "allocations", "threads", "mode_changes", "configs", "rate_controlled"}),
+                {"vpid",         "host",    "chrome_pid",      "label",
+                 "has_info",     "pid",     "mpi_rank",        "mpi_size",
+                 "hostname",     "argv",    "python_version",  "backend",
+                 "procname",     "events",  "allocations",     "threads",
+                 "mode_changes", "configs", "rate_controlled", "tasks",
+                 "task_groups"}),
         discard(m, "Discard", "One record of events or packets LTTng discarded.",
                 {"discarded", "begin_ns", "end_ns", "stream_id", "packets"}),
         missing(m, "MissingEvents", "Records of the batched payload that never came.",
@@ -144,8 +158,9 @@ struct RecordTypes {
                 "analysis_cpu_s"}) {}
 
   RecordType function, native_call, anomalies, import_stats, import_chain, alloc_node, gil_release,
-      gil_wait, gil, tree_node, thread, alloc, mode_change, config, lexgion_counts, process,
-      discard, missing, symbol, native_region, unmatched, progress, result;
+      gil_wait, gil, tree_node, thread, alloc, mode_change, config, lexgion_counts, task_function,
+      task, task_group, process, discard, missing, symbol, native_region, unmatched, progress,
+      result;
 };
 
 // Created at import and never freed: the module, hence its types, lives as long.
@@ -195,21 +210,27 @@ py::object thread_record(const ThreadState &t, bool with_tree) {
     chains.append(types->import_chain.make(c.ns, c.modules, c.raised));
   py::list alloc_nodes;
   py::object tree = py::none();
-  if (with_tree) {
-    for (const auto &[node, bytes] : t.alloc_nodes)
-      alloc_nodes.append(types->alloc_node.make(node, bytes));
-    // Node 0 is the thread itself; parents precede their children.
+  py::object task_tree = py::none();
+  // Node 0 is the thread itself; parents precede their children.
+  auto nodes_of = [](const CallTree &from) {
     py::list nodes;
-    for (const CallTreeNode &n : t.tree.nodes()) {
+    for (const CallTreeNode &n : from.nodes()) {
       nodes.append(
           types->tree_node.make(n.parent, symbol_or_minus_one(n.symbol), n.self_ns, n.calls));
     }
-    tree = std::move(nodes);
+    return nodes;
+  };
+  if (with_tree) {
+    for (const auto &[node, bytes] : t.alloc_nodes)
+      alloc_nodes.append(types->alloc_node.make(node, bytes));
+    tree = nodes_of(t.tree);
+    if (t.task_tree_started) task_tree = nodes_of(t.task_tree);
   }
   return types->thread.make(t.vtid, t.label, t.python_thread_id, t.thread_ident, t.events,
                             t.first_ns, t.last_ns, std::move(functions), std::move(native_calls),
                             std::move(anomalies), std::move(imports), std::move(chains),
-                            std::move(alloc_nodes), gil_record(t), std::move(tree));
+                            std::move(alloc_nodes), gil_record(t), std::move(tree),
+                            std::move(task_tree));
 }
 
 py::object process_record(const CallStackAnalyzer &a, const ProcessState &p) {
@@ -233,10 +254,29 @@ py::object process_record(const CallStackAnalyzer &a, const ProcessState &p) {
                                                       r.max_num_traces, r.tracing_rate,
                                                       r.trace_starts_at, r.section));
   }
-  return types->process.make(
-      p.vpid, p.host_name, p.chrome_pid, p.label, p.has_info, p.pid, p.mpi_rank, p.mpi_size,
-      p.hostname, p.argv, p.python_version, p.backend, p.procname, p.events, std::move(allocations),
-      std::move(threads), std::move(mode_changes), std::move(configs), std::move(rate_controlled));
+  py::list tasks;
+  for (const auto &t : p.tasks.kept()) {
+    py::list functions;
+    for (const auto &[symbol, ns, offloaded] : task_top_functions(*t))
+      functions.append(types->task_function.make(symbol, ns, offloaded));
+    tasks.append(types->task.make(t->serial, t->task_id, t->name, t->vtid, t->created_ns,
+                                  t->first_step_ns, t->done_ns, task_outcome_name(t->outcome),
+                                  t->steps, t->running_ns, task_waiting_ns(*t, p.tasks.last_ns()),
+                                  t->offloaded_ns, t->offloads, t->creator,
+                                  symbol_or_minus_one(t->created_at),
+                                  py::tuple(py::cast(t->awaited_by)), std::move(functions)));
+  }
+  py::list task_groups;
+  for (const auto &[key, g] : p.tasks.groups()) {
+    task_groups.append(types->task_group.make(g.name, g.vtid, g.tasks, g.steps, g.running_ns,
+                                              g.waiting_ns, g.offloaded_ns, g.outcomes[0],
+                                              g.outcomes[1], g.outcomes[2]));
+  }
+  return types->process.make(p.vpid, p.host_name, p.chrome_pid, p.label, p.has_info, p.pid,
+                             p.mpi_rank, p.mpi_size, p.hostname, p.argv, p.python_version,
+                             p.backend, p.procname, p.events, std::move(allocations),
+                             std::move(threads), std::move(mode_changes), std::move(configs),
+                             std::move(rate_controlled), std::move(tasks), std::move(task_groups));
 }
 
 // Native regions per (caller, domain, region) of each process, the begins that
@@ -284,7 +324,10 @@ py::dict event_counts(const CallStackAnalyzer &a) {
       {"free_sample", EventKind::FreeSample},       {"native_begin", EventKind::NativeBegin},
       {"gil_switch", EventKind::GilSwitch},         {"gil_released", EventKind::GilReleased},
       {"native_end", EventKind::NativeEnd},         {"generator_end", EventKind::GeneratorEnd},
-      {"config_info", EventKind::ConfigInfo},       {"lexgion_counts", EventKind::LexgionCounts}};
+      {"config_info", EventKind::ConfigInfo},       {"lexgion_counts", EventKind::LexgionCounts},
+      {"task_create", EventKind::TaskCreate},       {"task_name", EventKind::TaskName},
+      {"task_step", EventKind::TaskStep},           {"task_await", EventKind::TaskAwait},
+      {"task_done", EventKind::TaskDone},           {"task_handoff", EventKind::TaskHandoff}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   return kinds;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "symbol_table.h"
+#include "task_events.h"
 
 namespace pinsight_reader {
 
@@ -75,6 +76,11 @@ class ReplayOutput {
                            const RateCounts & /*counts*/) {}
   // Sampled allocations: the sampled bytes of the process not freed yet.
   virtual void sampled_memory(int64_t /*pid*/, uint64_t /*ts_ns*/, uint64_t /*live_bytes*/) {}
+  // asyncio: a step of `task` on thread `vtid` over [begin, end), at its end; or,
+  // offloaded, its work run by thread `vtid` (an executor's work item). A
+  // writer draws each task as a track under its loop's thread (task.vtid).
+  virtual void task_step(int64_t /*pid*/, int32_t /*vtid*/, const TaskRecord & /*task*/,
+                         uint64_t /*begin_ns*/, uint64_t /*end_ns*/, bool /*offloaded*/) {}
 };
 
 }  // namespace pinsight_reader

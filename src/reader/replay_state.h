@@ -17,6 +17,7 @@
 #include "native_regions.h"
 #include "resource_events.h"
 #include "symbol_table.h"
+#include "task_events.h"
 
 namespace pinsight_reader {
 
@@ -52,6 +53,7 @@ struct Anomalies {
 struct Frame {
   SymbolId symbol;
   uint32_t node;
+  uint32_t task_node;  // its node in the thread's task_tree (flamegraph --by-task)
   uint64_t start_ns;
   uint64_t child_ns;
   FunctionStats *stats;
@@ -100,6 +102,11 @@ struct ThreadState {
   GilStats gil;
   std::unordered_map<SymbolId, GilReleaseStats> gil_releases;
   std::vector<FrameRegions> frame_regions;  // per stack depth
+  ThreadTasks tasks;                        // asyncio: the task steps running here
+  // The call tree with each task step's frames under their task (by name) instead
+  // of the event loop's frames; built once the thread ran a task step.
+  CallTree task_tree;
+  bool task_tree_started = false;
 };
 
 // A mode_change of the Python domain (activation, reload, window end, API, debugger).
@@ -144,6 +151,7 @@ struct ProcessState {
   std::vector<ModeChangeRecord> mode_changes;
   std::vector<ConfigRecord> configs;
   std::map<SymbolId, LexgionCountRecord> lexgion_counts;
+  TaskTable tasks;  // asyncio tasks
 };
 
 struct DiscardRecord {

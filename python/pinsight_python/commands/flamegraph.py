@@ -30,9 +30,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write collapsed stacks ('proc;thread;f;g;h NANOSECONDS' lines, "
                         "for flamegraph.pl, inferno, speedscope) instead of an SVG")
     parser.add_argument("--title", help="title of the SVG")
-    parser.add_argument("--alloc", action="store_true",
-                        help="weight stacks by sampled allocated bytes (events = alloc) "
-                        "instead of time")
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument("--alloc", action="store_true",
+                         help="weight stacks by sampled allocated bytes (events = alloc) "
+                         "instead of time")
+    weights.add_argument("--by-task", action="store_true",
+                         help="asyncio: each task's steps under the task (tasks of one name "
+                         "together) instead of under the event loop's frames")
     parser.add_argument("--width", type=_width, default=1200,
                         help="SVG width in pixels (default: %(default)s)")
     parser.add_argument("--min-width", type=float, default=0.1, metavar="PX",
@@ -41,9 +45,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..reading.flamegraph import alloc_weighted, render_svg, write_folded
+    from ..reading.flamegraph import alloc_weighted, by_task, render_svg, write_folded
 
     trace = options.read(args, call_trees=True)
+    if args.by_task:
+        trace = by_task(trace)
     if args.alloc and args.folded:
         trace = alloc_weighted(trace)
     svg = None if args.folded else render_svg(trace, title=args.title, width=args.width,

@@ -61,6 +61,17 @@ class _AllocWeighted(TraceData):
     """The trace whose call paths the flame graph weights by allocated bytes."""
 
 
+class _ByTask(TraceData):
+    """The trace whose call paths the flame graph shows by asyncio task."""
+
+
+def by_task(trace: TraceData) -> TraceData:
+    """The same trace drawn by asyncio task (``flamegraph --by-task``): each task
+    step's frames under their task (tasks of one name together, its number left
+    out) instead of under the event loop's frames; the rest as before."""
+    return _ByTask(trace.path, trace.trace_dirs, trace.raw, trace.wall_seconds, trace.filters)
+
+
 def alloc_weighted(trace: TraceData) -> TraceData:
     """The same call paths weighted by sampled allocated bytes instead of time
     (``flamegraph --alloc``): a path's self weight is what its own samples stand for."""
@@ -75,6 +86,8 @@ def alloc_weighted(trace: TraceData) -> TraceData:
 
 def _call_tree(trace: TraceData, thread: ThreadRecord) -> List[_TreeNode]:
     tree = thread.call_tree
+    if isinstance(trace, _ByTask) and thread.task_tree is not None:
+        tree = thread.task_tree
     if tree is None:
         raise ValueError("the trace was read without call trees")
     if not isinstance(trace, _AllocWeighted):

@@ -20,6 +20,7 @@ from .native import native_lines, native_section
 from .rates import rate_json, rate_lines, rate_text, tracing_windows
 from .resources import alloc_lines, alloc_section, import_lines, import_section
 from .tables import function_text, name_and_location, plural, table
+from .tasks import task_lines, task_section
 from .totals import FunctionTotals, NativeTotals, function_totals, native_totals
 
 if TYPE_CHECKING:
@@ -223,6 +224,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             key=lambda r: (r["qualname"], r["filename"] or "", r["lineno"] or 0))
         entry["allocations"] = alloc_section(symbols, proc.allocations, top)
         entry["gil"] = gil_process_section(symbols, proc.threads, top)
+        entry["tasks"] = task_section(symbols, proc, {t.vtid: t.label for t in proc.threads}, top)
         entry["threads"] = threads
         processes.append(entry)
         if entry["mpi_rank"] is not None:
@@ -464,6 +466,9 @@ def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
     if idle:
         labels = ", ".join(t["label"] for t in idle)
         lines += ["", f"Threads without function events: {labels}"]
+    tasks = task_lines(proc.get("tasks"), top)
+    if tasks:
+        lines += ["", *tasks]
     allocations = alloc_lines(proc["allocations"])
     if allocations:
         lines += ["", *allocations]

@@ -1,0 +1,298 @@
+"""asyncio, seen by task: which task ran each step, how long each ran and waited,
+who awaited whom, checked against the program's own clocks.
+
+The program measures itself inside every step of every task (time.thread_time and
+time.perf_counter from the moment the step's code runs to the next await) and when
+each task is created and done; the report's per-task table, read back with
+`report --json`, must agree. Its ground truth is the loop thread's own CPU time,
+so scripts/test.sh runs this file alone on the machine. Runs on the interpreter
+of the test run: 3.13 (.venv, sys.monitoring), 3.11 (.venv-fallback, setprofile),
+3.14 and 3.15, and on every payload.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from tests.tracing import CLI, Tracer, check_balanced, report_json
+
+# Three named tasks of a TaskGroup computing very different amounts between sleeps,
+# a gather of two unnamed ones, a cancelled task, a task awaiting another, a task two
+# tasks await, and work handed to a thread with asyncio.to_thread.
+PROGRAM = """
+import asyncio, json, sys, time
+
+truth = {}
+
+def spin(seconds):
+    # CPU work: the loop thread's own clock says how much.
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        x += 1
+    return x
+
+def in_thread(seconds):
+    c0 = time.thread_time()
+    spin(seconds)
+    truth["thread_cpu"] = time.thread_time() - c0
+
+class Step:
+    # Times the code of one step: from the moment it runs to the next await.
+    def __init__(self):
+        self.name = asyncio.current_task().get_name()
+        self.t = truth.setdefault(self.name, {"cpu": 0.0, "wall": 0.0, "steps": 0})
+    def __enter__(self):
+        self.c0, self.w0 = time.thread_time(), time.perf_counter()
+        return self
+    def __exit__(self, *exc):
+        self.t["cpu"] += time.thread_time() - self.c0
+        self.t["wall"] += time.perf_counter() - self.w0
+        self.t["steps"] += 1
+        if exc[0] is not None or self.last:
+            self.t["done"] = time.perf_counter()
+    last = False
+
+def created(name):
+    truth.setdefault(name, {"cpu": 0.0, "wall": 0.0, "steps": 0})["created"] = time.perf_counter()
+
+async def compute(rounds, work, pause=0.02):
+    step = Step()
+    for i in range(rounds):
+        with step:
+            spin(work)
+        await asyncio.sleep(pause)
+    step.last = True
+    with step:
+        return step.name
+
+async def blocked():
+    step = Step()
+    with step:
+        pass
+    try:
+        await asyncio.sleep(60)
+    finally:  # cancelled: its last step runs this, and ends with CancelledError
+        step.last = True
+        with step:
+            pass
+
+async def waiter(other):
+    step = Step()
+    with step:
+        spin(0.01)
+    result = await other
+    step.last = True
+    with step:
+        return result
+
+async def offload():
+    step = Step()
+    with step:
+        pass
+    await asyncio.to_thread(in_thread, 0.08)
+    step.last = True
+    with step:
+        return None
+
+async def main():
+    # The executor's first use imports and starts its thread, in the step that makes
+    # it: done here, so that the offloading task's step is its own submit alone.
+    await asyncio.to_thread(int)
+    async with asyncio.TaskGroup() as tg:
+        for name, rounds, work in (("alpha", 5, 0.06), ("beta", 4, 0.004), ("gamma", 5, 0.06)):
+            created(name)
+            tg.create_task(compute(rounds, work), name=name)
+    await asyncio.gather(compute(3, 0.01), compute(2, 0.02))
+    created("victim")
+    victim = asyncio.create_task(blocked(), name="victim")
+    await asyncio.sleep(0.01)
+    victim.cancel()
+    try:
+        await victim
+    except asyncio.CancelledError:
+        pass
+    created("target")
+    target = asyncio.create_task(compute(3, 0.02, 0.03), name="target")
+    created("waiter")
+    await asyncio.create_task(waiter(target), name="waiter")
+    created("shared")
+    shared = asyncio.create_task(compute(2, 0.01, 0.05), name="shared")
+    for name in ("first", "second"):
+        created(name)
+    await asyncio.gather(asyncio.create_task(waiter(shared), name="first"),
+                         asyncio.create_task(waiter(shared), name="second"))
+    created("offload")
+    await asyncio.create_task(offload(), name="offload")
+
+asyncio.run(main())
+json.dump(truth, sys.stdout)
+"""
+
+PAYLOADS = ["full", "compact", "batched"]
+
+
+@pytest.fixture
+def tracer(tmp_path: Path) -> Tracer:
+    return Tracer(tmp_path)
+
+
+def _tasks(report: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    (proc,) = report["processes"]
+    section = proc["tasks"]
+    assert section is not None, "no task section"
+    (loop,) = section["loops"]
+    assert loop["thread"].startswith("main thread"), loop["thread"]
+    by_name: Dict[str, Dict[str, Any]] = {}
+    for task in loop["tasks"]:
+        assert task["name"] not in by_name, f"two tasks named {task['name']}"
+        by_name[task["name"]] = task
+    return by_name
+
+
+def _traced(tracer: Tracer, payload: str) -> tuple[Dict[str, Any], Dict[str, Any], Path]:
+    run = tracer.run(PROGRAM, activate=f"pinsight_python.activate(payload={payload!r})")
+    truth: Dict[str, Any] = json.loads(run.stdout)
+    check_balanced(run.trace)
+    trace_dir = tracer.tmp_path / f"trace{tracer.counter}"
+    return report_json(trace_dir, "--top", "0"), truth, trace_dir
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is 3.11's")
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_tasks_match_the_programs_clocks(tracer: Tracer, payload: str) -> None:
+    report, truth, trace_dir = _traced(tracer, payload)
+    tasks = _tasks(report)
+    measured = {name: t for name, t in truth.items() if isinstance(t, dict)}
+    for name, t in measured.items():
+        task = tasks[name]
+        # Every step the program ran, as a step of its task; no other.
+        assert task["steps"] == t["steps"], (name, task, t)
+        # Its steps' time is at least the time the program measured in them, and
+        # more only by the few calls around each await (asyncio.sleep's, the
+        # loop's hand-back): a millisecond per step is plenty, alone on the machine.
+        running = task["running_ns"] / 1e9
+        assert running >= t["cpu"] * 0.98, (name, running, t)
+        assert running - t["wall"] <= 0.05 * t["wall"] + 0.002 * t["steps"], (name, running, t)
+        if "created" in t and "done" in t:
+            life = t["done"] - t["created"]
+            waiting = task["waiting_ns"] / 1e9
+            assert abs(waiting - (life - t["wall"])) <= 0.05 * life + 0.002 * t["steps"], (
+                name, waiting, life, t)
+    # alpha and gamma ran about 0.3 s each, beta a few ms: told apart.
+    assert tasks["alpha"]["running_ns"] > 10 * tasks["beta"]["running_ns"]
+    assert tasks["gamma"]["running_ns"] > 10 * tasks["beta"]["running_ns"]
+
+    outcomes = {name: task["outcome"] for name, task in tasks.items()}
+    assert outcomes["victim"] == "cancelled", outcomes
+    assert all(outcome == "returned" for name, outcome in outcomes.items()
+               if name != "victim"), outcomes
+
+    serial = {name: task["serial"] for name, task in tasks.items()}
+    main = tasks["Task-1"]  # asyncio.run's, made outside any task
+    assert main["creator"] is None, main
+    # TaskGroup and create_task parents: created by main, at main's call.
+    for name in ("alpha", "beta", "gamma", "victim", "target", "waiter", "shared"):
+        assert tasks[name]["creator"] == main["serial"], (name, tasks[name], main)
+        assert tasks[name]["created_at"]["qualname"] == "main", tasks[name]
+    # A task awaiting another; a task two tasks await; a gather's children.
+    assert tasks["target"]["awaited_by"] == [serial["waiter"]]
+    assert sorted(tasks["shared"]["awaited_by"]) == sorted([serial["first"], serial["second"]])
+    gathered = [tasks[name] for name in measured if name.startswith("Task-")]
+    assert len(gathered) == 2 and all(t["awaited_by"] == [main["serial"]] for t in gathered)
+    # The work handed to a thread is the offloading task's, across threads.
+    offload = tasks["offload"]
+    assert offload["offloads"] == 1
+    assert offload["offloaded_ns"] / 1e9 >= 0.98 * truth["thread_cpu"], (offload, truth)
+    assert any(f["qualname"] == "spin" and f["offloaded"] for f in offload["functions"]), (
+        offload["functions"])
+    # Their top functions: spin (and the clock it reads), in the tasks that spun.
+    assert "spin" in [f["qualname"] for f in tasks["alpha"]["functions"][:2]], tasks["alpha"]
+
+    # The text report names them, and the chains.
+    out = "\n".join(cli_output("report", str(trace_dir)))
+    assert "asyncio tasks of the event loop on main thread" in out
+    for name in ("alpha", "beta", "gamma", "victim", "shared"):
+        assert f"{name} #{serial[name]}" in out
+    assert "2 parents: first" in out, out
+
+
+@pytest.mark.parametrize("payload", ["compact", "batched"])
+def test_many_short_tasks_bounded(tracer: Tracer, payload: str) -> None:
+    # Tasks past the first 10,000 of a process are folded by name: the reader's
+    # memory stays bounded whatever the program creates; one name told apart by id.
+    run = tracer.run("""
+        import asyncio
+
+        async def tiny(i):
+            return i
+
+        async def main():
+            for start in range(0, 12000, 1000):
+                await asyncio.gather(*(asyncio.create_task(tiny(i), name="same")
+                                       for i in range(start, start + 1000)))
+
+        asyncio.run(main())
+    """, activate=f"pinsight_python.activate(payload={payload!r})")
+    assert run.returncode == 0
+    report = report_json(tracer.tmp_path / f"trace{tracer.counter}", "--top", "0")
+    (loop,) = report["processes"][0]["tasks"]["loops"]
+    assert len(loop["tasks"]) == 10000
+    serials = [t["serial"] for t in loop["tasks"] if t["name"] == "same"]
+    assert len(set(serials)) == len(serials)  # one name, told apart
+    (group,) = (g for g in loop["groups"] if g["name"] == "same")
+    assert len(serials) + group["tasks"] == 12000
+    assert group["outcomes"] == {"returned": group["tasks"], "raised": 0, "cancelled": 0}
+    # main, asyncio.run's shutdown tasks: every task counted once.
+    assert loop["tasks_total"] == 12003
+
+
+def test_flamegraph_by_task_and_export_tracks(tracer: Tracer, tmp_path: Path) -> None:
+    run = tracer.run("""
+        import asyncio
+
+        def busy(n):
+            return sum(i * i for i in range(n))
+
+        async def worker(n):
+            for _ in range(3):
+                busy(n)
+                await asyncio.sleep(0)
+
+        async def main():
+            await asyncio.gather(asyncio.create_task(worker(20000), name="heavy"),
+                                 asyncio.create_task(worker(200), name="light"))
+
+        asyncio.run(main())
+    """)
+    assert run.returncode == 0
+    trace_dir = tmp_path / f"trace{tracer.counter}"
+    folded = cli_output("flamegraph", str(trace_dir), "--by-task", "--folded")
+    heavy = [line for line in folded if ";asyncio task heavy;worker (" in line and ";busy (" in line]
+    assert heavy, folded
+    plain = cli_output("flamegraph", str(trace_dir), "--folded")
+    assert not any("asyncio task" in line for line in plain)
+    out = tmp_path / "trace.json"
+    cli_output("export", str(trace_dir), "-o", str(out))
+    events = json.loads(out.read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    tracks = {tid: name for tid, name in names.items() if name.startswith("task ")}
+    assert any(name.startswith("task heavy #") and "main thread" in name
+               for name in tracks.values()), names
+    steps: List[Dict[str, Any]] = [e for e in events if e.get("cat") == "asyncio"]
+    heavy_track = next(tid for tid, name in tracks.items() if name.startswith("task heavy"))
+    assert len([e for e in steps if e["tid"] == heavy_track]) == 4  # 3 sleeps: 4 steps
+
+
+def cli_output(*args: str) -> List[str]:
+    proc = subprocess.run([*CLI, *args],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
