@@ -610,6 +610,13 @@ LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, task_end_kind,
     )
 )
 
+LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, task_step_kind,
+    LTTNG_UST_TP_ENUM_VALUES(
+        lttng_ust_field_enum_value("begin", PINSIGHT_TASK_STEP_BEGIN)
+        lttng_ust_field_enum_value("continue", PINSIGHT_TASK_STEP_CONTINUE)
+    )
+)
+
 LTTNG_UST_TRACEPOINT_ENUM(python_pinsight_lttng_ust, task_handoff_kind,
     LTTNG_UST_TP_ENUM_VALUES(
         lttng_ust_field_enum_value("submit", PINSIGHT_HANDOFF_SUBMIT)
@@ -654,16 +661,24 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(python_pinsight_lttng_ust, task_named_class,
     )
 )
 
-/* A step of the task begins: the next function_begin is its outermost coroutine's
- * (start, resume or throw). */
+/*
+ * A step of the task begins: the next function_begin is its outermost coroutine's
+ * (start, resume or throw), or that of a coroutine it awaits which a throw()
+ * resumed first (the exception goes to the innermost awaited coroutine before its
+ * awaiters run). transition "continue": the same step goes on in an awaiting
+ * coroutine, after such an inner one returned or raised.
+ */
 LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, task_step,
     LTTNG_UST_TP_ARGS(
         unsigned long, task_id,
-        int, python_thread_id
+        int, python_thread_id,
+        int, transition
     ),
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_integer_hex(unsigned long, task_id, task_id)
         lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_enum(python_pinsight_lttng_ust, task_step_kind, uint8_t,
+                             transition, transition)
     )
 )
 

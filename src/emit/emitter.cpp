@@ -254,8 +254,8 @@ void task_name(uintptr_t task_id, int python_thread_id, const char *name) {
                       event_text::bounded(name, cut));
 }
 
-void task_step(uintptr_t task_id, int python_thread_id) {
-  PINSIGHT_TRACEPOINT(task_step, static_cast<unsigned long>(task_id), python_thread_id);
+void task_step(uintptr_t task_id, int python_thread_id, int transition) {
+  PINSIGHT_TRACEPOINT(task_step, static_cast<unsigned long>(task_id), python_thread_id, transition);
 }
 
 void task_await(uintptr_t task_id, int python_thread_id, uintptr_t awaited_id) {

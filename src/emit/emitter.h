@@ -219,7 +219,7 @@ void generator_end(NamedCode &code, int python_thread_id, uint64_t lifetime_ns, 
 // first only at a flush; the reader merges them by time (block_merger).
 void task_create(uintptr_t task_id, int python_thread_id, const char *name);
 void task_name(uintptr_t task_id, int python_thread_id, const char *name);
-void task_step(uintptr_t task_id, int python_thread_id);
+void task_step(uintptr_t task_id, int python_thread_id, int transition);
 void task_await(uintptr_t task_id, int python_thread_id, uintptr_t awaited_id);
 void task_done(uintptr_t task_id, int python_thread_id, int how);
 void task_handoff(uintptr_t task_id, int python_thread_id, uintptr_t work_id, int transition);

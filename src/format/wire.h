@@ -33,6 +33,10 @@ enum {
   PINSIGHT_TASK_CANCELLED = 2 /* left by CancelledError: the task is cancelled */
 };
 
+/* task_step: a step begins, or goes on in an outer coroutine of the task after an
+ * inner one that a throw() resumed first (by delegation) returned or raised. */
+enum { PINSIGHT_TASK_STEP_BEGIN = 0, PINSIGHT_TASK_STEP_CONTINUE = 1 };
+
 /* task_handoff: work handed to a thread from a task (an executor's work item). */
 enum { PINSIGHT_HANDOFF_SUBMIT = 0, PINSIGHT_HANDOFF_RUN = 1 };
 
@@ -104,6 +108,10 @@ enum TaskEnd : int {
   kTaskReturned = PINSIGHT_TASK_RETURNED,
   kTaskRaised = PINSIGHT_TASK_RAISED,
   kTaskCancelled = PINSIGHT_TASK_CANCELLED,
+};
+enum TaskStepKind : int {
+  kTaskStepBegin = PINSIGHT_TASK_STEP_BEGIN,
+  kTaskStepContinue = PINSIGHT_TASK_STEP_CONTINUE,
 };
 enum Handoff : int {
   kHandoffSubmit = PINSIGHT_HANDOFF_SUBMIT,

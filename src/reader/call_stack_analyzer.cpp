@@ -472,12 +472,17 @@ void CallStackAnalyzer::on_task_event(ThreadState &t, const RawEvent &e, const E
       break;
     }
     case EventKind::TaskName:
-      tasks.task(e.code_id, t.vtid, e.ts_ns, batch.string(e.str[0]));
+      // At its coroutine's start: the name it runs under (TaskGroup.create_task
+      // and create_task name a task after the loop made it, on 3.8-3.11).
+      if (!batch.string(e.str[0]).empty()) {
+        tasks.task(e.code_id, t.vtid, e.ts_ns, {})->name = batch.string(e.str[0]);
+      }
       break;
     case EventKind::TaskStep: {
       std::shared_ptr<TaskRecord> task = tasks.task(e.code_id, t.vtid, e.ts_ns, {});
       if (task->steps == 0) task->vtid = t.vtid;  // its loop's thread
       t.tasks.pending_step = std::move(task);     // the next begin is its frame's
+      t.tasks.pending_continues = e.transition == pinsight::wire::kTaskStepContinue;
       break;
     }
     case EventKind::TaskAwait:
@@ -506,7 +511,9 @@ void CallStackAnalyzer::on_task_event(ThreadState &t, const RawEvent &e, const E
 
 void CallStackAnalyzer::begin_task_frame(ThreadState &t, uint64_t ts) {
   std::shared_ptr<TaskRecord> task = std::move(t.tasks.pending_step);
-  ++task->steps;
+  // A step that goes on in an awaiting coroutine (after a throw() into an inner
+  // one) is the same step.
+  if (!std::exchange(t.tasks.pending_continues, false)) ++task->steps;
   if (task->first_step_ns == 0) task->first_step_ns = ts;
   t.tasks.frames.push_back(TaskFrame{t.stack.size() - 1, ts, 0, std::move(task), false});
 }

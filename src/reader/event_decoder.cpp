@@ -131,7 +131,7 @@ constexpr EventLayout kLayouts[] = {
     {"task_step",
      EventKind::TaskStep,
      false,
-     {nullptr, nullptr, nullptr, "task_id", "python_thread_id", nullptr, nullptr, nullptr}},
+     {nullptr, nullptr, nullptr, "task_id", "python_thread_id", "transition", nullptr, nullptr}},
     {"task_await",
      EventKind::TaskAwait,
      false,

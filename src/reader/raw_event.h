@@ -54,7 +54,8 @@ enum class EventKind : uint8_t {
                    // extra: base_clock as ns from origin; aux: record_count; transition:
                    // flags; str[0]: the records' bytes, lineno: their length
   // asyncio tasks (task_events.h): code_id: task_id; str[0]: name (create, name);
-  // extra: awaited_id (await), work_id (handoff); transition: how (done), kind (handoff)
+  // extra: awaited_id (await), work_id (handoff); transition: how (done), kind (step,
+  // handoff)
   TaskCreate,
   TaskName,
   TaskStep,

@@ -69,6 +69,7 @@ struct TaskFrame {
 // A thread's task state (in its replay ThreadState).
 struct ThreadTasks {
   std::shared_ptr<TaskRecord> pending_step;  // task_step seen, its frame's begin not yet
+  bool pending_continues = false;            // it goes on with the step before (no new step)
   std::vector<TaskFrame> frames;             // innermost last
   // The task whose frames run now (the innermost step or work item), or null.
   TaskRecord *current() const { return frames.empty() ? nullptr : frames.back().task.get(); }

@@ -93,13 +93,30 @@ PyObject *current_task() {
   return task;
 }
 
-bool runs_coroutine(PyObject *task, PyObject *coro) {
-  if (!interned(name_get_coro, "get_coro")) return false;
+CoroutineRole role_of(PyObject *task, PyObject *coro, PyObject *(*generator_of)(const void *)) {
+  if (!interned(name_get_coro, "get_coro")) return CoroutineRole::None;
   KeptError kept;
   PyObject *own = PyObject_CallMethodObjArgs(task, name_get_coro, nullptr);
-  bool same = own == coro;
-  Py_XDECREF(own);
-  return same;
+  if (!own) return CoroutineRole::None;
+  CoroutineRole role = own == coro ? CoroutineRole::Own : CoroutineRole::None;
+  // Rare (a throw() into a task awaiting a coroutine): the awaiters are the frames
+  // above, generator frames up to the task's own (cr_await says nothing while
+  // the throw is delegated).
+  PyFrameObject *frame = role == CoroutineRole::None ? PyEval_GetFrame() : nullptr;
+  Py_XINCREF(frame);
+  for (int depth = 0; frame && depth < 1000; ++depth) {
+    PyFrameObject *back = compat::frame_back(frame);  // new reference
+    Py_DECREF(frame);
+    frame = back;
+    if (!frame || !compat::is_generator_code(compat::frame_code(frame))) break;
+    if (generator_of(compat::frame_key(frame)) == own) {
+      role = CoroutineRole::Awaited;
+      break;
+    }
+  }
+  Py_XDECREF(frame);
+  Py_DECREF(own);
+  return role;
 }
 
 std::string name_of(PyObject *task) {
@@ -228,7 +245,9 @@ void Tracer::begin_task_step(ThreadState &state, const void *frame, int transiti
   PyObject *task = tasks::current_task();
   if (!task) return;
   PyObject *coro = generator_of_frame(frame);  // borrowed
-  if (!coro || !tasks::runs_coroutine(task, coro)) {
+  const tasks::CoroutineRole role =
+      coro ? tasks::role_of(task, coro, generator_of_frame) : tasks::CoroutineRole::None;
+  if (role == tasks::CoroutineRole::None) {
     Py_DECREF(task);
     return;
   }
@@ -240,9 +259,13 @@ void Tracer::begin_task_step(ThreadState &state, const void *frame, int transiti
     emitter::task_name(id, state.python_thread_id, tasks::name_of(task).c_str());
   }
   Py_DECREF(task);  // its step, running now, holds it until this frame's end
+  // An awaiting coroutine goes on with the step an inner one began (throw()).
+  const bool continues = state.continuing_task == id;
+  state.continuing_task = 0;
   ++events_emitted_;
-  emitter::task_step(id, state.python_thread_id);
-  state.task_steps.push_back({frame, id});
+  emitter::task_step(id, state.python_thread_id,
+                     continues ? wire::kTaskStepContinue : wire::kTaskStepBegin);
+  state.task_steps.push_back({frame, id, role == tasks::CoroutineRole::Awaited});
   state.stack.back().flags |= kTaskStep;
   state.last_created = 0;
 }
@@ -250,16 +273,24 @@ void Tracer::begin_task_step(ThreadState &state, const void *frame, int transiti
 void Tracer::end_task_step(const FrameRecord &record, ThreadState &state, int transition,
                            PyObject *value) {
   uintptr_t task = 0;
+  bool awaited = false;
   while (!state.task_steps.empty()) {
     const ThreadState::TaskStep step = state.task_steps.back();
     state.task_steps.pop_back();
     if (step.frame == record.frame) {
       task = step.task;
+      awaited = step.awaited;
       break;
     }
   }
   if (!task) return;
   state.last_created = 0;
+  if (awaited && transition != wire::kYield) {
+    // An awaited coroutine a throw() resumed ended: its awaiter goes on with the
+    // step (its task is not done).
+    state.continuing_task = task;
+    return;
+  }
   const int thread = state.python_thread_id;
   if (transition == wire::kYield) {
     // What the task waits on now: another task (await task), a gather of tasks.
@@ -311,7 +342,7 @@ void Tracer::untraced_coroutine_end(ThreadState &state, const void *frame, int t
   PyObject *task = tasks::current_task();
   if (!task) return;
   PyObject *coro = generator_of_frame(frame);
-  if (coro && tasks::runs_coroutine(task, coro)) {
+  if (coro && tasks::role_of(task, coro, generator_of_frame) == tasks::CoroutineRole::Own) {
     const int how =
         transition == wire::kReturn ? wire::kTaskReturned : tasks::unwind_kind(task, value);
     ++events_emitted_;

@@ -20,9 +20,13 @@ namespace pinsight::tasks {
 // The task running on this thread's event loop now (new reference), or null:
 // no loop runs, or no task (a callback). GIL held; the pending error is kept.
 PyObject *current_task();
-// Whether `coro` is `task`'s coroutine (task.get_coro()): a coroutine driven
-// by hand inside a task's step is not one of its steps.
-bool runs_coroutine(PyObject *task, PyObject *coro);
+// What the coroutine `coro`, starting or resuming at the thread's current frame,
+// is to `task`: its coroutine (task.get_coro()), one its coroutine awaits (a
+// throw() resumes the innermost awaited coroutine first, its awaiters linked
+// above it as they stay suspended: generator_of(frame) names them), or neither
+// (a coroutine driven by hand inside a task's step is not one of its steps).
+enum class CoroutineRole { None, Own, Awaited };
+CoroutineRole role_of(PyObject *task, PyObject *coro, PyObject *(*generator_of)(const void *));
 // task.get_name(), or "" (written once per task).
 std::string name_of(PyObject *task);
 // Whether `object` is an asyncio Task (of either implementation, or a subclass).

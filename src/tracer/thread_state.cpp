@@ -139,6 +139,7 @@ void clear_all_stacks() {
   for (ThreadState *state : registry()) {
     state->stack.clear();
     state->task_steps.clear();
+    state->continuing_task = 0;
   }
 }
 

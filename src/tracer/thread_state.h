@@ -90,8 +90,12 @@ struct ThreadState {
   struct TaskStep {
     const void *frame;
     uintptr_t task;
+    bool awaited;  // a coroutine the task's awaits, resumed first by a throw()
   };
   std::vector<TaskStep> task_steps;
+  // Such an awaited coroutine returned or raised: its awaiter, resumed next, goes on
+  // with the same step.
+  uintptr_t continuing_task = 0;
   // The task this thread's last task_create named: nested creation functions
   // (TaskGroup.create_task, then the loop's) return the same task one after the
   // other. Cleared by a step's begin or end, before which its address cannot
