@@ -215,13 +215,15 @@ def test_header_parser_sees_the_whole_contract() -> None:
             "compact_c_call_end code_info callable_info generator_end event_block "
             "process_info thread_start mode_change config_info lexgion_counts "
             "import_begin import_end "
-            "alloc_sample free_sample gil_switch gil_released"
+            "alloc_sample free_sample gil_switch gil_released "
+            "task_create task_name task_step task_await task_done task_handoff"
         ).split()
     }
     assert OURS.events[f"{OUR_PROVIDER}:c_call_end"] >= {"callee_name", "caller_qualname"}
     assert OURS.enums[(f"{OUR_PROVIDER}:function_end", "transition")] >= {"return", "unwind"}
     assert OURS.enums[(f"{OUR_PROVIDER}:generator_end", "how")] == {"returned", "raised",
                                                                    "collected"}
+    assert OURS.enums[(f"{OUR_PROVIDER}:task_done", "how")] == {"returned", "raised", "cancelled"}
 
 
 @dataclass(frozen=True)
