@@ -57,9 +57,10 @@ PyObject *module_attribute(PyObject *module, const char *name) {
 
 bool find_asyncio() {
   if (asyncio.found) return true;
-  PyObject *name = PyUnicode_FromString("asyncio.tasks");
+  // Asked at every coroutine the loop would resume until asyncio is loaded (trio's
+  // steps, a coroutine driven by hand): one lookup in sys.modules.
+  static PyObject *name = PyUnicode_InternFromString("asyncio.tasks");
   PyObject *module = name ? PyImport_GetModule(name) : nullptr;  // not imported: null
-  Py_XDECREF(name);
   if (!module) {
     PyErr_Clear();
     return false;
