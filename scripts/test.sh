@@ -64,12 +64,12 @@ for t in "${reading_tests[@]}"; do
   not_reading+=("--ignore=tests/integration/$t")
 done
 
-# Alone on the machine: the GIL's ground truth is a thread's own CPU time, which a
-# second stage beside it would take away without any GIL; the any-user tests stop and
-# start that user's LTTng daemons; the LTTng versions' tests need LTTng 2.16's session
-# daemon of their own (scripts/with-lttng.sh) and start a user's.
-alone_tests=(tests/integration/test_gil.py tests/integration/test_any_user.py
-  tests/integration/test_lttng_versions.py)
+# Alone on the machine: the GIL's and asyncio tasks' ground truth is a thread's own CPU
+# time, which a second stage beside it would take away without any GIL; the any-user
+# tests stop and start that user's LTTng daemons; the LTTng versions' tests need LTTng
+# 2.16's session daemon of their own (scripts/with-lttng.sh) and start a user's.
+alone_tests=(tests/integration/test_gil.py tests/integration/test_asyncio.py
+  tests/integration/test_any_user.py tests/integration/test_lttng_versions.py)
 not_alone=()
 for t in "${alone_tests[@]}"; do
   [[ -f $t ]] || { echo "test: $t is gone: update alone_tests" >&2; exit 1; }
@@ -137,6 +137,7 @@ echo "== both lanes: $((SECONDS - lanes_start)) s"
 if ((! $#)); then
   for venv in .venv .venv-fallback .venv-3.15 .venv-3.14; do
     stage "alone: GIL ground truth on $($venv/bin/python -V)" run_pytest $venv/bin/python tests/integration/test_gil.py
+    stage "alone: asyncio tasks' ground truth on $($venv/bin/python -V)" run_pytest $venv/bin/python tests/integration/test_asyncio.py
   done
   stage "alone: any-user install" run_pytest .venv/bin/python tests/integration/test_any_user.py
   # LTTng 2.16 and babeltrace2 2.1 (Debian sid's, /opt/pinsight-lttng), a session daemon
