@@ -221,15 +221,8 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
       t.python_thread_id = e.python_thread_id;
       t.thread_ident = e.code_id;
       break;
-    case EventKind::TaskCreate:
-    case EventKind::TaskName:
-    case EventKind::TaskStep:
-    case EventKind::TaskAwait:
-    case EventKind::TaskDone:
-    case EventKind::TaskHandoff:
-      on_task_event(t, e, batch);
-      break;
     default:
+      if (is_task_event(e.kind)) on_task_event(t, e, batch);
       break;
   }
 }

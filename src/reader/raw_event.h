@@ -64,6 +64,9 @@ enum class EventKind : uint8_t {
   TaskHandoff,
 };
 inline constexpr size_t kEventKinds = static_cast<size_t>(EventKind::TaskHandoff) + 1;
+inline bool is_task_event(EventKind kind) {
+  return kind >= EventKind::TaskCreate && kind <= EventKind::TaskHandoff;
+}
 
 // The provider's enumerations (import_transition, alloc_source, frame_transition,
 // c_call_transition), as the emitter writes them.
