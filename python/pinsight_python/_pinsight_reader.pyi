@@ -60,12 +60,13 @@ class NativeCallStats(structseq[int], Tuple[int, int, int, int, int]):
     def raised(self) -> int: ...
 
 @final
-class Anomalies(structseq[int], Tuple[int, int, int, int]):
+class Anomalies(structseq[int], Tuple[int, int, int, int, int]):
     """Input of a thread the stacks could not explain, reported rather than guessed at."""
 
     if sys.version_info >= (3, 10):
         __match_args__: Final = (
             "ends_without_begin", "implicitly_closed", "open_at_end", "stepped_aside",
+            "cut_by_damage",
         )
 
     @property
@@ -76,6 +77,8 @@ class Anomalies(structseq[int], Tuple[int, int, int, int]):
     def open_at_end(self) -> int: ...
     @property
     def stepped_aside(self) -> int: ...
+    @property
+    def cut_by_damage(self) -> int: ...  # open where the thread's stream lost packets
 
 @final
 class ImportStats(structseq[int], Tuple[int, int, int, int, int]):
@@ -196,7 +199,7 @@ class ThreadRecord(
     Tuple[
         int, str, int, int, int, int, int, List[FunctionStats], List[NativeCallStats], Anomalies,
         List[ImportStats], List[ImportChain], List[AllocNode], Optional[GilStats],
-        Optional[List[CallTreeNode]], Optional[List[CallTreeNode]],
+        Optional[List[CallTreeNode]], Optional[List[CallTreeNode]], bool,
     ],
 ):
     """One thread of the program (the tracer's control thread left out)."""
@@ -205,7 +208,7 @@ class ThreadRecord(
         __match_args__: Final = (
             "vtid", "label", "python_thread_id", "thread_ident", "events", "first_ns", "last_ns",
             "functions", "native_calls", "anomalies", "imports", "import_chains", "alloc_tree",
-            "gil", "call_tree", "task_tree",
+            "gil", "call_tree", "task_tree", "lower_bound",
         )
 
     @property
@@ -242,6 +245,8 @@ class ThreadRecord(
     # name, its number left out); None: no task step ran here, or no call trees.
     @property
     def task_tree(self) -> Optional[List[CallTreeNode]]: ...
+    @property
+    def lower_bound(self) -> bool: ...  # damage to the trace may have cost it events
 
 @final
 class AllocStats(structseq[int], Tuple[int, int, int, int, int]):
@@ -519,6 +524,44 @@ class MissingEvents(structseq[Any], Tuple[str, int, int, int, int, int]):
     def missing(self) -> int: ...  # 0: unknown (the thread's last block never came)
 
 @final
+class DamagedPart(
+    structseq[Any], Tuple[str, str, str, int, int, int, int, int, int, int, str, int]
+):
+    """Part of a trace file the reader had to skip: damage (one per place)."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = (
+            "file", "kind", "detail", "begin_ns", "end_ns", "packets", "offset", "bytes",
+            "events_read", "events_lost", "host", "vpid",
+        )
+
+    @property
+    def file(self) -> str: ...  # the stream file, metadata or index
+    @property
+    def kind(self) -> str: ...  # cut, no_whole_packet, empty, bad_packet_header,
+    # undecodable, stopped, cut_metadata, bad_metadata, bad_index
+    @property
+    def detail(self) -> str: ...  # what was wrong (babeltrace2's cause, or the pre-scan's)
+    @property
+    def begin_ns(self) -> int: ...  # the time span lost, ns since the epoch (0: unknown)
+    @property
+    def end_ns(self) -> int: ...  # 0: unknown
+    @property
+    def packets(self) -> int: ...  # packets skipped, whole or in part
+    @property
+    def offset(self) -> int: ...  # where in the file the skipped bytes begin
+    @property
+    def bytes(self) -> int: ...  # bytes skipped
+    @property
+    def events_read(self) -> int: ...  # events of a damaged packet read before the damage
+    @property
+    def events_lost(self) -> int: ...  # events decoded but dropped (their time went back)
+    @property
+    def host(self) -> str: ...  # the trace's hostname
+    @property
+    def vpid(self) -> int: ...  # per-process buffers: the process; -1: any of the trace
+
+@final
 class SymbolInfo(structseq[Any], Tuple[bool, str, str, int, str, str]):
     """A Python function or a native callee; symbols are indexes into TraceResult.symbols."""
 
@@ -613,6 +656,7 @@ class TraceResult(
         int, int, int, int, int, int, int, int, int, List[Discard], int, int, List[MissingEvents],
         List[SymbolInfo], List[ProcessRecord], List[NativeRegion], List[UnmatchedRegion],
         Dict[str, str], int, Dict[str, int], int, int, float, List[float], float,
+        List[DamagedPart],
     ],
 ):
     """The aggregates of one read (Analysis.result())."""
@@ -625,6 +669,7 @@ class TraceResult(
             "missing_events", "symbols", "processes", "native", "native_unmatched",
             "native_labels", "native_ends_without_begin", "event_counts", "control_threads",
             "decode_threads", "decode_cpu_s", "decode_thread_cpu_s", "analysis_cpu_s",
+            "damaged",
         )
 
     @property
@@ -677,6 +722,8 @@ class TraceResult(
     def decode_thread_cpu_s(self) -> List[float]: ...
     @property
     def analysis_cpu_s(self) -> float: ...
+    @property
+    def damaged(self) -> List[DamagedPart]: ...  # what damage to the trace cost the read
 
 class Analysis:
     def __init__(
@@ -706,6 +753,7 @@ class Unbatcher:
     def run(self) -> bool: ...
     def cancel(self) -> None: ...
     def progress(self) -> Progress: ...
+    def damaged(self) -> List[DamagedPart]: ...  # after run()
 
 def babeltrace2_version() -> str: ...
 def reads_ctf2() -> bool: ...

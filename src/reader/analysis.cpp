@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "batch_queue.h"
 #include "event_decoder.h"
@@ -102,19 +103,32 @@ struct Analysis::DecodeWorker {
   double cpu_seconds = 0;
   std::thread thread;
 
-  void run() {
+  void run(const TraceSet &set) {
     double start = thread_cpu_seconds();
     try {
       EventBatch *batch = queue.acquire_empty();
       if (batch == nullptr) throw Stopped{};
-      bool completed = graph->run([&](const bt_message *const *messages, uint64_t count) {
-        for (uint64_t i = 0; i < count; ++i) decoder.decode(messages[i], *batch);
+      auto full = [&] {
         if (batch->events.size() >= BatchQueue::kEventsPerBatch) {
           queue.push_full(batch);
           batch = queue.acquire_empty();
           if (batch == nullptr) throw Stopped{};
         }
-      });
+      };
+      TraceGraph::Client client;
+      client.messages = [&](const bt_message *const *messages, const uint32_t *streams,
+                            uint64_t count) {
+        for (uint64_t i = 0; i < count; ++i) decoder.decode(messages[i], streams[i], *batch);
+        full();
+      };
+      client.loss = [&](const StreamLoss &loss) {
+        uint64_t id = loss.stream < set.streams().size() ? set.streams()[loss.stream].instance_id
+                                                         : UINT64_MAX;
+        decoder.decode_loss(loss, id == UINT64_MAX ? -1 : static_cast<int64_t>(id), *batch);
+        full();
+      };
+      client.graph_replaced = [&] { decoder.forget_classes(); };
+      bool completed = graph->run(std::move(client));
       if (completed && !batch->events.empty()) queue.push_full(batch);
       queue.finish();
     } catch (const Stopped &) {
@@ -132,7 +146,8 @@ Analysis::~Analysis() = default;
 
 bool Analysis::run() {
   completed_ = false;
-  size_t streams = TraceGraph::count_streams(options_.trace_dirs);
+  set_ = std::make_unique<TraceSet>(options_.trace_dirs);
+  size_t streams = set_->streams().size();
   size_t threads = options_.decode_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::clamp<size_t>(std::min(threads, streams), 1, kMaxDecodeThreads);
@@ -141,7 +156,7 @@ bool Analysis::run() {
   std::vector<std::unique_ptr<DecodeWorker>> workers;
   for (size_t i = 0; i < threads; ++i) {
     workers.push_back(std::make_unique<DecodeWorker>(hosts_));
-    workers.back()->graph = std::make_unique<TraceGraph>(options_.trace_dirs, i, threads);
+    workers.back()->graph = std::make_unique<TraceGraph>(*set_, i, threads);
   }
   {
     std::lock_guard<std::mutex> lock(graphs_mutex_);
@@ -171,7 +186,9 @@ bool Analysis::run() {
   merger_ = std::make_unique<BlockMerger>(*analyzer_);
 
   double analysis_start = thread_cpu_seconds();
-  for (auto &w : workers) w->thread = std::thread([worker = w.get()] { worker->run(); });
+  for (auto &w : workers) {
+    w->thread = std::thread([worker = w.get(), set = set_.get()] { worker->run(*set); });
+  }
   auto join_all = [&] {
     for (auto &w : workers) {
       if (w->thread.joinable()) w->thread.join();
@@ -199,7 +216,16 @@ bool Analysis::run() {
     foreign_events_ += w->decoder.foreign_events();
   }
   if (cancelled_) return false;
+  damages_ = set_->damages();
+  for (auto &w : workers) {
+    const std::vector<Damage> &found = w->graph->damages();
+    damages_.insert(damages_.end(), found.begin(), found.end());
+  }
+  std::stable_sort(damages_.begin(), damages_.end(), [](const Damage &a, const Damage &b) {
+    return std::tie(a.file, a.offset) < std::tie(b.file, b.offset);
+  });
   merger_->finish();
+  analyzer_->set_damages(damages_);
   analyzer_->finish();
   if (chrome_) {
     write_chrome_metadata(*analyzer_, *chrome_);

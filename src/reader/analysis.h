@@ -17,6 +17,7 @@
 #include "perfetto_trace_writer.h"
 #include "read_filter.h"
 #include "trace_graph.h"
+#include "trace_set.h"
 
 namespace pinsight_reader {
 
@@ -54,6 +55,9 @@ class Analysis {
   // The batched payload's blocks, and the records they lost.
   const BlockMerger &blocks() const { return *merger_; }
   const HostRegistry &hosts() const { return hosts_; }
+  // What damage to the trace cost the read: the pre-scan's finds and the
+  // packets babeltrace2 failed to decode, by file and time.
+  const std::vector<Damage> &damages() const { return damages_; }
   uint64_t foreign_events() const { return foreign_events_; }
   // Events the Chrome JSON holds (0 without chrome_path).
   uint64_t chrome_events() const { return chrome_ ? chrome_->events_written() : 0; }
@@ -72,6 +76,8 @@ class Analysis {
 
   AnalysisOptions options_;
   HostRegistry hosts_;
+  std::unique_ptr<TraceSet> set_;
+  std::vector<Damage> damages_;
   std::unique_ptr<ChromeTraceWriter> chrome_;
   std::unique_ptr<PerfettoTraceWriter> perfetto_;
   std::unique_ptr<CallStackAnalyzer> analyzer_;

@@ -9,8 +9,9 @@ namespace pinsight_reader {
 namespace {
 
 uint64_t merger_key(const RawEvent &e) {
-  // LTTng's discarded-event records name a stream, not a thread.
-  if (e.kind == EventKind::Discarded || e.kind == EventKind::DiscardedPackets) {
+  // LTTng's discarded-event records, and damage, name a stream, not a thread.
+  if (e.kind == EventKind::Discarded || e.kind == EventKind::DiscardedPackets ||
+      e.kind == EventKind::Damage) {
     return (uint64_t{0xffff} << 48) | static_cast<uint32_t>(e.vtid);
   }
   int32_t tid = e.vtid >= 0 ? e.vtid : e.python_thread_id;
@@ -89,6 +90,7 @@ void BlockMerger::on_block(Thread &t, const RawEvent &e, const EventBatch &batch
     r.str[0] = r.str[1] = r.str[2] = r.str[3] = kNoString;
     r.procname = kNoString;
     r.compact = true;
+    r.stream = e.stream;
     if (clock < t.delivered_ns) {
       ++late_;
       r.ts_ns = t.delivered_ns;

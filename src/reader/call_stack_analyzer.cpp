@@ -124,6 +124,10 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
     on_discarded(e);
     return;
   }
+  if (e.kind == EventKind::Damage) {
+    on_damage(e);
+    return;
+  }
   // Names (code_info: every payload; callable_info: compact): not events of a
   // thread's timeline.
   if (e.kind == EventKind::CodeInfo || e.kind == EventKind::CallableInfo) {
@@ -154,6 +158,7 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   ThreadState &t = thread(e);
   ++t.events;
   t.last_ns = e.ts_ns;
+  if (e.stream != t.last_stream) note_stream(t, e.stream);
   if (e.procname != kNoString) t.process->procname = batch.string(e.procname);
   if (t.python_thread_id < 0 && e.python_thread_id >= 0) t.python_thread_id = e.python_thread_id;
   if (e.kind == EventKind::ProcessInfo) on_process_info(e, batch);
@@ -420,6 +425,45 @@ void CallStackAnalyzer::on_discarded(const RawEvent &e) {
   if (output_) output_->discarded(e.ts_ns, e.code_id, packets, e.vtid);
 }
 
+void CallStackAnalyzer::note_stream(ThreadState &t, StreamRef stream) {
+  t.last_stream = stream;
+  if (stream != kNoStreamRef &&
+      std::find(t.streams.begin(), t.streams.end(), stream) == t.streams.end()) {
+    t.streams.push_back(stream);
+  }
+}
+
+void CallStackAnalyzer::on_damage(const RawEvent &e) {
+  if (e.stream == kNoStreamRef) return;
+  for (auto &[key, t] : threads_) {
+    if (t->last_stream != e.stream) continue;
+    t->lower_bound = true;
+    // Its events from here until the stream resumes are lost: what was open
+    // cannot be matched any more.
+    uint64_t at = std::max(e.ts_ns, t->last_ns);
+    while (!t->stack.empty()) {
+      pop(*t, at, FrameExit::Damaged);
+      ++t->anomalies.cut_by_damage;
+    }
+  }
+}
+
+bool CallStackAnalyzer::damaged_by(const ThreadState &t, const Damage &d) const {
+  // An index rebuilt, or metadata cut (its packets' own records say what they lost):
+  // no event of a thread lost by these.
+  if (d.kind == DamageKind::BadIndex || d.kind == DamageKind::CutMetadata) return false;
+  bool overlaps = (d.end_ns == 0 || t.first_ns <= d.end_ns) && t.last_ns >= d.begin_ns;
+  if (!overlaps) return false;
+  if (d.stream != kNoStream) {
+    StreamRef stream = stream_ref(d.stream);
+    return stream != kNoStreamRef
+               ? std::find(t.streams.begin(), t.streams.end(), stream) != t.streams.end()
+               : true;
+  }
+  // A file read not at all: any thread of its trace's processes.
+  return (d.host.empty() || hosts_.name(t.host) == d.host) && (d.vpid < 0 || d.vpid == t.vpid);
+}
+
 // A counter that stepped back by `count`: the stream's latest ranges said too much.
 void CallStackAnalyzer::take_back_discards(uint64_t count, int32_t stream_id, bool packets) {
   for (auto r = discards_.rbegin(); r != discards_.rend() && count != 0; ++r) {
@@ -613,6 +657,9 @@ void CallStackAnalyzer::step_aside(const ProcessState &process, uint64_t ts) {
 
 void CallStackAnalyzer::finish() {
   native_.finish();
+  for (const Damage &d : damages_) {
+    for (auto &[key, t] : threads_) t->lower_bound |= damaged_by(*t, d);
+  }
   for (auto &[key, t] : threads_) {
     while (!t->stack.empty()) {
       pop(*t, t->last_ns, FrameExit::OpenAtEnd);

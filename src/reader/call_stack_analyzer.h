@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "damage.h"
 #include "host_registry.h"
 #include "native_regions.h"
 #include "raw_event.h"
@@ -44,6 +45,9 @@ class CallStackAnalyzer {
 
   // One record; `batch` holds its strings. Records come in time order.
   void consume(const RawEvent &event, const EventBatch &batch);
+  // What damage to the trace lost (damage.h), before finish(): the threads
+  // that may have lost events to it get lower-bound totals.
+  void set_damages(std::vector<Damage> damages) { damages_ = std::move(damages); }
   // Closes the frames still open and labels processes and threads.
   void finish();
   CallStackAnalyzer(const CallStackAnalyzer &) = delete;
@@ -94,6 +98,11 @@ class CallStackAnalyzer {
   SymbolId python_symbol(const RawEvent &e, const EventBatch &batch);
   SymbolId native_symbol(const RawEvent &e, const EventBatch &batch);
   void on_discarded(const RawEvent &e);
+  // The trace lost packets of a stream here: the threads it was writing for
+  // (their last event came from it) lose their open frames here.
+  void on_damage(const RawEvent &e);
+  static void note_stream(ThreadState &t, StreamRef stream);
+  bool damaged_by(const ThreadState &t, const Damage &d) const;
   void take_back_discards(uint64_t count, int32_t stream_id, bool packets);
   void on_native(const RawEvent &e, const EventBatch &batch);
   // The process's threads blocked in a native call now (for a CUDA launch on a
@@ -130,6 +139,7 @@ class CallStackAnalyzer {
   std::map<uint64_t, ProcessState> processes_;  // by host << 32 | vpid
   NativeRegions native_;
   std::vector<DiscardRecord> discards_;
+  std::vector<Damage> damages_;
   uint64_t discarded_events_ = 0;
   uint64_t discarded_packets_ = 0;
   uint64_t discard_records_ = 0;

@@ -26,6 +26,8 @@ const char *exit_args(FrameExit exit) {
       return ",\"args\":{\"exit\":\"unmatched (closed by an outer frame's end)\"}}";
     case FrameExit::OpenAtEnd:
       return ",\"args\":{\"exit\":\"open at trace end\"}}";
+    case FrameExit::Damaged:
+      return ",\"args\":{\"exit\":\"cut off by damage to the trace\"}}";
   }
   return "}";
 }

@@ -184,6 +184,8 @@ unsigned integer_bytes(const bt_field_class *fc) {
   return static_cast<unsigned>((bt_field_class_integer_get_field_value_range(fc) + 7) / 8);
 }
 
+CtfWriter::~CtfWriter() { BT_STREAM_CLASS_PUT_REF_AND_RESET(stream_class_); }
+
 CtfWriter::CtfWriter(const bt_stream *stream, const std::string &out_dir, const std::string &skip)
     : dir_(out_dir) {
   std::random_device random;
@@ -209,6 +211,9 @@ CtfWriter::CtfWriter(const bt_stream *stream, const std::string &out_dir, const 
   std::filesystem::create_directories(dir_, error);
   if (error) throw ReaderError("cannot create " + dir_ + ": " + error.message());
   write_metadata(stream, dir_);
+  // Last: nothing throws past this.
+  stream_class_ = sc;
+  bt_stream_class_get_ref(stream_class_);
 }
 
 int64_t CtfWriter::event_id(const bt_event_class *ec) const {

@@ -22,6 +22,9 @@ class CtfWriter {
   // The event classes of `stream`'s class but those named in `skip`; writes
   // the metadata into out_dir (created if absent). Throws ReaderError.
   CtfWriter(const bt_stream *stream, const std::string &out_dir, const std::string &skip);
+  ~CtfWriter();
+  CtfWriter(const CtfWriter &) = delete;
+  CtfWriter &operator=(const CtfWriter &) = delete;
 
   // The output event id of an input event class; -1 if it is not written.
   int64_t event_id(const bt_event_class *ec) const;
@@ -74,6 +77,9 @@ class CtfWriter {
   void write_metadata(const bt_stream *stream, const std::string &dir);
 
   std::string dir_;
+  // Held: the classes below are its; a reader past damage builds its graph anew
+  // and lets the first one go (trace_graph.h).
+  const bt_stream_class *stream_class_ = nullptr;
   uint8_t uuid_[16];
   const bt_field_class *context_ = nullptr;
   std::vector<Event> events_;

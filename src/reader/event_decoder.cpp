@@ -335,10 +335,10 @@ const EventDecoder::ClassInfo &EventDecoder::class_info(const bt_event *event) {
   return *(last_class_ = &classes_.back());
 }
 
-void EventDecoder::decode(const bt_message *message, EventBatch &batch) {
+void EventDecoder::decode(const bt_message *message, uint32_t stream, EventBatch &batch) {
   switch (bt_message_get_type(message)) {
     case BT_MESSAGE_TYPE_EVENT:
-      decode_event(message, batch);
+      decode_event(message, stream, batch);
       break;
     case BT_MESSAGE_TYPE_DISCARDED_EVENTS:
       decode_discarded(message, batch, false);
@@ -351,7 +351,7 @@ void EventDecoder::decode(const bt_message *message, EventBatch &batch) {
   }
 }
 
-void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
+void EventDecoder::decode_event(const bt_message *message, uint32_t stream, EventBatch &batch) {
   const bt_event *event = bt_message_event_borrow_event_const(message);
   const ClassInfo &info = class_info(event);
   uint64_t ts = info.has_clock
@@ -366,6 +366,7 @@ void EventDecoder::decode_event(const bt_message *message, EventBatch &batch) {
   out.ts_ns = ts;
   out.kind = info.kind;
   out.host = info.host;
+  out.stream = stream_ref(stream);
   out.extra = 0;
   out.str[0] = out.str[1] = out.str[2] = out.str[3] = kNoString;
   out.procname = kNoString;
@@ -650,6 +651,31 @@ void EventDecoder::decode_discarded(const bt_message *message, EventBatch &batch
   out.str[0] = out.str[1] = out.str[2] = out.str[3] = kNoString;
   out.procname = kNoString;
   out.compact = false;
+  out.stream = kNoStreamRef;
+}
+
+void EventDecoder::decode_loss(const StreamLoss &loss, int64_t stream_id, EventBatch &batch) {
+  RawEvent &out = batch.events.emplace_back();
+  out = RawEvent{};
+  out.ts_ns = loss.ts_ns;
+  out.extra = loss.end_ns;
+  out.code_id = loss.count;
+  switch (loss.kind) {
+    case StreamLoss::Damage:
+      out.kind = EventKind::Damage;
+      break;
+    case StreamLoss::DiscardedEvents:
+      out.kind = EventKind::Discarded;
+      break;
+    case StreamLoss::DiscardedPackets:
+      out.kind = EventKind::DiscardedPackets;
+      break;
+  }
+  out.vpid = -1;
+  out.vtid = static_cast<int32_t>(stream_id);
+  out.str[0] = out.str[1] = out.str[2] = out.str[3] = kNoString;
+  out.procname = kNoString;
+  out.stream = stream_ref(loss.stream);
 }
 
 }  // namespace pinsight_reader

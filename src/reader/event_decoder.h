@@ -13,6 +13,7 @@
 
 #include "host_registry.h"
 #include "raw_event.h"
+#include "trace_graph.h"
 
 namespace pinsight_reader {
 
@@ -26,8 +27,17 @@ class EventDecoder {
  public:
   explicit EventDecoder(HostRegistry &hosts) : hosts_(hosts) {}
 
-  // Appends the record for `message` to `batch` when it is one of ours.
-  void decode(const bt_message *message, EventBatch &batch);
+  // Appends the record for `message` (of `stream`, TraceSet's numbering) to
+  // `batch` when it is one of ours.
+  void decode(const bt_message *message, uint32_t stream, EventBatch &batch);
+  // A loss the graph reports beside the messages (damage, or LTTng's discards
+  // around it); `stream_id` is the stream's id as babeltrace2 reports it.
+  void decode_loss(const StreamLoss &loss, int64_t stream_id, EventBatch &batch);
+  // The graph was built anew: its event classes are new objects.
+  void forget_classes() {
+    classes_.clear();
+    last_class_ = nullptr;
+  }
 
   // Events of other providers (or with other names) seen so far.
   // Events of other providers that are not NAME_begin / NAME_end regions.
@@ -61,7 +71,7 @@ class EventDecoder {
 
  private:
   const ClassInfo &class_info(const bt_event *event);
-  void decode_event(const bt_message *message, EventBatch &batch);
+  void decode_event(const bt_message *message, uint32_t stream, EventBatch &batch);
   void decode_discarded(const bt_message *message, EventBatch &batch, bool packets);
 
   HostRegistry &hosts_;

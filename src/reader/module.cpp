@@ -74,5 +74,8 @@ PYBIND11_MODULE(_pinsight_reader, m) {
       .def("cancel", &Unbatcher::cancel, py::call_guard<py::gil_scoped_release>())
       .def(
           "progress", [](const Unbatcher &u) { return progress_record(u.progress()); },
-          "A Progress record: events written, the input's time reached.");
+          "A Progress record: events written, the input's time reached.")
+      .def(
+          "damaged", [](const Unbatcher &u) { return damage_records(u.damages()); },
+          "DamagedPart records: what damage to the input cost the conversion.");
 }

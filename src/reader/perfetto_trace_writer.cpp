@@ -106,6 +106,8 @@ const char *exit_text(FrameExit exit) {
       return "unmatched (closed by an outer frame's end)";
     case FrameExit::OpenAtEnd:
       return "open at trace end";
+    case FrameExit::Damaged:
+      return "cut off by damage to the trace";
   }
   return nullptr;
 }

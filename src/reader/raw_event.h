@@ -33,6 +33,7 @@ enum class EventKind : uint8_t {
   LexgionCounts,
   Discarded,  // LTTng discarded events (ring buffer full)
   DiscardedPackets,
+  Damage,       // the trace lost packets of `stream` here (damage.h); extra: where the loss ends
   ImportBegin,  // str[0]: module; transition: import_transition
   ImportEnd,
   AllocSample,     // code_id: address, extra: sampled_bytes, aux: size (capped), transition: source
@@ -87,6 +88,14 @@ using pinsight::wire::kThrow;
 using pinsight::wire::kUnwind;
 using pinsight::wire::kYield;
 
+// The stream an event was read from (TraceSet's numbering), as records carry
+// it: kNoStreamRef when unknown, or past the first 65535 streams.
+using StreamRef = uint16_t;
+inline constexpr StreamRef kNoStreamRef = UINT16_MAX;
+inline StreamRef stream_ref(uint32_t stream) {
+  return stream < kNoStreamRef ? static_cast<StreamRef>(stream) : kNoStreamRef;
+}
+
 // An offset into EventBatch::arena; kNoString when absent.
 using StringRef = uint32_t;
 inline constexpr StringRef kNoString = UINT32_MAX;
@@ -111,7 +120,8 @@ struct RawEvent {
   uint16_t host;       // HostRegistry id of the trace's hostname
   EventKind kind;
   uint8_t transition;
-  bool compact;  // a compact_* event: names by id (SymbolTable)
+  bool compact;      // a compact_* event: names by id (SymbolTable)
+  StreamRef stream;  // in the padding: the record stays 72 bytes
 };
 
 // A run of consecutive events, recycled between the two threads.

@@ -13,10 +13,25 @@ namespace py = pybind11;
 namespace pinsight_reader {
 namespace {
 
+// Text from the trace: garbled bytes of a damaged one are not UTF-8, and
+// become U+FFFD rather than an error.
+py::str text(std::string_view s) {
+  PyObject *out = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (out == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(out);
+}
+
 template <typename T>
 py::object to_object(T &&value) {
-  if constexpr (std::is_base_of_v<py::object, std::decay_t<T>>) {
+  using V = std::decay_t<T>;
+  if constexpr (std::is_base_of_v<py::object, V>) {
     return std::forward<T>(value);
+  } else if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, std::string_view>) {
+    return text(value);
+  } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
+    py::list out;
+    for (const std::string &s : value) out.append(text(s));
+    return out;
   } else {
     return py::cast(std::forward<T>(value));
   }
@@ -70,7 +85,8 @@ struct RecordTypes {
         native_call(m, "NativeCallStats", "Per caller -> native callee pair of a thread.",
                     {"caller", "callee", "calls", "total_ns", "raised"}),
         anomalies(m, "Anomalies", "Input of a thread the stacks could not explain.",
-                  {"ends_without_begin", "implicitly_closed", "open_at_end", "stepped_aside"}),
+                  {"ends_without_begin", "implicitly_closed", "open_at_end", "stepped_aside",
+                   "cut_by_damage"}),
         import_stats(m, "ImportStats", "Per imported module of a thread.",
                      {"symbol", "loads", "cumulative_ns", "self_ns", "raised"}),
         import_chain(m, "ImportChain",
@@ -90,7 +106,7 @@ struct RecordTypes {
         thread(m, "ThreadRecord", "One thread of the program and its aggregates.",
                {"vtid", "label", "python_thread_id", "thread_ident", "events", "first_ns",
                 "last_ns", "functions", "native_calls", "anomalies", "imports", "import_chains",
-                "alloc_tree", "gil", "call_tree", "task_tree"}),
+                "alloc_tree", "gil", "call_tree", "task_tree", "lower_bound"}),
         alloc(m, "AllocStats", "Sampled allocations of a process, per allocating function.",
               {"symbol", "samples", "sampled_bytes", "retained_bytes", "native_bytes"}),
         mode_change(m, "ModeChange", "A change of the Python domain's trace mode.",
@@ -122,6 +138,9 @@ struct RecordTypes {
                 {"discarded", "begin_ns", "end_ns", "stream_id", "packets"}),
         missing(m, "MissingEvents", "Records of the batched payload that never came.",
                 {"host", "vpid", "vtid", "python_thread_id", "after_ns", "missing"}),
+        damage(m, "DamagedPart", "Part of a trace file the reader had to skip (damage).",
+               {"file", "kind", "detail", "begin_ns", "end_ns", "packets", "offset", "bytes",
+                "events_read", "events_lost", "host", "vpid"}),
         symbol(m, "SymbolInfo", "A Python function or native callee, by symbol id.",
                {"native", "qualname", "filename", "lineno", "module", "origin"}),
         native_region(m, "NativeRegion", "Native regions of one caller, domain and name.",
@@ -155,12 +174,13 @@ struct RecordTypes {
                 "decode_threads",
                 "decode_cpu_s",
                 "decode_thread_cpu_s",
-                "analysis_cpu_s"}) {}
+                "analysis_cpu_s",
+                "damaged"}) {}
 
   RecordType function, native_call, anomalies, import_stats, import_chain, alloc_node, gil_release,
       gil_wait, gil, tree_node, thread, alloc, mode_change, config, lexgion_counts, task_function,
-      task, task_group, process, discard, missing, symbol, native_region, unmatched, progress,
-      result;
+      task, task_group, process, discard, missing, damage, symbol, native_region, unmatched,
+      progress, result;
 };
 
 // Created at import and never freed: the module, hence its types, lives as long.
@@ -200,7 +220,7 @@ py::object thread_record(const ThreadState &t, bool with_tree) {
   }
   const Anomalies &a = t.anomalies;
   py::object anomalies = types->anomalies.make(a.ends_without_begin, a.implicitly_closed,
-                                               a.open_at_end, a.stepped_aside);
+                                               a.open_at_end, a.stepped_aside, a.cut_by_damage);
   py::list imports;
   for (const auto &[symbol, s] : t.import_stats) {
     imports.append(types->import_stats.make(symbol, s.loads, s.cumulative_ns, s.self_ns, s.raised));
@@ -230,7 +250,7 @@ py::object thread_record(const ThreadState &t, bool with_tree) {
                             t.first_ns, t.last_ns, std::move(functions), std::move(native_calls),
                             std::move(anomalies), std::move(imports), std::move(chains),
                             std::move(alloc_nodes), gil_record(t), std::move(tree),
-                            std::move(task_tree));
+                            std::move(task_tree), t.lower_bound);
 }
 
 py::object process_record(const CallStackAnalyzer &a, const ProcessState &p) {
@@ -299,14 +319,13 @@ NativeRecords native_records(const CallStackAnalyzer &a) {
       out.regions.append(types->native_region.make(
           vpid, rank, symbol_or_minus_one(by.caller), symbol_or_minus_one(by.via),
           attributed_name(by.how), p.domain(provider), p.names[region], s.count, s.total_ns,
-          mangled == p.mangled.end() ? py::object(py::none())
-                                     : py::object(py::str(mangled->second))));
-      out.labels[py::str(p.domain(provider))] = p.domain_label(provider);
+          mangled == p.mangled.end() ? py::object(py::none()) : py::object(text(mangled->second))));
+      out.labels[text(p.domain(provider))] = text(p.domain_label(provider));
     }
     for (const auto &[k, count] : p.unmatched) {
       out.unmatched.append(
           types->unmatched.make(vpid, rank, p.domain(k.first), p.names[k.second], count));
-      out.labels[py::str(p.domain(k.first))] = p.domain_label(k.first);
+      out.labels[text(p.domain(k.first))] = text(p.domain_label(k.first));
     }
     out.ends_without_begin += p.ends_without_begin;
   }
@@ -336,6 +355,16 @@ py::dict event_counts(const CallStackAnalyzer &a) {
 
 void add_record_types(py::module_ &module) {
   if (types == nullptr) types = new RecordTypes(module);
+}
+
+py::list damage_records(const std::vector<Damage> &damages) {
+  py::list out;
+  for (const Damage &d : damages) {
+    out.append(types->damage.make(d.file, damage_kind_name(d.kind), d.detail, d.begin_ns, d.end_ns,
+                                  d.packets, d.offset, d.bytes, d.events_read, d.events_lost,
+                                  d.host, d.vpid));
+  }
+  return out;
 }
 
 py::object progress_record(const Progress &p) {
@@ -372,7 +401,7 @@ py::object result_record(const Analysis &analysis) {
       std::move(native.unmatched), std::move(native.labels), native.ends_without_begin,
       event_counts(a), a.control_threads(), analysis.decode_threads(),
       analysis.decode_cpu_seconds(), analysis.decode_thread_cpu_seconds(),
-      analysis.analysis_cpu_seconds());
+      analysis.analysis_cpu_seconds(), damage_records(analysis.damages()));
 }
 
 }  // namespace pinsight_reader

@@ -7,7 +7,10 @@
 
 #include <pybind11/pybind11.h>
 
+#include <vector>
+
 #include "analysis.h"
+#include "damage.h"
 
 namespace pinsight_reader {
 
@@ -16,6 +19,8 @@ void add_record_types(pybind11::module_ &module);
 
 // Aggregates of a completed read (TraceResult); throws ReaderError before that.
 pybind11::object result_record(const Analysis &analysis);
+// DamagedPart records, one per place a file was skipped.
+pybind11::list damage_records(const std::vector<Damage> &damages);
 // Analysis::progress() as a Progress record.
 pybind11::object progress_record(const Progress &progress);
 

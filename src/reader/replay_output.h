@@ -22,6 +22,7 @@ enum class FrameExit : uint8_t {
   Raise,      // native call that raised
   Implicit,   // closed because an end event of an outer frame came first
   OpenAtEnd,  // still open when the trace ended
+  Damaged,    // cut off by damage to the trace: closed where its stream lost packets
 };
 
 // A CUDA kernel or copy on the process's device, in trace time.

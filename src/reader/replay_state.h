@@ -15,6 +15,7 @@
 #include "call_tree.h"
 #include "gil_events.h"
 #include "native_regions.h"
+#include "raw_event.h"
 #include "resource_events.h"
 #include "symbol_table.h"
 #include "task_events.h"
@@ -48,6 +49,7 @@ struct Anomalies {
   uint64_t implicitly_closed = 0;   // frames closed by an outer frame's end
   uint64_t open_at_end = 0;         // frames still open when the trace ended
   uint64_t stepped_aside = 0;       // open when tracing stepped aside for a debugger
+  uint64_t cut_by_damage = 0;       // open where the thread's stream lost packets (damage)
 };
 
 struct Frame {
@@ -88,6 +90,11 @@ struct ThreadState {
       0;  // and config_info, lexgion_counts: with nothing else, our control thread
   uint64_t first_ns = 0;
   uint64_t last_ns = 0;
+  // The streams its events came from (LTTng's per-CPU buffers), the last one
+  // apart: damage to a stream cuts the threads that wrote to it.
+  StreamRef last_stream = kNoStreamRef;
+  std::vector<StreamRef> streams;
+  bool lower_bound = false;  // damage may have cost it events: its totals are lower bounds
   std::vector<Frame> stack;
   std::unordered_map<SymbolId, FunctionStats> functions;
   // key: caller symbol << 32 | callee symbol

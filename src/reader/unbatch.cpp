@@ -118,6 +118,10 @@ class UnbatchConverter {
     events_ = 0;
   }
 
+  // The graph was built anew past damage: its event classes are new objects
+  // (those of held messages stay alive with them, and are looked up again).
+  void forget_classes() { input_classes_.clear(); }
+
   void finish() {
     if (!writer_) throw ReaderError("the trace holds no stream");
     std::vector<Thread *> waiting;
@@ -444,7 +448,8 @@ class UnbatchConverter {
 };
 
 Unbatcher::Unbatcher(std::string trace_dir, std::string out_dir)
-    : graph_(std::make_unique<TraceGraph>(std::vector<std::string>{trace_dir})),
+    : set_(std::make_unique<TraceSet>(std::vector<std::string>{trace_dir})),
+      graph_(std::make_unique<TraceGraph>(*set_)),
       converter_(std::make_unique<UnbatchConverter>(*this, std::move(out_dir))) {
   TimeRange range = graph_->time_range();
   begin_ns_ = range.begin_ns;
@@ -454,16 +459,23 @@ Unbatcher::Unbatcher(std::string trace_dir, std::string out_dir)
 Unbatcher::~Unbatcher() = default;
 
 bool Unbatcher::run() {
-  if (!graph_->run([this](const bt_message *const *messages, uint64_t count) {
-        converter_->consume(messages, count);
-      })) {
-    return false;
-  }
+  TraceGraph::Client client;
+  client.messages = [this](const bt_message *const *messages, const uint32_t *, uint64_t count) {
+    converter_->consume(messages, count);
+  };
+  client.graph_replaced = [this] { converter_->forget_classes(); };
+  if (!graph_->run(std::move(client))) return false;
   converter_->finish();
   return true;
 }
 
 void Unbatcher::cancel() { graph_->interrupt(); }
+
+std::vector<Damage> Unbatcher::damages() const {
+  std::vector<Damage> all = set_->damages();
+  all.insert(all.end(), graph_->damages().begin(), graph_->damages().end());
+  return all;
+}
 
 Progress Unbatcher::progress() const {
   return {output_events_.load(std::memory_order_relaxed), input_ns_.load(std::memory_order_relaxed),

@@ -23,6 +23,7 @@
 
 #include "analysis.h"  // Progress
 #include "trace_graph.h"
+#include "trace_set.h"
 
 namespace pinsight_reader {
 
@@ -44,12 +45,15 @@ class Unbatcher {
   void cancel();
   // events: events written so far; ts_ns: the input's time reached.
   Progress progress() const;
+  // What damage to the input cost the conversion (after run()).
+  std::vector<Damage> damages() const;
 
   // Called by the conversion (unbatch.cpp).
   void note_input_ns(uint64_t ns) { input_ns_.store(ns, std::memory_order_relaxed); }
   void note_output(uint64_t events) { output_events_.fetch_add(events, std::memory_order_relaxed); }
 
  private:
+  std::unique_ptr<TraceSet> set_;
   std::unique_ptr<TraceGraph> graph_;
   std::unique_ptr<UnbatchConverter> converter_;
   uint64_t begin_ns_ = 0;
