@@ -3,7 +3,8 @@ another): run Python code under a real LTTng session, read the trace back, run t
 CLI; and, one section each, what several files use: `trace` as a test runs it, the
 batched payload's busy and dying programs, the committed unit traces, Trace
 Compass's analyses replayed (tc_replay.py, the replay engine), every view of one
-trace, the native domains beside ours. Shared fixtures are tests/conftest.py's.
+trace, the native domains beside ours, damage made to traces (and the references to read
+them against). Shared fixtures are tests/conftest.py's.
 
 Traces are read with babeltrace2 (Debian's python3-bt2, through bt2_dump.py run
 by /usr/bin/python3), never with a parser of our own.
@@ -19,6 +20,7 @@ import os
 import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -913,3 +915,132 @@ t = threading.Thread(target=background)
 t.start()
 t.join()
 """
+
+
+# --------------------------- Damage made to real traces, and the references to read them against
+# (tests/unit/test_damaged.py, tests/integration/test_damaged.py): what a crashed job, a full
+# disk or a dropped relay leave. Packets are found through LTTng's own index of the intact
+# trace, not through the reader: a reference is the intact trace with whole packets taken
+# out of a stream file (the bytes of the others, as they were), which babeltrace2 reads as
+# it is.
+
+INDEX_HEADER = struct.Struct(">IIII")  # magic, major, minor, entry size
+INDEX_MAGIC = 0xC1F1DCC1
+METADATA_MAGIC = 0x75D11D57
+
+
+@dataclass(frozen=True)
+class IndexedPacket:
+    offset: int  # bytes
+    size: int  # bytes
+    content_bits: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+def ctf_trace_dir(trace: Path) -> Path:
+    """The one CTF trace directory (holding `metadata`) under `trace`."""
+    [metadata] = list(Path(trace).rglob("metadata"))
+    return metadata.parent
+
+
+def indexed_packets(stream: Path) -> List[IndexedPacket]:
+    """The packets of a stream file, from its LTTng index."""
+    data = (stream.parent / "index" / f"{stream.name}.idx").read_bytes()
+    magic, _, _, entry = INDEX_HEADER.unpack_from(data)
+    assert magic == INDEX_MAGIC, stream
+    out = []
+    for at in range(INDEX_HEADER.size, len(data) - entry + 1, entry):
+        offset, packet_bits, content_bits = struct.unpack_from(">QQQ", data, at)
+        out.append(IndexedPacket(offset, packet_bits // 8, content_bits))
+    assert sum(p.size for p in out) == stream.stat().st_size, stream
+    return out
+
+
+def copy_trace_dir(trace_dir: Path, to: Path) -> Path:
+    """A copy of a CTF trace directory to damage."""
+    shutil.copytree(trace_dir, to)
+    return to
+
+
+def stream_files(trace_dir: Path) -> List[Path]:
+    return sorted(p for p in trace_dir.iterdir() if p.is_file() and p.name != "metadata")
+
+
+def cut_file(stream: Path, size: int) -> None:
+    """The file as a crash leaves it: its first `size` bytes (its index as it was)."""
+    with open(stream, "r+b") as f:
+        f.truncate(size)
+
+
+def garble(path: Path, offset: int, data: bytes) -> None:
+    """Bytes overwritten in place (a bad sector, a torn write)."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def without_packets(stream: Path, dropped: Iterable[int]) -> None:
+    """The reference: the stream file without the given packets (by index), whole
+    packets otherwise; its index goes (babeltrace2 indexes the file itself)."""
+    gone = set(dropped)
+    kept = [p for i, p in enumerate(indexed_packets(stream)) if i not in gone]
+    data = stream.read_bytes()
+    stream.write_bytes(b"".join(data[p.offset:p.end] for p in kept))
+    (stream.parent / "index" / f"{stream.name}.idx").unlink()
+    if not kept:
+        stream.unlink()
+
+
+def metadata_text_size(trace_dir: Path) -> int:
+    """How many bytes of text the metadata holds (packetized as LTTng writes it)."""
+    data = (trace_dir / "metadata").read_bytes()
+    total, offset = 0, 0
+    while offset + 37 <= len(data):
+        assert struct.unpack_from("<I", data, offset)[0] == METADATA_MAGIC
+        content, size = struct.unpack_from("<II", data, offset + 24)
+        total += content // 8 - 37
+        offset += size // 8
+    return total
+
+
+def metadata_text(trace_dir: Path) -> str:
+    data = (trace_dir / "metadata").read_bytes()
+    text, offset = b"", 0
+    while offset + 37 <= len(data):
+        content, size = struct.unpack_from("<II", data, offset + 24)
+        text += data[offset + 37:offset + content // 8]
+        offset += size // 8
+    return text.decode()
+
+
+def cut_metadata_text(trace_dir: Path, keep: int) -> None:
+    """The metadata file cut inside its packet holding text byte `keep`: the file ends
+    there, as a crash while the consumer wrote it leaves it."""
+    data = (trace_dir / "metadata").read_bytes()
+    offset, seen = 0, 0
+    while offset + 37 <= len(data):
+        content, size = struct.unpack_from("<II", data, offset + 24)
+        text = content // 8 - 37
+        if seen + text > keep:
+            cut_file(trace_dir / "metadata", offset + 37 + keep - seen)
+            return
+        seen += text
+        offset += size // 8
+    raise AssertionError(f"the metadata holds {seen} bytes of text, not {keep}")
+
+
+def reader_counts(path: Path) -> Dict[str, Any]:
+    """What the reader read of a trace, to compare a damaged trace with its reference:
+    events in all and by name, and per thread its events and each function's calls."""
+    from pinsight_python.reading.analysis import read_trace as read_with_the_reader
+
+    raw = read_with_the_reader(path, progress="never").raw
+    threads = {}
+    for proc in raw.processes:
+        for thread in proc.threads:
+            calls = {raw.symbols[f.symbol].qualname: f.calls for f in thread.functions if f.calls}
+            threads[(proc.vpid, thread.vtid)] = (thread.events, calls)
+    return {"events": raw.events, "event_counts": dict(raw.event_counts), "threads": threads}

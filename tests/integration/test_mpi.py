@@ -343,7 +343,8 @@ def test_report_json_per_rank(job: Job, report: Dict[str, Any]) -> None:
         [thread] = proc["threads"]
         assert thread["vtid"] == pid and thread["label"] == f"main thread (tid {pid})"
         assert thread["unbalanced"] == {"ends_without_begin": 0, "implicitly_closed": 0,
-                                        "open_at_end": 0, "stepped_aside": 0}
+                                        "open_at_end": 0, "stepped_aside": 0,
+                                        "cut_by_damage": 0}
 
 
 def test_report_json_mpi_section(job: Job, report: Dict[str, Any]) -> None:

@@ -277,6 +277,7 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
         assert name in report
     assert isinstance(report["trace_dirs"], list) and report["trace_dirs"]
     assert set(report["discarded"]) == {"events", "packets", "records", "ranges"}
+    assert report["damaged_files"] == [] and report["lower_bounds"] is False
     assert isinstance(report["warnings"], list)
     function_fields = {"kind", "name", "qualname", "filename", "lineno", "calls", "segments",
                        "total_ns", "self_ns", "exceptions", "module", "origin",
@@ -291,7 +292,8 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
         assert activity | {"vpid", "host", "label", "mpi_rank", "mpi_size", "pid", "hostname",
                            "argv", "python_version", "backend", "procname", "events",
                            "threads", "allocations", "gil", "config", "configs",
-                           "mode_changes", "rate_controlled"} == set(proc)
+                           "mode_changes", "rate_controlled", "tasks", "lower_bound"} == set(proc)
+        assert proc["lower_bound"] is False  # an intact trace
         assert proc["config"] == proc["configs"][-1] and proc["config"]["path"] is None
         assert [m["reason"] for m in proc["mode_changes"]][:1] == ["activate"]
         assert proc["rate_controlled"] == []  # no rate control in this trace
@@ -305,14 +307,15 @@ def test_report_json_schema(workload: Run, capsys: pytest.CaptureFixture[str]) -
         sections = [proc, *proc["threads"]]
         for thread in proc["threads"]:
             assert activity | {"vtid", "python_thread_id", "label", "events", "begin_ns",
-                               "end_ns", "gil"} == set(thread)
+                               "end_ns", "gil", "lower_bound"} == set(thread)
             assert thread["gil"] is None
         for section in sections:
             # --top 3: the union of the top 3 by self and by total time.
             assert len(section["functions"]) <= 6
             assert len(section["native_calls"]) <= 3
             assert set(section["unbalanced"]) == {"ends_without_begin", "implicitly_closed",
-                                                  "open_at_end", "stepped_aside"}
+                                                  "open_at_end", "stepped_aside",
+                                                  "cut_by_damage"}
             selfs = [r["self_ns"] for r in section["functions"]]
             assert selfs == sorted(selfs, reverse=True)
             for row in section["functions"]:
@@ -530,7 +533,7 @@ def test_processes_of_several_hosts_stay_apart(
     for proc in hosts.values():
         assert by_qualname(proc["functions"])["fib"]["calls"] == 1973
         assert proc["unbalanced"] == {"ends_without_begin": 0, "implicitly_closed": 0,
-                                      "open_at_end": 0, "stepped_aside": 0}
+                                      "open_at_end": 0, "stepped_aside": 0, "cut_by_damage": 0}
     chrome = tmp_path / "trace.json"
     assert run_cli(["export", str(combined), "-o", str(chrome)], capsys)[0] == 0
     events = json.loads(chrome.read_text())["traceEvents"]

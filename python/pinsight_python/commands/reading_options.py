@@ -1,6 +1,6 @@
 """What the commands that read a trace back (report, flamegraph, export) share:
 their arguments (the trace, the progress bar, the filters), checking and opening
-the output, and the warning about discarded events."""
+the output, and the warnings about what the trace lost (discarded events, damage)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from typing import Any, Iterator, List, TextIO, Tuple
 
 from ..reading.analysis import PROGRESS_MODES, ReadFilter, TraceData, missing_events
+from ..reading.damage import damage_lines
 
 
 def positive_or_zero(text: str) -> int:
@@ -125,7 +126,7 @@ def output(path: str) -> Iterator[TextIO]:
 
 def read(args: argparse.Namespace, call_trees: bool) -> TraceData:
     """The trace the arguments name, read through their filters, after checking the
-    output can be written; the discard warning said."""
+    output can be written; the warnings about what the trace lost said."""
     from ..reading.analysis import read_trace
 
     check_output(args.output)
@@ -136,7 +137,8 @@ def read(args: argparse.Namespace, call_trees: bool) -> TraceData:
 
 
 def warn_discards(trace: TraceData) -> None:
-    """Every view says it, on stderr, whatever it writes: the figures are short."""
+    """Every view says it, on stderr, whatever it writes: the figures are short (LTTng
+    discarded events, damage to the trace's files, batched records missing)."""
     raw = trace.raw
     if raw.discarded_events or raw.discarded_packets:
         lost = (f"{raw.discarded_events:,} events" if raw.discarded_events
@@ -145,5 +147,5 @@ def warn_discards(trace: TraceData) -> None:
               "overflowed): functions are cut short and timings too low near them; record "
               "again with more buffer (pinsight-python trace --num-subbuf 32, or "
               "lttng enable-channel --num-subbuf/--subbuf-size)", file=sys.stderr)
-    for line in missing_events(raw):
+    for line in damage_lines(raw) + missing_events(raw):
         print(f"pinsight-python: warning: {line}", file=sys.stderr)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from ..reading.analysis import PROGRESS_MODES, ProgressDisplay, find_trace_dirs, run_with_progress
+from ..reading.damage import damaged_files
 from ..recording.run import session as run_session
 
 HELP = "rewrite a batched trace (payload = batched) as a per-event one for Trace Compass"
@@ -75,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         raise
     events = unbatcher.progress().events
     wall = time.monotonic() - started
+    # The converted trace holds what could be read: say what could not.
+    origin = unbatcher.progress().begin_ns
+    for damaged in damaged_files(unbatcher.damaged()):
+        print(f"{PROG}: warning: trace damaged: {damaged.describe(origin)}", file=sys.stderr)
     print(f"wrote {out}: {dirs[0]} with its blocks as per-event compact events "
           f"({events:,} events in {wall:.1f} s)", file=sys.stderr)
     return EXIT_OK

@@ -104,11 +104,18 @@ def missing_events(raw: TraceResult) -> List[str]:
     with calls open and without flushing (kill -9, os._exit)."""
     lines = []
     first = raw.first_ns
+    # A damaged file loses blocks too: the likelier cause then.
+    damaged = any(d.kind != "bad_index" for d in raw.damaged)
     for m in raw.missing_events:
         where = (f"thread {m.vtid} of process {m.vpid} after "
                  f"{format_ns(max(0, m.after_ns - first))}")
         if m.missing:
-            lines.append(f"{m.missing:,} events missing on {where} (a lost block)")
+            lines.append(f"{m.missing:,} events missing on {where} "
+                         f"({'a lost block: the trace is damaged' if damaged else 'a lost block'})")
+        elif damaged:
+            lines.append(f"events missing on {where}: the thread's last block is not in the "
+                         "trace (lost to the damage, or the process ended without writing it); "
+                         "its calls open then are cut short there")
         else:
             lines.append(f"events missing on {where}: the process ended with calls open "
                          "and without writing its last block (kill -9 or os._exit?); "
@@ -364,7 +371,13 @@ def read_trace(
     except _pinsight_reader.ReaderError as error:
         raise TraceReadError(f"{root}: cannot read the trace: {error}") from error
     wall = time.monotonic() - started
-    return TraceData(root, trace_dirs, reader.result(), wall, selected, paths=given)
+    raw = reader.result()
+    if raw.damaged and not raw.events and not raw.other_events:
+        # Damage left nothing: what each damaged file said (reading/damage.py's words
+        # are for a trace read in part).
+        what = "; ".join(dict.fromkeys(f"{d.file}: {d.kind}: {d.detail}" for d in raw.damaged))
+        raise TraceReadError(f"{root}: nothing of the trace could be read: {what}")
+    return TraceData(root, trace_dirs, raw, wall, selected, paths=given)
 
 
 class _Job(Protocol):

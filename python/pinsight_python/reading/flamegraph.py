@@ -27,6 +27,7 @@ from typing import (
 )
 
 from .analysis import ORIGINS, Symbol, TraceData, format_ns
+from .damage import damaged_files
 from .resources import format_bytes
 
 if TYPE_CHECKING:
@@ -296,6 +297,11 @@ def _svg_warnings(raw: TraceResult) -> List[str]:
     if raw.discarded_events:
         warnings.append(f"LTTng discarded {raw.discarded_events:,} events: "
                         "timings near them are unreliable")
+    damaged = [f for f in damaged_files(raw.damaged) if not f.nothing_lost]
+    if damaged:
+        # The stderr warnings name the files; the SVG says what it means.
+        warnings.append(f"trace damaged ({len(damaged)} file{'s' if len(damaged) != 1 else ''}): "
+                        "widths are lower bounds")
     missing = raw.missing_events
     if missing:
         # Batched traces: the stderr warning says where; the SVG says that.

@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns, missing_events
+from .damage import damage_lines, damaged_files
 from .gil import gil_lines, gil_process_section, gil_thread_section
 from .mpi import mpi_lines, mpi_summary, mpi_warning, rank_row
 from .native import native_lines, native_section
@@ -135,13 +136,15 @@ def _exception_rows(symbols: Sequence[Symbol], functions: FunctionTotals,
 
 
 def _unbalanced(threads: Iterable[ThreadRecord]) -> Dict[str, int]:
-    out = {"ends_without_begin": 0, "implicitly_closed": 0, "open_at_end": 0, "stepped_aside": 0}
+    out = {"ends_without_begin": 0, "implicitly_closed": 0, "open_at_end": 0, "stepped_aside": 0,
+           "cut_by_damage": 0}
     for thread in threads:
         a = thread.anomalies
         out["ends_without_begin"] += a.ends_without_begin
         out["implicitly_closed"] += a.implicitly_closed
         out["open_at_end"] += a.open_at_end
         out["stepped_aside"] += a.stepped_aside
+        out["cut_by_damage"] += a.cut_by_damage
     return out
 
 
@@ -188,6 +191,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
                 "events": thread.events,
                 "begin_ns": thread.first_ns,
                 "end_ns": thread.last_ns,
+                "lower_bound": thread.lower_bound,
             }
             entry.update(_activity(symbols, [thread], top, rates))
             entry["gil"] = gil_thread_section(symbols, thread, top)
@@ -206,6 +210,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "backend": proc.backend if has_info else None,
             "procname": proc.procname or None,
             "events": proc.events,
+            "lower_bound": any(t.lower_bound for t in proc.threads),
         }
         entry.update(_activity(symbols, proc.threads, top, rates))
         entry["configs"] = [
@@ -242,6 +247,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
             "frames whose begin or end was lost show up as unbalanced; record with "
             "larger or more sub-buffers"
         )
+    warnings += damage_lines(raw)
     warnings += missing_events(raw)
     for line in trace.unrecorded_processes():
         warnings.append(
@@ -301,6 +307,8 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
              "after_ns": m.after_ns, "count": m.missing or None}
             for m in raw.missing_events
         ],
+        "damaged_files": [f.as_json() for f in damaged_files(raw.damaged, raw.missing_events)],
+        "lower_bounds": any(t.lower_bound for p in raw.processes for t in p.threads),
         "warnings": warnings,
         "mpi": mpi,
         "processes": processes,
@@ -411,6 +419,9 @@ def _unbalanced_lines(unbalanced: Dict[str, int]) -> List[str]:
     if unbalanced["implicitly_closed"]:
         notes.append(plural(unbalanced["implicitly_closed"], "frame", "frames")
                      + " closed by an outer frame's end (their own end was lost)")
+    if unbalanced.get("cut_by_damage"):
+        notes.append(plural(unbalanced["cut_by_damage"], "frame", "frames")
+                     + " cut off by damage to the trace (closed where their stream lost packets)")
     return ["Unbalanced input: " + "; ".join(notes) + "."] if notes else []
 
 
@@ -436,7 +447,8 @@ def _process_title(proc: Dict[str, Any]) -> str:
     if proc["backend"]:
         details.append(proc["backend"])
     suffix = f" ({', '.join(details)})" if details else ""
-    return f"=== {proc['label']}{suffix}: {proc['events']:,} events ==="
+    bound = ", totals are lower bounds (damaged trace)" if proc.get("lower_bound") else ""
+    return f"=== {proc['label']}{suffix}: {proc['events']:,} events{bound} ==="
 
 
 def _filter_text(filters: Dict[str, Any]) -> str:
@@ -459,7 +471,8 @@ def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
         lines += _activity_lines(proc, top)
     for thread in active:
         span = format_ns(thread["end_ns"] - thread["begin_ns"])
-        lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span} ---"]
+        bound = ", totals are lower bounds" if thread.get("lower_bound") else ""
+        lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span}{bound} ---"]
         lines += _activity_lines(thread, top)
         if thread.get("gil") and len(active) > 1:
             lines += gil_lines(thread["gil"], threads=False)

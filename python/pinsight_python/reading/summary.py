@@ -23,6 +23,7 @@ from .analysis import (
     missing_events,
     read_trace,
 )
+from .damage import damage_lines
 from .native import display_name
 from .rates import rate_json, rate_text, tracing_windows
 
@@ -53,7 +54,7 @@ def summary_lines(trace: TraceData, top: int = TOP) -> List[str]:
             "trace has gaps (functions cut short, timings too low); run again with more "
             "buffer: pinsight-python trace --num-subbuf 32 (or --subbuf-size 8M)"
         )
-    lines += [f"WARNING: {line}" for line in missing_events(raw)]
+    lines += [f"WARNING: {line}" for line in damage_lines(raw) + missing_events(raw)]
     lines += [
         f"events: {raw.events:,}" + (f" ({kinds})" if kinds else ""),
         f"discarded events: {discarded:,}",
