@@ -310,6 +310,8 @@ def joins(trace: PerfettoTrace) -> collections.Counter[Join]:
     for flow, ends in trace.flows.items():
         if len(ends) == 1 and trace.tracks[ends[0].track].tid is not None:
             continue
+        if any(s.category == ASYNCIO for s in ends):
+            continue  # task_flows()
         assert len(ends) == 2, f"flow {flow} joins {len(ends)} slices"
         frame, region = sorted(ends, key=lambda s: trace.tracks[s.track].tid is None)
         assert trace.tracks[frame.track].tid is not None, f"flow {flow}: no frame"
@@ -318,6 +320,37 @@ def joins(trace: PerfettoTrace) -> collections.Counter[Join]:
         assert frame.ts <= region.ts, f"flow {flow}: the frame starts after the region"
         _, via, caller = _caller(frame)
         out[(region.name, via, caller)] += 1
+    return out
+
+
+ASYNCIO = "asyncio"  # the category of a task's steps
+
+
+def task_steps(trace: PerfettoTrace) -> Dict[int, List[Slice]]:
+    """Per track of asyncio tasks (a task's own, or the one the tasks past the first
+    10,000 share): its steps in time order."""
+    steps: Dict[int, List[Slice]] = collections.defaultdict(list)
+    for s in trace.slices:
+        if s.category == ASYNCIO:
+            steps[s.track].append(s)
+    for track in steps.values():
+        track.sort(key=lambda s: s.ts)
+    return steps
+
+
+def task_flows(trace: PerfettoTrace) -> List[Tuple[Slice, Slice]]:
+    """The flows of asyncio tasks, each as (from, to): from a step (the one that made a
+    task, a task's last, one that handed work to a thread) to a step or a work item's
+    frame on another thread, which starts no earlier. A flow left with one end (the
+    trace ended before its other) is drawn by no one, and left out."""
+    out: List[Tuple[Slice, Slice]] = []
+    for flow, ends in trace.flows.items():
+        if not any(s.category == ASYNCIO for s in ends) or len(ends) == 1:
+            continue
+        assert len(ends) == 2, f"flow {flow} joins {len(ends)} slices"
+        source, target = sorted(ends, key=lambda s: s.ts)
+        assert source.category == ASYNCIO, f"flow {flow} leaves {source.name}, not a task's step"
+        out.append((source, target))
     return out
 
 

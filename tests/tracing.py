@@ -1,10 +1,10 @@
 """Test support, the one module of helpers the test files share (no test file imports
 another): run Python code under a real LTTng session, read the trace back, run the
-CLI; and, one section each, what several files use: `trace` as a test runs it, the
-batched payload's busy and dying programs, the committed unit traces, Trace
-Compass's analyses replayed (tc_replay.py, the replay engine), every view of one
-trace, the native domains beside ours, damage made to traces (and the references to read
-them against). Shared fixtures are tests/conftest.py's.
+CLI; and, one section each, what several files use: asyncio's program of named tasks,
+`trace` as a test runs it, the batched payload's busy and dying programs, the committed
+unit traces, Trace Compass's analyses replayed (tc_replay.py, the replay engine), every
+view of one trace, the native domains beside ours, damage made to traces (and the
+references to read them against). Shared fixtures are tests/conftest.py's.
 
 Traces are read with babeltrace2 (Debian's python3-bt2, through bt2_dump.py run
 by /usr/bin/python3), never with a parser of our own.
@@ -400,6 +400,141 @@ def check_balanced(trace: Trace, allow_open: bool = False) -> None:
                 )
         if not allow_open:
             assert not stack, f"thread {key}: frames left open: {stack[-5:]}"
+
+
+# ---------------------------- asyncio: named tasks, a gather, a cancel, awaits, work in a thread
+# (tests/integration/test_asyncio.py checks report's tasks against the program's own clocks,
+# test_perfetto_export.py the export's task tracks against report's.)
+# Three named tasks of a TaskGroup computing very different amounts between sleeps,
+# a gather of two unnamed ones, a cancelled task, a task awaiting another, a task two
+# tasks await, and work handed to a thread with asyncio.to_thread.
+ASYNCIO_PROGRAM = """
+import asyncio, json, sys, time
+
+truth = {}
+
+def spin(seconds):
+    # CPU work: the loop thread's own clock says how much.
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        x += 1
+    return x
+
+def in_thread(seconds):
+    c0 = time.thread_time()
+    spin(seconds)
+    truth["thread_cpu"] = time.thread_time() - c0
+
+class Step:
+    # Times the code of one step: from the moment it runs to the next await.
+    def __init__(self):
+        self.name = asyncio.current_task().get_name()
+        self.t = truth.setdefault(self.name, {"cpu": 0.0, "wall": 0.0, "steps": 0})
+    def __enter__(self):
+        self.c0, self.w0 = time.thread_time(), time.perf_counter()
+        return self
+    def __exit__(self, *exc):
+        self.t["cpu"] += time.thread_time() - self.c0
+        self.t["wall"] += time.perf_counter() - self.w0
+        self.t["steps"] += 1
+        if exc[0] is not None or self.last:
+            self.t["done"] = time.perf_counter()
+    last = False
+
+def created(name):
+    truth.setdefault(name, {"cpu": 0.0, "wall": 0.0, "steps": 0})["created"] = time.perf_counter()
+
+async def compute(rounds, work, pause=0.02):
+    step = Step()
+    for i in range(rounds):
+        with step:
+            spin(work)
+        await asyncio.sleep(pause)
+    step.last = True
+    with step:
+        return step.name
+
+async def blocked():
+    step = Step()
+    with step:
+        pass
+    try:
+        await asyncio.sleep(60)
+    finally:  # cancelled: its last step runs this, and ends with CancelledError
+        step.last = True
+        with step:
+            pass
+
+async def waiter(other):
+    step = Step()
+    with step:
+        spin(0.01)
+    result = await other
+    step.last = True
+    with step:
+        return result
+
+async def offload():
+    step = Step()
+    with step:
+        pass
+    await asyncio.to_thread(in_thread, 0.08)
+    step.last = True
+    with step:
+        return None
+
+async def main():
+    # The executor's first use imports and starts its thread, in the step that makes
+    # it: done here, so that the offloading task's step is its own submit alone.
+    await asyncio.to_thread(int)
+    async with asyncio.TaskGroup() as tg:
+        for name, rounds, work in (("alpha", 5, 0.06), ("beta", 4, 0.004), ("gamma", 5, 0.06)):
+            created(name)
+            tg.create_task(compute(rounds, work), name=name)
+    await asyncio.gather(compute(3, 0.01), compute(2, 0.02))
+    created("victim")
+    victim = asyncio.create_task(blocked(), name="victim")
+    await asyncio.sleep(0.01)
+    victim.cancel()
+    try:
+        await victim
+    except asyncio.CancelledError:
+        pass
+    created("target")
+    target = asyncio.create_task(compute(3, 0.02, 0.03), name="target")
+    created("waiter")
+    await asyncio.create_task(waiter(target), name="waiter")
+    created("shared")
+    shared = asyncio.create_task(compute(2, 0.01, 0.05), name="shared")
+    for name in ("first", "second"):
+        created(name)
+    await asyncio.gather(asyncio.create_task(waiter(shared), name="first"),
+                         asyncio.create_task(waiter(shared), name="second"))
+    created("offload")
+    await asyncio.create_task(offload(), name="offload")
+
+if sys.argv[1:] == ["uvloop"]:
+    import uvloop
+    uvloop.run(main())  # its task's coroutine is a wrapper that awaits main
+else:
+    asyncio.run(main())
+json.dump(truth, sys.stdout)
+"""
+
+
+def asyncio_tasks(report: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """report --json's tasks of its one process's one event loop, by name (each name once)."""
+    (proc,) = report["processes"]
+    section = proc["tasks"]
+    assert section is not None, "no task section"
+    (loop,) = section["loops"]
+    assert loop["thread"].startswith("main thread"), loop["thread"]
+    by_name: Dict[str, Dict[str, Any]] = {}
+    for task in loop["tasks"]:
+        assert task["name"] not in by_name, f"two tasks named {task['name']}"
+        by_name[task["name"]] = task
+    return by_name
 
 
 # ------------------------------------------------------- `pinsight-python trace` as a test runs it

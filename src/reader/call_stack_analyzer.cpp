@@ -504,8 +504,13 @@ void CallStackAnalyzer::on_task_event(ThreadState &t, const RawEvent &e, const E
   switch (e.kind) {
     case EventKind::TaskCreate: {
       // After the creating function's end: the stack is its caller's.
-      tasks.on_create(e.code_id, t.vtid, e.ts_ns, batch.string(e.str[0]), t.tasks.current(),
-                      task_creation_site(t));
+      TaskRecord *task = tasks.on_create(e.code_id, t.vtid, e.ts_ns, batch.string(e.str[0]),
+                                         t.tasks.current(), task_creation_site(t));
+      if (task != nullptr && output_) {
+        // Made by the step running now (not by work run for a task on another thread).
+        const bool in_step = !t.tasks.frames.empty() && !t.tasks.frames.back().offloaded;
+        output_->task_created(t.chrome_pid, *task, in_step ? t.tasks.current() : nullptr);
+      }
       break;
     }
     case EventKind::TaskName:
@@ -525,18 +530,24 @@ void CallStackAnalyzer::on_task_event(ThreadState &t, const RawEvent &e, const E
     case EventKind::TaskAwait:
       tasks.on_await(e.code_id, e.extra);
       break;
-    case EventKind::TaskDone:
-      tasks.on_done(e.code_id, e.ts_ns,
-                    e.transition <= static_cast<uint8_t>(TaskOutcome::Cancelled)
-                        ? static_cast<TaskOutcome>(e.transition)
-                        : TaskOutcome::Raised);
+    case EventKind::TaskDone: {
+      std::shared_ptr<TaskRecord> task =
+          tasks.on_done(e.code_id, e.ts_ns,
+                        e.transition <= static_cast<uint8_t>(TaskOutcome::Cancelled)
+                            ? static_cast<TaskOutcome>(e.transition)
+                            : TaskOutcome::Raised);
+      if (task && output_) output_->task_done(t.chrome_pid, *task);
       break;
+    }
     case EventKind::TaskHandoff:
       if (e.transition == pinsight::wire::kHandoffSubmit) {
-        tasks.on_submit(e.extra, tasks.live(e.code_id));
+        std::shared_ptr<TaskRecord> task = tasks.live(e.code_id);
+        tasks.on_submit(e.extra, task);
+        if (task && output_) output_->task_handoff(t.chrome_pid, t.vtid, *task, e.extra, false);
       } else if (std::shared_ptr<TaskRecord> task = tasks.take_submitted(e.extra);
                  task && !t.stack.empty()) {
         // After the work item's begin: its frame is on top.
+        if (output_) output_->task_handoff(t.chrome_pid, t.vtid, *task, e.extra, true);
         t.tasks.frames.push_back(
             TaskFrame{t.stack.size() - 1, t.stack.back().start_ns, 0, std::move(task), true});
       }

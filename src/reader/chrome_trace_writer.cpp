@@ -176,7 +176,7 @@ void ChromeTraceWriter::gil_slice(int64_t pid, int32_t track, const char *state,
 }
 
 int32_t ChromeTraceWriter::task_track(const TaskRecord &task) {
-  if (task.serial <= TaskTable::kKeptTasks) return 0x20000000 | static_cast<int32_t>(task.serial);
+  if (task_has_track(task)) return 0x20000000 | static_cast<int32_t>(task.serial);
   return 0x28000000 | (task.vtid & 0x3fffff);
 }
 
@@ -186,13 +186,7 @@ void ChromeTraceWriter::task_step(int64_t pid, int32_t vtid, const TaskRecord &t
   if (offloaded) return;  // concurrent with the task's steps: its thread's track shows it
   const int32_t track = task_track(task);
   auto &tracks = task_tracks_[{pid, task.vtid}];
-  if (tracks.count(track) == 0) {
-    tracks[track] =
-        task.serial <= TaskTable::kKeptTasks
-            ? "task " + (task.name.empty() ? std::string("?") : task.name) + " #" +
-                  std::to_string(task.serial)
-            : std::string("tasks after the first ") + std::to_string(TaskTable::kKeptTasks);
-  }
+  if (tracks.count(track) == 0) tracks[track] = task_track_name(task);
   event_head("X", pid, track, begin_ns);
   buffer_ += ",\"dur\":";
   append_ns_as_us(buffer_, static_cast<int64_t>(end_ns > begin_ns ? end_ns - begin_ns : 0));

@@ -44,6 +44,8 @@ constexpr uint32_t kProcess = 3;
 constexpr uint32_t kThread = 4;
 constexpr uint32_t kParentUuid = 5;
 constexpr uint32_t kCounter = 8;
+constexpr uint32_t kChildOrdering = 11;
+constexpr uint64_t kChronological = 2;  // ChildTracksOrdering: by their first events
 constexpr uint32_t kProcessPid = 1;
 constexpr uint32_t kProcessCmdline = 2;
 constexpr uint32_t kProcessName = 6;
@@ -343,6 +345,8 @@ void PerfettoTraceWriter::describe_thread(const Thread &t, const std::string *na
   out.int_field(track::kThreadTid, t.tid);
   if (name != nullptr) out.string_field(track::kThreadName, *name);
   out.end(thr);
+  // Its GIL, domain and task tracks in the order they began (tasks: as they first ran).
+  out.uint_field(track::kChildOrdering, track::kChronological);
   out.end(d);
   end_packet(pkt);
 }
@@ -585,7 +589,167 @@ void PerfettoTraceWriter::sampled_memory(int64_t pid, uint64_t ts_ns, uint64_t l
   end_packet(pkt);
 }
 
+// --- asyncio tasks -----------------------------------------------------------
+
+PerfettoTraceWriter::TaskTrack &PerfettoTraceWriter::live_task(Process &p, uint64_t serial) {
+  TaskTrack &t = p.tasks[serial];
+  t.serial = serial;
+  return t;
+}
+
+uint64_t PerfettoTraceWriter::task_track(int64_t pid, const TaskRecord &task) {
+  Thread &loop = thread(pid, task.vtid);
+  if (task_has_track(task)) return child_track(loop.uuid, task_track_name(task), false);
+  if (loop.shared_task_track == 0) {
+    loop.shared_task_track = child_track(loop.uuid, task_track_name(task), false);
+  }
+  return loop.shared_task_track;
+}
+
+void PerfettoTraceWriter::write_task_step(Process &p, TaskTrack &task, const char *outcome) {
+  Thread &loop = thread(p.pid, task.vtid);
+  if (!loop.tasks) {
+    // A sequence of its own: a step is written once the next one (or the task's
+    // end) comes, behind the thread's frames.
+    loop.tasks = std::make_unique<Sequence>();
+    loop.tasks->id = next_sequence_++;
+    loop.tasks->default_track = loop.uuid;
+  }
+  Sequence &seq = *loop.tasks;
+  fixed(seq, 1u << kCategoryAsyncio, interned::kCategories, kCategoryAsyncio, "asyncio");
+  fixed(seq, 1u << (16 + kAnnotationTask), interned::kAnnotationNames, kAnnotationTask, "task");
+  uint32_t outcome_iid = 0;
+  if (outcome != nullptr) {
+    fixed(seq, 1u << (16 + kAnnotationOutcome), interned::kAnnotationNames, kAnnotationOutcome,
+          "outcome");
+    outcome_iid = string_iid(seq, outcome);
+  }
+  size_t pkt = begin_packet(seq, task.begin_ns);
+  flush_interned();
+  ProtoEncoder out(chunk_);
+  size_t ev = out.begin(packet::kTrackEvent);
+  out.uint_field(event::kType, event::kSliceBegin);
+  out.uint_field(event::kTrackUuid, task.track);
+  out.uint_field(event::kCategoryIids, kCategoryAsyncio);
+  // Its name written out: tasks' names are as many as the tasks.
+  out.string_field(event::kName, task.name.empty() ? std::string_view("task") : task.name);
+  size_t a = out.begin(event::kAnnotations);
+  out.uint_field(annotation::kNameIid, kAnnotationTask);
+  out.uint_field(annotation::kIntValue, task.serial);
+  out.end(a);
+  if (outcome_iid != 0) {
+    a = out.begin(event::kAnnotations);
+    out.uint_field(annotation::kNameIid, kAnnotationOutcome);
+    out.uint_field(annotation::kStringValueIid, outcome_iid);
+    out.end(a);
+  }
+  for (uint64_t flow : task.flows) out.fixed64_field(event::kFlowIds, flow);
+  out.end(ev);
+  end_packet(pkt);
+  pkt = begin_packet(seq, std::max(task.end_ns, task.begin_ns));
+  ev = out.begin(packet::kTrackEvent);
+  out.uint_field(event::kType, event::kSliceEnd);
+  out.uint_field(event::kTrackUuid, task.track);
+  out.end(ev);
+  end_packet(pkt);
+  task.held = false;
+  task.flows.clear();
+}
+
+void PerfettoTraceWriter::task_step(int64_t pid, int32_t /*vtid*/, const TaskRecord &task,
+                                    uint64_t begin_ns, uint64_t end_ns, bool offloaded) {
+  // Work run for the task on another thread: its frames are there, and the
+  // flow from the step that handed it over (task_handoff) points at them.
+  if (offloaded) return;
+  Process &p = process(pid);
+  TaskTrack &t = live_task(p, task.serial);
+  t.name = task.name;
+  if (t.held && t.steps == task.steps) {
+    // No new step began: the task's coroutine went on with the step an awaited
+    // one began (a throw() into it). One slice, as report counts one step.
+    t.end_ns = end_ns;
+  } else {
+    if (t.held) write_task_step(p, t, nullptr);
+    if (t.track == 0) {
+      t.vtid = task.vtid;
+      t.track = task_track(pid, task);
+    }
+    t.held = true;
+    t.begin_ns = begin_ns;
+    t.end_ns = end_ns;
+    t.steps = task.steps;
+  }
+  t.flows.insert(t.flows.end(), t.next_flows.begin(), t.next_flows.end());
+  t.next_flows.clear();
+}
+
+void PerfettoTraceWriter::task_created(int64_t pid, const TaskRecord &task,
+                                       const TaskRecord *creator) {
+  if (creator == nullptr) return;
+  Process &p = process(pid);
+  TaskTrack &made = live_task(p, task.serial);
+  // The flow ends at its first step: over already (an eager task's), or to come.
+  std::vector<uint64_t> *first = made.held && made.steps == 1 ? &made.flows
+                                 : made.track == 0            ? &made.next_flows
+                                                              : nullptr;
+  if (first == nullptr) return;
+  uint64_t flow = next_flow_++;
+  first->push_back(flow);
+  // (This may rehash the table: `made` is not used after.)
+  live_task(p, creator->serial).next_flows.push_back(flow);
+}
+
+void PerfettoTraceWriter::task_handoff(int64_t pid, int32_t vtid, const TaskRecord &task,
+                                       uint64_t work, bool run) {
+  Process &p = process(pid);
+  if (!run) {
+    TaskTrack &t = live_task(p, task.serial);
+    uint64_t flow = next_flow_++;
+    t.next_flows.push_back(flow);
+    t.work.emplace_back(work, flow);
+    return;
+  }
+  auto found = p.tasks.find(task.serial);
+  if (found == p.tasks.end()) return;
+  auto &handed = found->second.work;
+  auto item =
+      std::find_if(handed.begin(), handed.end(), [&](const auto &w) { return w.first == work; });
+  if (item == handed.end()) return;
+  uint64_t flow = item->second;
+  handed.erase(item);
+  // To the work item's frame, the innermost on its thread now: written at its end.
+  Thread &t = thread(pid, vtid);
+  if (t.depth != 0) t.pending.push_back(Pending{t.depth, flow});
+}
+
+void PerfettoTraceWriter::task_done(int64_t pid, const TaskRecord &task) {
+  Process &p = process(pid);
+  auto found = p.tasks.find(task.serial);
+  if (found == p.tasks.end()) return;
+  TaskTrack &done = found->second;
+  if (done.held) {
+    // Its last step: a flow to the next step of each task that awaited it.
+    for (uint64_t serial : task.awaited_by) {
+      auto waiter = p.tasks.find(serial);
+      if (waiter == p.tasks.end() || serial == task.serial) continue;
+      uint64_t flow = next_flow_++;
+      done.flows.push_back(flow);
+      waiter->second.next_flows.push_back(flow);
+    }
+    done.name = task.name;
+    write_task_step(p, done, task_outcome_name(task.outcome));
+  }
+  p.tasks.erase(found);
+}
+
 void PerfettoTraceWriter::finish() {
+  // Tasks not done when the trace ended: their last step, pending.
+  for (auto &[pid, p] : processes_) {
+    for (auto &[serial, task] : p->tasks) {
+      if (task.held) write_task_step(*p, task, task_outcome_name(TaskOutcome::Pending));
+    }
+    p->tasks.clear();
+  }
   sink_.write(chunk_);
   sink_.finish();
 }

@@ -15,7 +15,11 @@
 // MPI, ...); under the process, a track per GPU device and stream, a counter
 // of the sampled heap, and instants for mode changes, configurations and
 // caps. A region or kernel is joined to the call that caused it by a flow
-// whose id both slices carry. Memory: the open frames and the interning tables.
+// whose id both slices carry. asyncio: under a loop's thread, a track per task
+// (its steps, the last with its outcome), with flows from the step that made a
+// task to its first, from a task's last step to the next step of each task that
+// awaited it, and from a step to the work it handed to a thread. Memory: the
+// open frames, the interning tables, and each live task's last step.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +65,12 @@ class PerfettoTraceWriter final : public ReplayOutput {
   void rate_counts(int64_t pid, uint64_t ts_ns, const std::string &function,
                    const RateCounts &counts) override;
   void sampled_memory(int64_t pid, uint64_t ts_ns, uint64_t live_bytes) override;
+  void task_step(int64_t pid, int32_t vtid, const TaskRecord &task, uint64_t begin_ns,
+                 uint64_t end_ns, bool offloaded) override;
+  void task_created(int64_t pid, const TaskRecord &task, const TaskRecord *creator) override;
+  void task_handoff(int64_t pid, int32_t vtid, const TaskRecord &task, uint64_t work,
+                    bool run) override;
+  void task_done(int64_t pid, const TaskRecord &task) override;
 
   // The names, once the replay has labelled processes and threads (at the end:
   // their descriptors again, with names). `labels`: the process's facts
@@ -106,6 +116,25 @@ class PerfettoTraceWriter final : public ReplayOutput {
     std::vector<Pending> pending;   // flows leaving open frames: written at their ends
     std::unique_ptr<Sequence> gil;  // the GIL track's own sequence (its slices are in order)
     std::map<std::string, uint64_t> domains;  // native domain -> its track
+    // As a loop's thread: its tasks' tracks' sequence, and the track the tasks
+    // past the first TaskTable::kKeptTasks share.
+    std::unique_ptr<Sequence> tasks;
+    uint64_t shared_task_track = 0;
+  };
+  // A live task: its track, and its last step, held until the task's next step
+  // or its end says what the slice carries (the rest of a step a throw()
+  // continued, the outcome, the flows leaving it). Dropped at the task's end.
+  struct TaskTrack {
+    uint64_t serial = 0;
+    uint64_t track = 0;  // 0: no step yet
+    int32_t vtid = -1;
+    std::string name;
+    bool held = false;
+    uint64_t begin_ns = 0, end_ns = 0;
+    uint64_t steps = 0;                               // the task's steps counted at the held one
+    std::vector<uint64_t> flows;                      // of the held step
+    std::vector<uint64_t> next_flows;                 // of its step running now, or its next
+    std::vector<std::pair<uint64_t, uint64_t>> work;  // work item -> flow, not started yet
   };
   struct Process {
     int64_t pid;
@@ -116,6 +145,7 @@ class PerfettoTraceWriter final : public ReplayOutput {
     // overlapping every one of them (their times say so) goes on a track of its own,
     // as slices on one track must nest.
     std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> devices;
+    std::unordered_map<uint64_t, TaskTrack> tasks;  // by serial: the live ones drawn
   };
 
   // Categories and debug annotation names every sequence may use, interned on
@@ -124,9 +154,12 @@ class PerfettoTraceWriter final : public ReplayOutput {
     kCategoryPython = 1,
     kCategoryNative = 2,
     kCategoryImport = 3,
+    kCategoryAsyncio = 4,
     kFirstDynamicCategory = 8,
     kAnnotationModule = 1,
     kAnnotationExit = 2,
+    kAnnotationTask = 3,
+    kAnnotationOutcome = 4,
   };
 
   Thread &thread(int64_t pid, int32_t tid);
@@ -161,6 +194,10 @@ class PerfettoTraceWriter final : public ReplayOutput {
   // A slice's begin or end on `track` (names interned on `seq`; flow: 0 for none).
   void slice(Sequence &seq, uint64_t track, uint64_t ts_ns, int type, const std::string &name,
              const std::string &category, uint64_t flow);
+  // The held step of `task` as a slice on its track (outcome: null while it runs on).
+  void write_task_step(Process &p, TaskTrack &task, const char *outcome);
+  TaskTrack &live_task(Process &p, uint64_t serial);
+  uint64_t task_track(int64_t pid, const TaskRecord &task);
   using Args = std::vector<std::pair<const char *, std::string>>;
   using Numbers = std::vector<std::pair<const char *, int64_t>>;
   void instant(Sequence &seq, uint64_t track, uint64_t ts_ns, const std::string &name,

@@ -82,6 +82,17 @@ class ReplayOutput {
   // writer draws each task as a track under its loop's thread (task.vtid).
   virtual void task_step(int64_t /*pid*/, int32_t /*vtid*/, const TaskRecord & /*task*/,
                          uint64_t /*begin_ns*/, uint64_t /*end_ns*/, bool /*offloaded*/) {}
+  // `task` was made (once per task) in the step of `creator` running now (null:
+  // outside any task's step); an eager task's first step may be over already.
+  virtual void task_created(int64_t /*pid*/, const TaskRecord & /*task*/,
+                            const TaskRecord * /*creator*/) {}
+  // Work item `work` handed to a thread by the step of `task` running now on
+  // thread `vtid`; run: its start on thread `vtid`, whose innermost frame it is.
+  virtual void task_handoff(int64_t /*pid*/, int32_t /*vtid*/, const TaskRecord & /*task*/,
+                            uint64_t /*work*/, bool /*run*/) {}
+  // `task` is done (task.outcome), after its last step's task_step (only work
+  // it handed to a thread may still run for it).
+  virtual void task_done(int64_t /*pid*/, const TaskRecord & /*task*/) {}
 };
 
 }  // namespace pinsight_reader

@@ -42,16 +42,17 @@ std::shared_ptr<TaskRecord> TaskTable::task(uint64_t task_id, int32_t vtid, uint
   return slot;
 }
 
-void TaskTable::on_create(uint64_t task_id, int32_t vtid, uint64_t ts, std::string_view name,
-                          const TaskRecord *creator, SymbolId where) {
+TaskRecord *TaskTable::on_create(uint64_t task_id, int32_t vtid, uint64_t ts, std::string_view name,
+                                 const TaskRecord *creator, SymbolId where) {
   const bool known = live_.count(task_id) != 0;
   std::shared_ptr<TaskRecord> t = task(task_id, vtid, ts, name);
   // Nested creation functions (TaskGroup.create_task, then the loop's) name a
   // task more than once: the first, innermost, is its creation. An eager
   // task's first step comes before: its creation fills in what it lacks.
-  if (known && (t->creator != 0 || t->created_at != kNoSymbol)) return;
+  if (known && (t->creator != 0 || t->created_at != kNoSymbol)) return nullptr;
   if (creator != nullptr && creator != t.get()) t->creator = creator->serial;
   t->created_at = where;
+  return t.get();
 }
 
 void TaskTable::on_await(uint64_t waiter_id, uint64_t awaited_id) {
@@ -62,14 +63,15 @@ void TaskTable::on_await(uint64_t waiter_id, uint64_t awaited_id) {
   if (std::find(by.begin(), by.end(), waiter->serial) == by.end()) by.push_back(waiter->serial);
 }
 
-void TaskTable::on_done(uint64_t task_id, uint64_t ts, TaskOutcome outcome) {
+std::shared_ptr<TaskRecord> TaskTable::on_done(uint64_t task_id, uint64_t ts, TaskOutcome outcome) {
   auto found = live_.find(task_id);
-  if (found == live_.end()) return;
+  if (found == live_.end()) return nullptr;
   std::shared_ptr<TaskRecord> t = std::move(found->second);
   live_.erase(found);
   t->done_ns = ts;
   t->outcome = outcome;
-  keep(std::move(t));
+  keep(t);
+  return t;
 }
 
 namespace {
@@ -128,6 +130,16 @@ void TaskTable::finish(uint64_t last_ns) {
   for (auto &t : pending) keep(std::move(t));
   std::stable_sort(kept_.begin(), kept_.end(),
                    [](const auto &a, const auto &b) { return a->serial < b->serial; });
+}
+
+bool task_has_track(const TaskRecord &task) { return task.serial <= TaskTable::kKeptTasks; }
+
+std::string task_track_name(const TaskRecord &task) {
+  if (!task_has_track(task)) {
+    return "tasks after the first " + std::to_string(TaskTable::kKeptTasks);
+  }
+  return "task " + (task.name.empty() ? std::string("?") : task.name) + " #" +
+         std::to_string(task.serial);
 }
 
 uint64_t task_waiting_ns(const TaskRecord &task, uint64_t last_ns) {

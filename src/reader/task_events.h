@@ -84,10 +84,13 @@ class TaskTable {
   std::shared_ptr<TaskRecord> task(uint64_t task_id, int32_t vtid, uint64_t ts,
                                    std::string_view name);
   std::shared_ptr<TaskRecord> live(uint64_t task_id) const;
-  void on_create(uint64_t task_id, int32_t vtid, uint64_t ts, std::string_view name,
-                 const TaskRecord *creator, SymbolId where);
+  // The task, when this event is its creation (not a creation function's
+  // second naming of it), else null.
+  TaskRecord *on_create(uint64_t task_id, int32_t vtid, uint64_t ts, std::string_view name,
+                        const TaskRecord *creator, SymbolId where);
   void on_await(uint64_t waiter_id, uint64_t awaited_id);
-  void on_done(uint64_t task_id, uint64_t ts, TaskOutcome outcome);
+  // The task now done, or null when it was not live.
+  std::shared_ptr<TaskRecord> on_done(uint64_t task_id, uint64_t ts, TaskOutcome outcome);
   // Work `work_id` submitted by the thread's current task; its run, by another thread.
   void on_submit(uint64_t work_id, const std::shared_ptr<TaskRecord> &task);
   std::shared_ptr<TaskRecord> take_submitted(uint64_t work_id);
@@ -111,6 +114,12 @@ class TaskTable {
   std::vector<std::shared_ptr<TaskRecord>> kept_;
   std::map<std::pair<int32_t, std::string>, TaskGroupRecord> groups_;
 };
+
+// The exports draw a track per task for the first kKeptTasks of a process (by
+// number); the tasks after those share one track per loop thread.
+bool task_has_track(const TaskRecord &task);
+// That track's name: "task NAME #N", or the shared one's.
+std::string task_track_name(const TaskRecord &task);
 
 // The task's waits: created to done (or the trace's end) less its running time.
 uint64_t task_waiting_ns(const TaskRecord &task, uint64_t last_ns);

@@ -20,124 +20,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from tests.tracing import CLI, Tracer, check_balanced, report_json
-
-# Three named tasks of a TaskGroup computing very different amounts between sleeps,
-# a gather of two unnamed ones, a cancelled task, a task awaiting another, a task two
-# tasks await, and work handed to a thread with asyncio.to_thread.
-PROGRAM = """
-import asyncio, json, sys, time
-
-truth = {}
-
-def spin(seconds):
-    # CPU work: the loop thread's own clock says how much.
-    end = time.thread_time() + seconds
-    x = 0
-    while time.thread_time() < end:
-        x += 1
-    return x
-
-def in_thread(seconds):
-    c0 = time.thread_time()
-    spin(seconds)
-    truth["thread_cpu"] = time.thread_time() - c0
-
-class Step:
-    # Times the code of one step: from the moment it runs to the next await.
-    def __init__(self):
-        self.name = asyncio.current_task().get_name()
-        self.t = truth.setdefault(self.name, {"cpu": 0.0, "wall": 0.0, "steps": 0})
-    def __enter__(self):
-        self.c0, self.w0 = time.thread_time(), time.perf_counter()
-        return self
-    def __exit__(self, *exc):
-        self.t["cpu"] += time.thread_time() - self.c0
-        self.t["wall"] += time.perf_counter() - self.w0
-        self.t["steps"] += 1
-        if exc[0] is not None or self.last:
-            self.t["done"] = time.perf_counter()
-    last = False
-
-def created(name):
-    truth.setdefault(name, {"cpu": 0.0, "wall": 0.0, "steps": 0})["created"] = time.perf_counter()
-
-async def compute(rounds, work, pause=0.02):
-    step = Step()
-    for i in range(rounds):
-        with step:
-            spin(work)
-        await asyncio.sleep(pause)
-    step.last = True
-    with step:
-        return step.name
-
-async def blocked():
-    step = Step()
-    with step:
-        pass
-    try:
-        await asyncio.sleep(60)
-    finally:  # cancelled: its last step runs this, and ends with CancelledError
-        step.last = True
-        with step:
-            pass
-
-async def waiter(other):
-    step = Step()
-    with step:
-        spin(0.01)
-    result = await other
-    step.last = True
-    with step:
-        return result
-
-async def offload():
-    step = Step()
-    with step:
-        pass
-    await asyncio.to_thread(in_thread, 0.08)
-    step.last = True
-    with step:
-        return None
-
-async def main():
-    # The executor's first use imports and starts its thread, in the step that makes
-    # it: done here, so that the offloading task's step is its own submit alone.
-    await asyncio.to_thread(int)
-    async with asyncio.TaskGroup() as tg:
-        for name, rounds, work in (("alpha", 5, 0.06), ("beta", 4, 0.004), ("gamma", 5, 0.06)):
-            created(name)
-            tg.create_task(compute(rounds, work), name=name)
-    await asyncio.gather(compute(3, 0.01), compute(2, 0.02))
-    created("victim")
-    victim = asyncio.create_task(blocked(), name="victim")
-    await asyncio.sleep(0.01)
-    victim.cancel()
-    try:
-        await victim
-    except asyncio.CancelledError:
-        pass
-    created("target")
-    target = asyncio.create_task(compute(3, 0.02, 0.03), name="target")
-    created("waiter")
-    await asyncio.create_task(waiter(target), name="waiter")
-    created("shared")
-    shared = asyncio.create_task(compute(2, 0.01, 0.05), name="shared")
-    for name in ("first", "second"):
-        created(name)
-    await asyncio.gather(asyncio.create_task(waiter(shared), name="first"),
-                         asyncio.create_task(waiter(shared), name="second"))
-    created("offload")
-    await asyncio.create_task(offload(), name="offload")
-
-if sys.argv[1:] == ["uvloop"]:
-    import uvloop
-    uvloop.run(main())  # its task's coroutine is a wrapper that awaits main
-else:
-    asyncio.run(main())
-json.dump(truth, sys.stdout)
-"""
+from tests.tracing import ASYNCIO_PROGRAM, CLI, Tracer, asyncio_tasks, check_balanced, report_json
 
 # Every payload on asyncio's own loop; uvloop's (the C loop most services run) on one.
 RUNS = [("full", "asyncio"), ("compact", "asyncio"), ("batched", "asyncio"), ("full", "uvloop")]
@@ -148,22 +31,9 @@ def tracer(tmp_path: Path) -> Tracer:
     return Tracer(tmp_path)
 
 
-def _tasks(report: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-    (proc,) = report["processes"]
-    section = proc["tasks"]
-    assert section is not None, "no task section"
-    (loop,) = section["loops"]
-    assert loop["thread"].startswith("main thread"), loop["thread"]
-    by_name: Dict[str, Dict[str, Any]] = {}
-    for task in loop["tasks"]:
-        assert task["name"] not in by_name, f"two tasks named {task['name']}"
-        by_name[task["name"]] = task
-    return by_name
-
-
 def _traced(tracer: Tracer, payload: str,
             loop: str) -> tuple[Dict[str, Any], Dict[str, Any], Path]:
-    run = tracer.run(PROGRAM, activate=f"pinsight_python.activate(payload={payload!r})",
+    run = tracer.run(ASYNCIO_PROGRAM, activate=f"pinsight_python.activate(payload={payload!r})",
                      args=[loop])
     truth: Dict[str, Any] = json.loads(run.stdout)
     check_balanced(run.trace)
@@ -175,7 +45,7 @@ def _traced(tracer: Tracer, payload: str,
 @pytest.mark.parametrize(("payload", "loop"), RUNS)
 def test_tasks_match_the_programs_clocks(tracer: Tracer, payload: str, loop: str) -> None:
     report, truth, trace_dir = _traced(tracer, payload, loop)
-    tasks = _tasks(report)
+    tasks = asyncio_tasks(report)
     measured = {name: t for name, t in truth.items() if isinstance(t, dict)}
     for name, t in measured.items():
         task = tasks[name]
