@@ -17,13 +17,17 @@ each, and the bytes per event of both exports. Workloads:
 * ``nbody``: the n-body integration of bench_core.py, 4,437 steps (about 230,000
   events), recorded by ``pinsight-python trace`` with its defaults (the trace the
   Chrome export's 110 bytes per event were measured on);
+* ``asyncio``: bench_core.py's asyncio tasks, 250 rounds of 200 gathered tasks of
+  two steps (50,000 tasks: 10,000 with a track of their own in the Perfetto export,
+  the rest on their loop's shared one), recorded by ``pinsight-python trace`` with
+  its defaults;
 * ``networkx`` and ``networkx-batched``: networkx's shortest-path test suite
   under pytest (the bench extra), recorded by ``pinsight-python trace`` with the
   default events, in the full payload (``trace``'s default) and the batched one
   (``trace --batch``): about 31 million events, the size of a real suite.
 
     .venv/bin/python bench/bench_reader.py [--events N] [--trace DIR] [--keep]
-        [--workload 1-process|2-ranks|nbody|networkx|networkx-batched|both|all]
+        [--workload 1-process|2-ranks|nbody|asyncio|networkx|networkx-batched|both|all]
         [--exports]   # only the exports (and babeltrace2 -o dummy)
 
 With ``--trace DIR`` existing traces are reused (or recorded there and
@@ -92,13 +96,14 @@ print("\\n".join(summarize(sys.argv[1], progress="never")))
 """
 
 
-WORKLOADS = ("1-process", "2-ranks", "nbody", "networkx", "networkx-batched")
+WORKLOADS = ("1-process", "2-ranks", "nbody", "asyncio", "networkx", "networkx-batched")
 # The workloads `pinsight-python trace` records: the command and trace's options.
 NBODY_STEPS = 4437
 SUITE = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", "pytest.ini", "--pyargs",
          "networkx.algorithms.shortest_paths"]
 TRACED = {
     "nbody": ((), None),
+    "asyncio": ((), None),
     "networkx": ((), SUITE),
     "networkx-batched": (("--batch",), SUITE),
 }
@@ -109,9 +114,9 @@ def record_with_trace(trace_dir: Path, workload: str) -> float:
     options, command = TRACED[workload]
     with tempfile.TemporaryDirectory() as tmp:
         if command is None:
-            script = Path(tmp) / "nbody.py"
-            script.write_text(textwrap.dedent(NBODY))
-            command = [str(script), str(NBODY_STEPS)]
+            script = Path(tmp) / f"{workload}_workload.py"  # not asyncio.py: the module
+            script.write_text(textwrap.dedent(SCRIPTS[workload]))
+            command = [str(script), str(ROUNDS[workload])]
         else:
             (Path(tmp) / "pytest.ini").write_text("[pytest]\n")
         started = time.perf_counter()
@@ -121,11 +126,13 @@ def record_with_trace(trace_dir: Path, workload: str) -> float:
         return time.perf_counter() - started
 
 
-# bench_core.py's n-body, its step count an argument.
-NBODY = WORKLOADS_CORE["nbody"].replace("range(80000)", "range(int(sys.argv[1]))") + """
+# bench_core.py's n-body and asyncio tasks, their step or round count an argument.
+SCRIPTS = {
+    name: WORKLOADS_CORE[name].replace(loop, "range(int(sys.argv[1]))") + """
 import sys
 workload()
-"""
+""" for name, loop in (("nbody", "range(80000)"), ("asyncio", "range(20)"))}
+ROUNDS = {"nbody": NBODY_STEPS, "asyncio": 250}
 
 
 def record(trace_dir: Path, events: int, workload: str) -> float:
