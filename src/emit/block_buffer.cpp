@@ -441,9 +441,9 @@ StageCursor *stage_slow(int python_thread_id, uint64_t *ticks) {
   return b;
 }
 
-void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
-            int python_thread_id) {
-  stage(python_thread_id, code_id, callable_id, line_head(line, kind, transition));
+void append_at(uint64_t ticks, int kind, int transition, uint64_t code_id, uint64_t callable_id,
+               int line, int python_thread_id) {
+  stage_at(ticks, python_thread_id, code_id, callable_id, line_head(line, kind, transition));
   if (kind == PINSIGHT_RECORD_C_CALL_BEGIN &&
       callable_id == reinterpret_cast<uintptr_t>(exit_callable.load(std::memory_order_relaxed))) {
     // The process ends inside this call, without exit handlers: the last blocks

@@ -141,18 +141,24 @@ inline uint64_t line_head(int line, int kind, int transition) {
   return static_cast<uint32_t>(line) | static_cast<uint64_t>((kind << 3) | transition) << 32;
 }
 
-// One record of the calling thread (kind: PINSIGHT_RECORD_*). Out of line: the
-// full and compact payloads' inline paths stay as small as they were. A
-// generator's end passes its lifetime_ns as callable_id, its segments as line
-// and its `how` as transition.
-void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
-            int python_thread_id);
-// A function record (PINSIGHT_RECORD_FUNCTION_*): append's path for the
-// records that name no callable, the most frequent; inline. Written whole
+// One record of the calling thread (kind: PINSIGHT_RECORD_*) at `ticks`
+// (cycle_clock::ticks(), read by the caller). Out of line: the full and compact
+// payloads' inline paths stay as small as they were. A generator's end passes
+// its lifetime_ns as callable_id, its segments as line and its `how` as
+// transition.
+void append_at(uint64_t ticks, int kind, int transition, uint64_t code_id, uint64_t callable_id,
+               int line, int python_thread_id);
+inline void append(int kind, int transition, uint64_t code_id, uint64_t callable_id, int line,
+                   int python_thread_id) {
+  append_at(cycle_clock::ticks(), kind, transition, code_id, callable_id, line, python_thread_id);
+}
+// A function record (PINSIGHT_RECORD_FUNCTION_*) at `ticks`: append's path for
+// the records that name no callable, the most frequent; inline. Written whole
 // (write-combined stores fill a line); encode_records() reads neither the
 // callable nor the line of a function record.
-inline void append_function(int kind, int transition, uint64_t code_id, int python_thread_id) {
-  stage(python_thread_id, code_id, 0, line_head(0, kind, transition));
+inline void append_function_at(uint64_t ticks, int kind, int transition, uint64_t code_id,
+                               int python_thread_id) {
+  stage_at(ticks, python_thread_id, code_id, 0, line_head(0, kind, transition));
 }
 
 // A native callee's interned name, as it is first named (slow path): os._exit's

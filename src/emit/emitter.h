@@ -116,33 +116,47 @@ __attribute__((noinline)) inline void function_event(bool begin, NamedCode &code
   }
 }
 
+// The time of the calling thread's next batched record (cycle_clock::ticks()),
+// read once by the tracer for the record and for the frame's shadow-stack
+// entry: a flight recorder's dump says how long each open frame has run
+// (blocks::stage_at's first step, moved before the entry is stored). 0 under
+// the other payloads, whose events LTTng times: their frames keep no begin.
+inline uint64_t record_ticks() {
+  if (__builtin_expect(batched_counted, 1)) return cycle_clock::counter();
+  return batched_payload ? cycle_clock::ticks() : 0;
+}
+
 // Every other case: the batched payload on clock_gettime, compact, full.
-__attribute__((noinline)) inline void function_other(bool begin, NamedCode &code,
+__attribute__((noinline)) inline void function_other(uint64_t ticks, bool begin, NamedCode &code,
                                                      int python_thread_id, int transition) {
   if (batched_payload) {
-    blocks::append_function(begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
-                            transition, reinterpret_cast<uintptr_t>(code.code), python_thread_id);
+    blocks::append_function_at(
+        ticks, begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END, transition,
+        reinterpret_cast<uintptr_t>(code.code), python_thread_id);
     return;
   }
   function_event(begin, code, python_thread_id, transition);
 }
 
-inline void function(bool begin, NamedCode &code, int python_thread_id, int transition) {
+// A frame's begin or end at `ticks` (record_ticks()).
+inline void function(uint64_t ticks, bool begin, NamedCode &code, int python_thread_id,
+                     int transition) {
   // Every payload names the code object's file in code_info only.
   ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
   if (__builtin_expect(batched_counted, 1)) {
-    // One test for the payload and the clock: the counter is read directly.
+    // One test for the payload and the clock: the counter was read directly.
     blocks::stage_at(
-        cycle_clock::counter(), python_thread_id, reinterpret_cast<uintptr_t>(code.code), 0,
+        ticks, python_thread_id, reinterpret_cast<uintptr_t>(code.code), 0,
         blocks::line_head(0, begin ? PINSIGHT_RECORD_FUNCTION_BEGIN : PINSIGHT_RECORD_FUNCTION_END,
                           transition));
     return;
   }
-  function_other(begin, code, python_thread_id, transition);
+  function_other(ticks, begin, code, python_thread_id, transition);
 }
 
-// A native call by `caller` at line `line` of `callee` (an interned name, its id).
-inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
+// A native call by `caller` at line `line` of `callee` (an interned name, its
+// id), at `ticks` (record_ticks()).
+inline void c_call(uint64_t ticks, bool begin, NamedCode &caller, const char *callee, int line,
                    int python_thread_id, int transition) {
   auto code_id = reinterpret_cast<unsigned long>(caller.code);
   uint32_t epoch = naming_epoch.load(std::memory_order_relaxed);
@@ -151,8 +165,8 @@ inline void c_call(bool begin, NamedCode &caller, const char *callee, int line,
     ensure_named(callee, epoch);
     auto callable_id = reinterpret_cast<unsigned long>(callee);
     if (batched_payload) {
-      blocks::append(begin ? PINSIGHT_RECORD_C_CALL_BEGIN : PINSIGHT_RECORD_C_CALL_END, transition,
-                     code_id, callable_id, line, python_thread_id);
+      blocks::append_at(ticks, begin ? PINSIGHT_RECORD_C_CALL_BEGIN : PINSIGHT_RECORD_C_CALL_END,
+                        transition, code_id, callable_id, line, python_thread_id);
       return;
     }
     if (begin) {

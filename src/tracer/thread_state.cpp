@@ -1,5 +1,8 @@
 #include "tracer/thread_state.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -116,6 +119,7 @@ ThreadState *create_current() {
   state->python_thread_id = state->thread_ident == main_thread_ident.load(std::memory_order_relaxed)
                                 ? 0
                                 : next_thread_id.fetch_add(1, std::memory_order_relaxed);
+  state->tid = static_cast<int>(syscall(SYS_gettid));
   state->stack.reserve(64);
   PyThreadState *const *slot = python_state_slot();
   PyThreadState *tstate = compat::thread_state();

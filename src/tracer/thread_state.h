@@ -34,14 +34,15 @@ struct FrameRecord {
   // Built in place (emplace_back) on the hot paths: a record assembled on the C
   // stack and copied in stalls on store-to-load forwarding.
   FrameRecord(const void *frame_, CodeInfo *code_, const void *callable_, const char *callee_name_,
-              int line_, RecordKind kind_, uint16_t flags_)
+              int line_, RecordKind kind_, uint16_t flags_, uint64_t begin_ticks_ = 0)
       : frame(frame_),
         code(code_),
         callable(callable_),
         callee_name(callee_name_),
         line(line_),
         kind(kind_),
-        flags(flags_) {}
+        flags(flags_),
+        begin_ticks(begin_ticks_) {}
 
   const void *frame;  // interpreter frame (caller's frame for a native call)
   CodeInfo *code;     // the frame's code (the caller's for a native call)
@@ -53,6 +54,11 @@ struct FrameRecord {
   int line;                 // native call: line of the call site
   RecordKind kind;
   uint16_t flags;
+  // When it began (emitter::record_ticks(): the batched payload's record time,
+  // which its begin reads anyway); 0 when not known (another payload, a frame
+  // running before tracing started). A flight recorder's dump tells how long
+  // each open frame has run from it.
+  uint64_t begin_ticks;
 };
 
 // events = gil: the thread's last accounting point (tracer/gil_accounting.h).
@@ -79,6 +85,7 @@ struct WindowGates {
 
 struct ThreadState {
   int python_thread_id = -1;
+  int tid = 0;  // the OS thread's (a flight recorder's dump names it): in the padding
   unsigned long thread_ident = 0;
   std::vector<FrameRecord> stack;
   // setprofile backend: generator frames a running gen.throw()/close() call

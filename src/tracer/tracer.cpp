@@ -134,8 +134,8 @@ void Tracer::close_stale_calls(ThreadState &state, const void *frame) {
     --open_records_;
     if (record.flags & kEmitEnd) {
       ++events_emitted_;
-      emitter::c_call(false, *record.code, record.callee_name, record.line, state.python_thread_id,
-                      wire::kCReturn);
+      emitter::c_call(emitter::record_ticks(), false, *record.code, record.callee_name, record.line,
+                      state.python_thread_id, wire::kCReturn);
     }
   }
 }

@@ -333,7 +333,8 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   }
   uint8_t flags = lex.start_flags;
   if (__builtin_expect(step.ends_window, 0)) flags |= kEndsWindow;
-  state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags);
+  const uint64_t ticks = emitter::record_ticks();
+  state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags, ticks);
   ++code.open_records;
   ++open_records_;
   if (flags & kBeginEmitted) {
@@ -343,7 +344,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
       state.stack.back().started_ns = lifetime_clock_ns();
       if (code.coroutine) begin_task_step(state, frame, wire::kStart);
     }
-    emitter::function(true, code, state.python_thread_id, wire::kStart);
+    emitter::function(ticks, true, code, state.python_thread_id, wire::kStart);
   }
   return Verdict::Continue;
 }
@@ -382,13 +383,14 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
     return Verdict::Continue;
   }
   flags |= kGeneratorEntry;
-  state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags);
+  const uint64_t ticks = emitter::record_ticks();
+  state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags, ticks);
   ++code.open_records;
   ++open_records_;
   if (flags & kBeginEmitted) {
     ++events_emitted_;
     if (code.coroutine) begin_task_step(state, frame, transition);
-    emitter::function(true, code, state.python_thread_id, transition);
+    emitter::function(ticks, true, code, state.python_thread_id, transition);
   }
   return Verdict::Continue;
 }
@@ -399,7 +401,7 @@ inline void Tracer::end_function_record(CodeInfo &info, uint16_t flags, const Th
   --open_records_;
   if (flags & kEmitEnd) {
     ++events_emitted_;
-    emitter::function(false, info, state.python_thread_id, transition);
+    emitter::function(emitter::record_ticks(), false, info, state.python_thread_id, transition);
   }
 }
 
@@ -512,13 +514,14 @@ inline Verdict Tracer::on_call(PyObject *code, const void *frame, OffsetFn offse
   uint8_t flags = 0;
   if (events & kEventCStart) flags |= kBeginEmitted;
   if (events & kEventCReturn) flags |= kEmitEnd;
+  const uint64_t ticks = emitter::record_ticks();
   state->stack.emplace_back(frame, caller, native.identity, native.name, caller->line_at(offset()),
-                            RecordKind::CCall, flags);
+                            RecordKind::CCall, flags, ticks);
   ++open_records_;
   if (flags & kBeginEmitted) {
     ++events_emitted_;
     const FrameRecord &call = state->stack.back();
-    emitter::c_call(true, *call.code, call.callee_name, call.line, state->python_thread_id,
+    emitter::c_call(ticks, true, *call.code, call.callee_name, call.line, state->python_thread_id,
                     wire::kCall);
   }
   return Verdict::Continue;
@@ -538,8 +541,8 @@ inline void Tracer::on_c_end(const void *frame, PyObject *callable, bool raised)
     bool matched = record.callable == callables::end_identity(callable);
     if (record.flags & kEmitEnd) {
       ++events_emitted_;
-      emitter::c_call(false, *record.code, record.callee_name, record.line, state->python_thread_id,
-                      matched && raised ? wire::kCRaise : wire::kCReturn);
+      emitter::c_call(emitter::record_ticks(), false, *record.code, record.callee_name, record.line,
+                      state->python_thread_id, matched && raised ? wire::kCRaise : wire::kCReturn);
     }
     if (matched) break;
   }
