@@ -76,5 +76,8 @@ PYBIND11_MODULE(_pinsight_control, m) {
   m.def("stop", &stop, release(), py::arg("session"), py::arg("poll_us") = 1000,
         "Stop, and return once every buffered event is written.");
   m.def("destroy_no_wait", &destroy_no_wait, release(), py::arg("session"));
-  m.def("record_snapshot", &record_snapshot, release(), py::arg("session"));
+  m.def("record_snapshot", &record_snapshot, release(), py::arg("session"), py::arg("name") = "",
+        py::arg("local_path") = "",
+        "Write the buffers of a snapshot session now, as the snapshot `name`, under "
+        "`local_path` or the session's own output.");
 }

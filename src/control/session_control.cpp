@@ -303,9 +303,36 @@ void destroy_no_wait(const std::string &session) {
   check("destroying the session " + session, lttng_destroy_session_no_wait(session.c_str()));
 }
 
-void record_snapshot(const std::string &session) {
-  check("recording a snapshot of the session " + session,
-        lttng_snapshot_record(session.c_str(), nullptr, 0));
+void record_snapshot(const std::string &session, const std::string &name,
+                     const std::string &local_path) {
+  const std::string what = "recording a snapshot of the session " + session;
+  if (name.empty() && local_path.empty()) {
+    check(what, lttng_snapshot_record(session.c_str(), nullptr, 0));
+    return;
+  }
+  std::unique_ptr<lttng_snapshot_output, void (*)(lttng_snapshot_output *)> output(
+      lttng_snapshot_output_create(), lttng_snapshot_output_destroy);
+  if (!output) throw ControlError(what + ": cannot make a snapshot output");
+  if (!name.empty())
+    check(what + " named " + name, lttng_snapshot_output_set_name(name.c_str(), output.get()));
+  if (!local_path.empty()) {
+    check(what + " into " + local_path,
+          lttng_snapshot_output_set_local_path(local_path.c_str(), output.get()));
+  } else {
+    // The session's own output (a relay daemon's URLs), under this name: an
+    // output given to lttng_snapshot_record replaces the session's whole.
+    lttng_snapshot_output_list *list = nullptr;
+    check(what + ": its outputs", lttng_snapshot_list_output(session.c_str(), &list));
+    std::unique_ptr<lttng_snapshot_output_list, void (*)(lttng_snapshot_output_list *)> owned(
+        list, lttng_snapshot_output_list_destroy);
+    const lttng_snapshot_output *own = lttng_snapshot_output_list_get_next(list);
+    if (own == nullptr) throw ControlError(what + ": the session has no snapshot output");
+    check(what, lttng_snapshot_output_set_ctrl_url(lttng_snapshot_output_get_ctrl_url(own),
+                                                   output.get()));
+    check(what, lttng_snapshot_output_set_data_url(lttng_snapshot_output_get_data_url(own),
+                                                   output.get()));
+  }
+  check(what, lttng_snapshot_record(session.c_str(), output.get(), 0));
 }
 
 }  // namespace pinsight_control

@@ -67,7 +67,12 @@ void start(const std::string &session);
 // every `poll_us`; lttng stop polls every 200 ms).
 void stop(const std::string &session, uint32_t poll_us);
 void destroy_no_wait(const std::string &session);
-void record_snapshot(const std::string &session);
+// Writes the snapshot session's buffers now, as a snapshot named `name` (its
+// folder: NAME-YYYYmmdd-HHMMSS-N, LTTng's), under `local_path` when given, else
+// to the session's own output (its directory, or its relay daemon). Returns
+// once the consumer daemon has written it all.
+void record_snapshot(const std::string &session, const std::string &name = "",
+                     const std::string &local_path = "");
 const std::vector<std::string> &context_types();
 
 }  // namespace pinsight_control

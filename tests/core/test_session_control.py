@@ -72,6 +72,35 @@ def test_stop_returns_with_every_event_written(tmp_path: Path) -> None:
     assert trace.discarded == 0
 
 
+def test_snapshots_named_into_a_folder(tmp_path: Path) -> None:
+    # A flight recorder's dumps: each snapshot of the ring where it is asked for,
+    # under its name; without a folder, under the session's own output.
+    code = ("import time, pinsight_python\n"
+            "from pinsight_python import _pinsight_python as core\n"
+            "def f(n): return n\n"
+            "pinsight_python.activate(payload='batched')\n"
+            "deadline = time.monotonic() + 60\n"
+            "while not core.recording() and time.monotonic() < deadline: time.sleep(0.002)\n"
+            "[f(i) for i in range(5000)]\n")
+    session = lttng.Session(tmp_path / "out", track_nobody=True, snapshot=True,
+                            subbuf_size="64k", num_subbuf=4)
+    with session:
+        proc = subprocess.Popen([sys.executable, "-c", code], env=clean_env())
+        lttng.track_vpids(session.name, [proc.pid])
+        assert proc.wait(60) == 0
+        session.record_snapshot("dump-1-test", tmp_path / "dumps")
+        session.record_snapshot("dump-2-test")
+    (first,) = (tmp_path / "dumps").iterdir()
+    (second,) = (tmp_path / "out").iterdir()
+    assert first.name.startswith("dump-1-test-") and second.name.startswith("dump-2-test-")
+    for folder in (first, second):
+        f_calls = [e for e in read_trace(folder).named("event_block")]
+        assert f_calls, folder
+    plain = lttng.Session(tmp_path / "plain")
+    with pytest.raises(lttng.LttngError, match="not a snapshot session"):
+        plain.record_snapshot("x")
+
+
 def test_a_session_not_made_here_is_named_before_the_tests(tmp_path: Path) -> None:
     # A user's own `lttng create` (no pid and tag in its name) would record the
     # tests' traced programs too: conftest names it in a warning.

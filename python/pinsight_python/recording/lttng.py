@@ -255,9 +255,9 @@ class Session:
     2.0 read) or ``ctf-2`` (LTTng 2.15 and later; read by babeltrace2 2.1).
 
     ``snapshot``: a flight recorder. The channel overwrites its oldest
-    sub-buffers and nothing reaches ``output`` until :meth:`record_snapshot`
-    writes the buffers' current content there: hours of events, bounded memory
-    and disk.
+    sub-buffers and nothing reaches ``output`` (or the relay daemon) until
+    :meth:`record_snapshot` writes the buffers' current content there: hours of
+    events, bounded memory and disk.
     """
 
     def __init__(
@@ -308,8 +308,6 @@ class Session:
             raise ValueError(f"trace format {trace_format!r}: expected one of "
                              f"{', '.join(TRACE_FORMATS)}")
         self.trace_format = trace_format
-        if snapshot and (self.network or output is None):
-            raise ValueError("a snapshot session writes to a local output directory")
         self._created = False
         self._started = False
 
@@ -354,9 +352,10 @@ class Session:
                 raise LttngError(str(e)) from None
         if self.ctrl_url is not None:
             _ctl("create_session", self.name, ctrl_url=self.ctrl_url, data_url=self.data_url,
-                 trace_format=self.trace_format)
+                 snapshot=self.snapshot, trace_format=self.trace_format)
         elif self.set_url:
-            _ctl("create_session", self.name, url=self.set_url, trace_format=self.trace_format)
+            _ctl("create_session", self.name, url=self.set_url, snapshot=self.snapshot,
+                 trace_format=self.trace_format)
         else:
             _ctl("create_session", self.name, path=str(self.output.absolute()),  # type: ignore[union-attr]
                  snapshot=self.snapshot, trace_format=self.trace_format)
@@ -391,11 +390,15 @@ class Session:
         _ctl("start", self.name)
         self._started = True
 
-    def record_snapshot(self) -> None:
-        """Write the snapshot session's buffers under ``output``."""
+    def record_snapshot(self, name: str = "", directory: Optional[Path] = None) -> None:
+        """Write the snapshot session's buffers now, into a folder LTTng names
+        ``NAME-YYYYmmdd-HHMMSS-N`` (``snapshot-N-...`` without a name) under
+        ``directory``, else under the session's own output (its directory, or the
+        relay daemon's). Returns once it is all written."""
         if not self.snapshot:
             raise LttngError(f"session {self.name} is not a snapshot session")
-        _ctl("record_snapshot", self.name)
+        _ctl("record_snapshot", self.name, name=name,
+             local_path=str(Path(directory).absolute()) if directory is not None else "")
 
     def stop(self) -> None:
         if self._started:
