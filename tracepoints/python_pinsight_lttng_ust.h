@@ -733,6 +733,68 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, task_handoff,
     )
 )
 
+/*
+ * A flight recorder's dump (pinsight-python trace --flight-recorder): every
+ * frame open on every thread of the process when the dump was taken, read from
+ * the tracer's own stacks (the ring buffer no longer holds the outer frames'
+ * begins), outermost first (depth 0). A Python function's frame names the
+ * function (lineno: its first line); a native call's (callee not empty) names
+ * the Python caller, the callee and the call's line. begin_ns: when the frame
+ * began, on LTTng-UST's clock (CLOCK_MONOTONIC); 0 when not known (a frame
+ * already running when tracing started, or a payload other than batched). tid
+ * is the frame's thread (the event's vtid is whichever thread wrote it).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, open_frame,
+    LTTNG_UST_TP_ARGS(
+        uint32_t, dump_id,
+        int, tid,
+        int, python_thread_id,
+        uint32_t, depth,
+        unsigned long, code_id,
+        const char *, qualname,
+        const char *, filename,
+        int, lineno,
+        const char *, callee,
+        uint64_t, begin_ns
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(uint32_t, dump_id, dump_id)
+        lttng_ust_field_integer(int, tid, tid)
+        lttng_ust_field_integer(int, python_thread_id, python_thread_id)
+        lttng_ust_field_integer(uint32_t, depth, depth)
+        lttng_ust_field_integer_hex(unsigned long, code_id, code_id)
+        lttng_ust_field_string(qualname, qualname)
+        lttng_ust_field_string(filename, filename)
+        lttng_ust_field_integer(int, lineno, lineno)
+        lttng_ust_field_string(callee, callee)
+        lttng_ust_field_integer(uint64_t, begin_ns, begin_ns)
+    )
+)
+
+/*
+ * After a process's open_frame events for dump dump_id (the run's number of
+ * the dump): the reason trace gave (stall, usr2, signal-SIGSEGV, ...), how many
+ * threads and frames it wrote, and status (format/wire.h's PINSIGHT_DUMP_*
+ * bits) what it could not: 0 when the stacks are whole and every record staged
+ * before the dump was flushed into the buffers first.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, dump_marker,
+    LTTNG_UST_TP_ARGS(
+        uint32_t, dump_id,
+        const char *, reason,
+        uint32_t, threads,
+        uint32_t, frames,
+        int, status
+    ),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(uint32_t, dump_id, dump_id)
+        lttng_ust_field_string(reason, reason)
+        lttng_ust_field_integer(uint32_t, threads, threads)
+        lttng_ust_field_integer(uint32_t, frames, frames)
+        lttng_ust_field_integer(int, status, status)
+    )
+)
+
 #endif /* PINSIGHT_PYTHON_LTTNG_UST_H */
 
 #include <lttng/tracepoint-event.h>

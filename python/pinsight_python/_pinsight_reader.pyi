@@ -194,12 +194,26 @@ class CallTreeNode(structseq[int], Tuple[int, int, int, int]):
     def calls(self) -> int: ...
 
 @final
+class RecentEvent(structseq[Any], Tuple[int, str, int]):
+    """One of a thread's last frame events (a flight recorder's dump shows them)."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = ("ts_ns", "kind", "symbol")
+
+    @property
+    def ts_ns(self) -> int: ...
+    @property
+    def kind(self) -> str: ...  # call resume return yield unwind native_call/_return/_raise
+    @property
+    def symbol(self) -> int: ...  # -1: unknown
+
+@final
 class ThreadRecord(
     structseq[Any],
     Tuple[
         int, str, int, int, int, int, int, List[FunctionStats], List[NativeCallStats], Anomalies,
         List[ImportStats], List[ImportChain], List[AllocNode], Optional[GilStats],
-        Optional[List[CallTreeNode]], Optional[List[CallTreeNode]], bool,
+        Optional[List[CallTreeNode]], Optional[List[CallTreeNode]], bool, List[RecentEvent],
     ],
 ):
     """One thread of the program (the tracer's control thread left out)."""
@@ -208,7 +222,7 @@ class ThreadRecord(
         __match_args__: Final = (
             "vtid", "label", "python_thread_id", "thread_ident", "events", "first_ns", "last_ns",
             "functions", "native_calls", "anomalies", "imports", "import_chains", "alloc_tree",
-            "gil", "call_tree", "task_tree", "lower_bound",
+            "gil", "call_tree", "task_tree", "lower_bound", "recent",
         )
 
     @property
@@ -247,6 +261,78 @@ class ThreadRecord(
     def task_tree(self) -> Optional[List[CallTreeNode]]: ...
     @property
     def lower_bound(self) -> bool: ...  # damage to the trace may have cost it events
+    @property
+    def recent(self) -> List[RecentEvent]: ...  # its last frame events (at most 8), oldest first
+
+@final
+class OpenFrame(structseq[int], Tuple[int, int, int, int, int]):
+    """A frame open when a flight recorder's dump was taken."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = ("depth", "symbol", "caller", "line", "begin_ns")
+
+    @property
+    def depth(self) -> int: ...  # 0: the outermost
+    @property
+    def symbol(self) -> int: ...  # a Python function, or a native call's callee
+    @property
+    def caller(self) -> int: ...  # a native call's Python caller; -1 for a Python frame
+    @property
+    def line(self) -> int: ...  # a Python function's first line; a native call's line
+    @property
+    def begin_ns(self) -> int: ...  # 0: not known
+
+@final
+class OpenRegion(structseq[Any], Tuple[str, int]):
+    """A native region (PInsight's OpenMP, MPI, CUDA) open at the end of a dump."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = ("label", "begin_ns")
+
+    @property
+    def label(self) -> str: ...  # "[MPI] MPI_Allreduce"
+    @property
+    def begin_ns(self) -> int: ...
+
+@final
+class DumpStack(structseq[Any], Tuple[int, int, List[OpenFrame], List[OpenRegion]]):
+    """One thread's open frames at a dump, outermost first, and its open regions."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = ("vtid", "python_thread_id", "frames", "regions")
+
+    @property
+    def vtid(self) -> int: ...
+    @property
+    def python_thread_id(self) -> int: ...
+    @property
+    def frames(self) -> List[OpenFrame]: ...
+    @property
+    def regions(self) -> List[OpenRegion]: ...
+
+@final
+class DumpRecord(structseq[Any], Tuple[int, int, str, int, int, int, List[DumpStack]]):
+    """A process's part of a flight recorder's dump (its last dump_marker)."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = (
+            "dump_id", "ts_ns", "reason", "status", "threads", "frames", "stacks",
+        )
+
+    @property
+    def dump_id(self) -> int: ...
+    @property
+    def ts_ns(self) -> int: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def status(self) -> int: ...  # PINSIGHT_DUMP_* bits (format/wire.h): 0 when whole
+    @property
+    def threads(self) -> int: ...
+    @property
+    def frames(self) -> int: ...
+    @property
+    def stacks(self) -> List[DumpStack]: ...
 
 @final
 class AllocStats(structseq[int], Tuple[int, int, int, int, int]):
@@ -430,7 +516,7 @@ class ProcessRecord(
     Tuple[
         int, str, int, str, bool, int, int, int, str, str, str, str, str, int, List[AllocStats],
         List[ThreadRecord], List[ModeChange], List[ConfigRecord], List[LexgionCounts],
-        List[TaskRecord], List[TaskGroupRecord],
+        List[TaskRecord], List[TaskGroupRecord], Optional[DumpRecord],
     ],
 ):
     """One traced process the filters keep, and its threads, main first."""
@@ -440,6 +526,7 @@ class ProcessRecord(
             "vpid", "host", "chrome_pid", "label", "has_info", "pid", "mpi_rank", "mpi_size",
             "hostname", "argv", "python_version", "backend", "procname", "events", "allocations",
             "threads", "mode_changes", "configs", "rate_controlled", "tasks", "task_groups",
+            "dump",
         )
 
     @property
@@ -484,6 +571,8 @@ class ProcessRecord(
     def tasks(self) -> List[TaskRecord]: ...  # asyncio tasks, the first 10,000
     @property
     def task_groups(self) -> List[TaskGroupRecord]: ...  # the rest, folded
+    @property
+    def dump(self) -> Optional[DumpRecord]: ...  # None: no flight recorder's dump
 
 @final
 class Discard(structseq[Any], Tuple[int, int, int, int, bool]):

@@ -14,6 +14,7 @@
 
 #include "activation/control_thread.h"
 #include "activation/debugger_guard.h"
+#include "activation/flight_recorder.h"
 #include "activation/introspection.h"
 #include "alloc/sampler.h"
 #include "backends/factory.h"
@@ -32,6 +33,8 @@ namespace {
 // The process's activation. Written under the GIL; the atomics are read by the
 // control thread without it.
 struct State {
+  // A flight-recorder run's stall watch (activate's flight_stall_s; < 0: no run).
+  double flight_stall_s = -1;
   TraceMode mode_override = TraceMode::Tracing;  // activate(mode=)
   bool mode_override_set = false;
   Payload payload_override = Payload::Full;  // activate(payload=)
@@ -281,6 +284,10 @@ void emit_process_info(const char *backend) {
   if (prctl(PR_GET_NAME, procname) != 0) procname[0] = '\0';
   emitter::process_info(static_cast<int>(getpid()), state.mpi_rank, state.mpi_size, state.hostname,
                         state.argv, state.python_version, backend ? backend : "none", procname);
+  // Written again at every flight recorder's dump: the ring loses the first.
+  flight_recorder::remember_process_info(static_cast<int>(getpid()), state.mpi_rank, state.mpi_size,
+                                         state.hostname, state.argv, state.python_version, backend,
+                                         procname);
 }
 
 // The control thread's SIGUSR1: reload, and say once when there is nothing to
@@ -374,6 +381,7 @@ void activate(const ActivateOptions &options, const ProcessIdentity &process) {
   state.report_config.store(options.report_config);
   state.clock_plugin = options.clock_plugin;
   introspection::set_trace_dir(options.trace_dir);
+  state.flight_stall_s = options.flight_stall_s;
   emitter::allow_cycle_clock(options.cycle_clock);
   emitter::allow_block_writer(options.block_writer);
   apply_module_options(*config);
@@ -531,8 +539,30 @@ void after_fork_child() {
     emit_process_info(tracer().backend_name());
     control::start(&on_reload_signal);
     emitter::after_fork_in_python();
+    flight_recorder::after_fork_child();
   }
 }
+
+bool start_flight_recorder(const std::string &socket_path, std::string *error) {
+  if (!tracer().active()) {
+    *error = "tracing is not active";
+    return false;
+  }
+  if (state.flight_stall_s < 0) {
+    *error = "this process's settings name no flight recorder (PINSIGHT_PYTHON_FLIGHT_RECORDER)";
+    return false;
+  }
+  return flight_recorder::start(socket_path, state.flight_stall_s, error);
+}
+
+void stop_flight_recorder() { flight_recorder::stop(); }
+
+std::string flight_dump(const std::string &reason, const std::string &detail, double timeout_s,
+                        std::string *error) {
+  return flight_recorder::dump(reason, detail, timeout_s, error);
+}
+
+void note_exit_exception(const std::string &text) { flight_recorder::note_exit_exception(text); }
 
 void emit_lexgion_counts() {
   if (!tracer().active()) return;  // deactivate() wrote them

@@ -61,6 +61,9 @@ struct ActivateOptions {
   // Where the trace goes: an INTROSPECT window end's script's first argument
   // (activation/introspection.h).
   std::string trace_dir;
+  // A flight-recorder run's stall watch, in seconds (0: none); below 0, no
+  // flight recorder (activation/flight_recorder.h).
+  double flight_stall_s = -1;
 };
 
 // A setting's core keyword and its field: the bindings set each field from its
@@ -93,7 +96,8 @@ inline constexpr auto kSettingFields =
                     setting_field("clock_plugin", &ActivateOptions::clock_plugin),
                     setting_field("cycle_clock", &ActivateOptions::cycle_clock),
                     setting_field("block_writer", &ActivateOptions::block_writer),
-                    setting_field("trace_dir", &ActivateOptions::trace_dir));
+                    setting_field("trace_dir", &ActivateOptions::trace_dir),
+                    setting_field("flight_stall_s", &ActivateOptions::flight_stall_s));
 
 // Who this process is, for process_info (not settings: the API finds them).
 struct ProcessIdentity {
@@ -157,6 +161,19 @@ bool reload(std::string *error);
 // In a forked child (os.register_at_fork): the tracer's part, then process_info
 // again and the child's own control thread.
 void after_fork_child();
+// A flight-recorder run (pinsight-python trace --flight-recorder, activate()'s
+// flight_stall_s): this process's recorder, connected to the run's keeper at
+// `socket_path`. After activate(); false with *error when the run is no
+// flight recorder's or its keeper cannot be reached (activation/flight_recorder.h).
+bool start_flight_recorder(const std::string &socket_path, std::string *error);
+void stop_flight_recorder();
+// pinsight_python.dump(): the GIL is released while the keeper writes it. The
+// dump's folder; empty with *error when none was taken.
+std::string flight_dump(const std::string &reason, const std::string &detail, double timeout_s,
+                        std::string *error);
+// Python's atexit, after an uncaught exception (sys.last_exc): the exit's dump
+// is named after it.
+void note_exit_exception(const std::string &text);
 // Before the interpreter finalizes (atexit: SIGUSR1 stays ours) and on detach
 // (hand_back_sigusr1: the program's handler again); control::stop says why.
 void stop_control_thread(bool hand_back_sigusr1);

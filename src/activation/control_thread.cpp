@@ -18,6 +18,7 @@
 #include <new>
 #include <thread>
 
+#include "activation/flight_recorder.h"
 #include "alloc/sampler.h"
 #include "common/compat.h"
 #include "config/config_store.h"
@@ -63,7 +64,16 @@ std::atomic<bool> thread_exited{false};
 // set_timer's (CLOCK_MONOTONIC ns, 0: none) and what it calls.
 std::atomic<uint64_t> timer_deadline_ns{0};
 std::atomic<void (*)()> timer_fire{nullptr};
-std::atomic<void (*)()> pending_job{nullptr};  // run_soon's
+// run_soon's jobs, each in one slot at most.
+constexpr int kJobSlots = 4;
+std::atomic<void (*)()> pending_jobs[kJobSlots] = {};
+
+// The jobs waiting, each taken from its slot and run once.
+void run_pending_jobs() {
+  for (auto &slot : pending_jobs) {
+    if (auto job = slot.exchange(nullptr)) job();
+  }
+}
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler counts requests");
 
 // Async-signal-safe: wakes the control thread, then lets a handler installed
@@ -109,9 +119,10 @@ constexpr int kExitWatchChecks = 200;
 pid_t control_tid = 0;
 
 // Threads that are not the program's: LTTng-UST's listeners (named
-// "<process>-ust" by liblttng-ust) and this control thread.
+// "<process>-ust" by liblttng-ust), this control thread and a flight
+// recorder's thread.
 bool is_helper_thread(pid_t tid) {
-  if (tid == control_tid) return true;
+  if (tid == control_tid || tid == flight_recorder::thread_tid()) return true;
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", static_cast<int>(tid));
   FILE *f = std::fopen(path, "r");
@@ -256,7 +267,7 @@ void run(PyInterpreterState *interpreter) {
     if (stopping.load()) break;
     // First: a pause of the job's consumes the wakes of the exits and signals
     // looked at below.
-    if (auto job = pending_job.exchange(nullptr)) job();
+    run_pending_jobs();
     if (thread_exited.exchange(false)) exit_checks = kExitWatchChecks;
     // One reload per signal, as before timers and exits shared the semaphore.
     if (reload_requests.load() > 0) {
@@ -327,10 +338,24 @@ void set_timer(uint64_t deadline_ns, void (*fire)()) {
   if (running.load()) sem_post(&wakeup);
 }
 
-void run_soon(void (*job)()) {
-  pending_job.store(job);
-  if (running.load()) sem_post(&wakeup);
+bool run_soon(void (*job)()) {
+  bool placed = false;
+  for (auto &slot : pending_jobs) {
+    if (slot.load() == job) {
+      placed = true;
+      break;
+    }
+  }
+  for (auto &slot : pending_jobs) {
+    if (placed) break;
+    void (*free_slot)() = nullptr;
+    placed = slot.compare_exchange_strong(free_slot, job) || free_slot == job;
+  }
+  if (placed && running.load()) sem_post(&wakeup);
+  return placed;
 }
+
+bool thread_running() { return running.load() && running_pid == getpid(); }
 
 bool wait_for_signal(double seconds) {
   const bool endless = seconds < 0 || seconds > kLongestWaitS;

@@ -27,9 +27,13 @@ void program_thread_exiting();
 // when CLOCK_MONOTONIC reaches `deadline_ns`. A later call replaces it;
 // deadline_ns 0 disarms it. Any thread.
 void set_timer(uint64_t deadline_ns, void (*fire)());
-// Has the control thread call `job` (GIL not held) once, soon. One job waits
-// at a time: a later request before it ran replaces it. Any thread.
-void run_soon(void (*job)());
+// Has the control thread call `job` (GIL not held) once, soon. Each job waits
+// at most once: asked again before it ran, it runs once. A few distinct jobs
+// may wait together (an INTROSPECT window end's, a flight recorder's dump).
+// Any thread; false if every slot is taken by other jobs.
+bool run_soon(void (*job)());
+// Whether the control thread runs in this process.
+bool thread_running();
 // For a job, on the control thread: waits until `seconds` have passed (< 0:
 // without end), a SIGUSR1 arrives (true; the thread makes its reload after the
 // job) or the thread is stopping. Wakes for timers and thread exits are left

@@ -183,6 +183,30 @@ PYBIND11_MODULE(_pinsight_python, m) {
   // Whether an LTTng session records our events in this process now (a process
   // joining a `pinsight-python trace` run waits for it).
   m.def("recording", [] { return activation::recording(); });
+  // A flight-recorder run (activation/flight_recorder.h): this process's recorder,
+  // its dumps, and the exception that ends it.
+  m.def(
+      "_start_recorder",
+      [](const std::string &socket_path) {
+        std::string error;
+        return activation::start_flight_recorder(socket_path, &error) ? std::string() : error;
+      },
+      py::arg("socket_path"),
+      "Connect to the run's keeper and start the recorder thread; '' or why not.");
+  m.def("_stop_recorder", [] { activation::stop_flight_recorder(); });
+  m.def(
+      "_dump",
+      [](const std::string &reason, const std::string &detail, double timeout_s) {
+        std::string error;
+        std::string where = activation::flight_dump(reason, detail, timeout_s, &error);
+        return py::make_tuple(where, error);
+      },
+      py::arg("reason"), py::arg("detail"), py::arg("timeout_s"),
+      "A dump of the run now: (its folder, '') or ('', why not).");
+  m.def(
+      "_note_exit_exception",
+      [](const std::string &text) { activation::note_exit_exception(text); }, py::arg("text"),
+      "atexit: the uncaught exception that ends the program.");
   m.def(
       "_unrecorded_told", [] { activation::unrecorded_told(); },
       "The process has said why no LTTng session records its events: activation says "

@@ -347,13 +347,7 @@ constexpr int kFatalSignals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTE
 struct sigaction previous_actions[sizeof kFatalSignals / sizeof kFatalSignals[0]];
 
 void on_fatal_signal(int signo, siginfo_t *info, void *context) {
-  Block *b = current_block();
-  // A record or segment half-written is the one thing that cannot go out; the
-  // thread's records are then lost if the signal ends the process.
-  if (b && b->opened && !b->writing && lock_encoder_from_signal(*b)) {
-    flush_locked(*b, 0, true);
-    unlock_encoder(*b);
-  }
+  flush_from_signal(false);
   for (size_t i = 0; i < sizeof kFatalSignals / sizeof kFatalSignals[0]; ++i) {
     if (kFatalSignals[i] != signo) continue;
     const struct sigaction &previous = previous_actions[i];
@@ -488,6 +482,41 @@ void flush_all(bool final) {
 void flush_current() {
   Block *b = current_block();
   if (b && b->opened) flush_block(*b, 0, true);
+}
+
+void flush_encoded() {
+  std::lock_guard<std::mutex> lock(*registry_mutex);
+  for (Block *b = registry; b; b = b->next) {
+    // The encoder's side only: the writer thread does the same without the GIL.
+    if (!b->opened || !lock_encoder_from_signal(*b)) continue;
+    drain(*b);
+    if (b->count != 0) emit(*b, PINSIGHT_BLOCK_PARTIAL);
+    unlock_encoder(*b);
+  }
+}
+
+void flush_from_signal(bool others) {
+  Block *own = current_block();
+  // A record or segment half-written is the one thing that cannot go out; the
+  // thread's records are then lost if the signal ends the process.
+  if (own && own->opened && !own->writing && lock_encoder_from_signal(*own)) {
+    flush_locked(*own, 0, true);
+    unlock_encoder(*own);
+  }
+  if (!others) return;
+  // The registry's mutex, tried for as long as an encoder lock is: the writer
+  // holds it for a pass; this thread may hold it (the signal came in a flush).
+  const uint64_t deadline = clock_ns() + 10000000;
+  while (!registry_mutex->try_lock()) {
+    if (clock_ns() > deadline) return;
+    cpu_relax();
+  }
+  for (Block *b = registry; b; b = b->next) {
+    if (b == own || !b->opened || b->writing || !lock_encoder_from_signal(*b)) continue;
+    flush_locked(*b, 0, true);
+    unlock_encoder(*b);
+  }
+  registry_mutex->unlock();
 }
 
 bool any_idle() {

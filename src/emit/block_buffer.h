@@ -184,6 +184,16 @@ int writer_tid();
 void flush_all(bool final);
 // The calling thread's block (before fork).
 void flush_current();
+// A flight recorder's dump, without the GIL: every thread's closed segments and
+// encoded records written now (as partial blocks); what a thread is staging in
+// its open segment stays there (a flush under the GIL writes it). A block
+// whose encoder stays held for 10 ms is left as it is.
+void flush_encoded();
+// From a fatal signal's handler (async-signal-safe): the calling thread's
+// records, unless the signal interrupted one being staged or encoded. With
+// `others` (the thread holds the GIL: no other thread stages now), every other
+// thread's too, each whose locks are free within 10 ms.
+void flush_from_signal(bool others);
 // Whether some thread's last block is older than kIdleFlushNs (no GIL needed),
 // and the flush of those (GIL held: their threads are not writing).
 bool any_idle();

@@ -19,6 +19,8 @@ namespace {
 
 // Ticks per 2^20 ns (rate for thresholds).
 uint64_t ticks_per_mega_ns = uint64_t{1} << 20;
+// calibrate()'s first anchor: ns_at() maps from it.
+Anchor origin;
 
 // The kernel keeps the counter as its clocksource only when it found it
 // constant-rate and in step across CPUs (else it switched to hpet, acpi_pm...).
@@ -64,6 +66,7 @@ void calibrate_once() {
     use_counter = false;
     return;
   }
+  origin = first;
   ticks_per_mega_ns = static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) << 20) / ns);
 }
 
@@ -96,6 +99,15 @@ void calibrate() {
 
 uint64_t ticks_for_ns(uint64_t ns) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(ns) * ticks_per_mega_ns) >> 20);
+}
+
+uint64_t ns_at(uint64_t ticks, const Anchor &now) {
+  if (!use_counter) return ticks;
+  if (now.ticks <= origin.ticks || now.ns <= origin.ns) return now.ns;
+  const uint64_t back = now.ticks > ticks ? now.ticks - ticks : 0;
+  const auto ns = static_cast<uint64_t>(static_cast<unsigned __int128>(back) *
+                                        (now.ns - origin.ns) / (now.ticks - origin.ticks));
+  return ns < now.ns ? now.ns - ns : 0;
 }
 
 }  // namespace pinsight::emitter::cycle_clock

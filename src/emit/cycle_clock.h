@@ -62,5 +62,11 @@ void calibrate();
 // Counter ticks in `ns` nanoseconds (a rate measured at calibrate(), good to
 // about 1%: for thresholds only, never for timestamps).
 uint64_t ticks_for_ns(uint64_t ns);
+// The clock's time at an earlier counter value `ticks`, mapped between the
+// anchor calibrate() took and `now` (their rate, over the process's life so
+// far: good to the clock's drift against the counter since then, where
+// ticks_for_ns's 200 us rate would be off by seconds over hours). Without the
+// counter, ticks are the clock's own. Async-signal-safe.
+uint64_t ns_at(uint64_t ticks, const Anchor &now);
 
 }  // namespace pinsight::emitter::cycle_clock

@@ -214,12 +214,47 @@ constexpr size_t kArgvBytes = 2048;
 
 }  // namespace
 
+std::string process_info_argv(const std::string &argv) {
+  return event_text::cut_tail(argv, kArgvBytes);
+}
+
+void process_info_ready(int pid, int mpi_rank, int mpi_size, const char *hostname, const char *argv,
+                        const char *python_version, const char *backend, const char *procname) {
+  PINSIGHT_TRACEPOINT(process_info, pid, mpi_rank, mpi_size, hostname, argv, python_version,
+                      backend, procname);
+}
+
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname) {
-  const std::string command = event_text::cut_tail(argv, kArgvBytes);
-  PINSIGHT_TRACEPOINT(process_info, pid, mpi_rank, mpi_size, hostname.c_str(), command.c_str(),
-                      python_version.c_str(), backend, procname.c_str());
+  const std::string command = process_info_argv(argv);
+  process_info_ready(pid, mpi_rank, mpi_size, hostname.c_str(), command.c_str(),
+                     python_version.c_str(), backend, procname.c_str());
+}
+
+void open_frame(uint32_t dump_id, int tid, int python_thread_id, uint32_t depth,
+                const NamedCode &code, const char *callee, int line, uint64_t begin_ns) {
+  PINSIGHT_TRACEPOINT(open_frame, dump_id, tid, python_thread_id, depth,
+                      reinterpret_cast<unsigned long>(code.code), code.names.event_qualname(),
+                      code.names.event_filename(), line, callee ? callee : "", begin_ns);
+}
+
+void code_info_again(const NamedCode &code) {
+  PINSIGHT_TRACEPOINT(code_info, reinterpret_cast<unsigned long>(code.code),
+                      code.names.event_qualname(), code.names.event_filename(), code.lineno);
+}
+
+void callable_names_since(uint32_t since) {
+  for (const NamedCallable &slot : named_callables) {
+    if (slot.name != nullptr && slot.epoch - since < (1u << 31)) {
+      PINSIGHT_TRACEPOINT(callable_info, reinterpret_cast<unsigned long>(slot.name), slot.name);
+    }
+  }
+}
+
+void dump_marker(uint32_t dump_id, const char *reason, uint32_t threads, uint32_t frames,
+                 int status) {
+  PINSIGHT_TRACEPOINT(dump_marker, dump_id, reason, threads, frames, status);
 }
 
 void thread_start(int python_thread_id, unsigned long thread_ident) {

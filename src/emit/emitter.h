@@ -241,6 +241,28 @@ void task_handoff(uintptr_t task_id, int python_thread_id, uintptr_t work_id, in
 void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostname,
                   const std::string &argv, const std::string &python_version, const char *backend,
                   const std::string &procname);
+// process_info's command line as the event carries it (cut to 2 KiB).
+std::string process_info_argv(const std::string &argv);
+// The same event with every text ready (async-signal-safe: a flight recorder's
+// dump writes it again from a fatal signal's handler).
+void process_info_ready(int pid, int mpi_rank, int mpi_size, const char *hostname, const char *argv,
+                        const char *python_version, const char *backend, const char *procname);
+// A flight recorder's dump (async-signal-safe): one frame open on the thread
+// `tid` (`python_thread_id`) when it was taken, `depth` from its outermost. A
+// Python function's frame names its function (`code`, lineno its first line);
+// a native call's names its caller, `callee` and the call's line. begin_ns: when
+// it began (LTTng-UST's clock), 0 when not known.
+void open_frame(uint32_t dump_id, int tid, int python_thread_id, uint32_t depth,
+                const NamedCode &code, const char *callee, int line, uint64_t begin_ns);
+// A flight recorder's dump (async-signal-safe): the names of what ran lately
+// (code_info for `code`, callable_info for every callable named since naming
+// epoch `since`), written again: the ring has lost the first of them.
+void code_info_again(const NamedCode &code);
+void callable_names_since(uint32_t since);
+// After a process's open frames (async-signal-safe): how many it wrote, and
+// `status` (wire.h's PINSIGHT_DUMP_*) what it could not.
+void dump_marker(uint32_t dump_id, const char *reason, uint32_t threads, uint32_t frames,
+                 int status);
 void thread_start(int python_thread_id, unsigned long thread_ident);
 void mode_change(const char *mode, const char *reason, unsigned long generation);
 void config_info(const std::string &path, unsigned long generation);

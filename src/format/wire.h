@@ -82,6 +82,22 @@ enum {
  * thread older than the block is in it or an earlier block.
  */
 enum { PINSIGHT_BLOCK_FINAL = 1, PINSIGHT_BLOCK_PARTIAL = 2 };
+/*
+ * dump_marker's status: what a process could not do for a flight recorder's
+ * dump. NO_GIL: the GIL did not come within its bound (a thread holds it in
+ * native code): no open frames, and the records its threads were staging are
+ * not in the dump. SIGNAL_NO_GIL: a fatal signal's thread did not hold the GIL:
+ * its own records only, no open frames. BUSY: the thread list was in use (a
+ * fatal signal interrupted a change of it): no open frames. UNFLUSHED: the
+ * records were not flushed first (the dump asked for none: they may lag by up
+ * to 100 ms).
+ */
+enum {
+  PINSIGHT_DUMP_NO_GIL = 1,
+  PINSIGHT_DUMP_SIGNAL_NO_GIL = 2,
+  PINSIGHT_DUMP_BUSY = 4,
+  PINSIGHT_DUMP_UNFLUSHED = 8
+};
 
 #ifdef __cplusplus
 namespace pinsight::wire {

@@ -34,6 +34,9 @@ BlockMerger::Thread &BlockMerger::thread(const RawEvent &e) {
 }
 
 void BlockMerger::consume(const RawEvent &e, const EventBatch &batch) {
+  if (e.kind == EventKind::DumpMarker) {
+    dumped_.insert((static_cast<uint64_t>(e.host) << 32) | static_cast<uint32_t>(e.vpid));
+  }
   if (e.kind == EventKind::Block) {
     on_block(thread(e), e, batch);
   } else if (open_.empty() && held_ == 0) {
@@ -199,9 +202,12 @@ void BlockMerger::deliver(Thread &t) {
 void BlockMerger::finish() {
   release(true);
   for (auto &[key, t] : threads_) {
-    // Calls open and no last block: the process ended without flushing.
-    if (t->batched && t->depth > 0) {
-      const RawEvent &id = t->identity;
+    // Calls open and no last block: the process ended without flushing (unless
+    // the trace is a flight recorder's dump, which cut it while it ran).
+    const RawEvent &id = t->identity;
+    const uint64_t process =
+        (static_cast<uint64_t>(id.host) << 32) | static_cast<uint32_t>(id.vpid);
+    if (t->batched && t->depth > 0 && dumped_.count(process) == 0) {
       missing_.push_back({id.host, id.vpid, id.vtid, id.python_thread_id,
                           std::max(t->last_record_ns, t->flushed_until), 0});
     }

@@ -87,6 +87,9 @@ class BlockMerger {
   std::vector<RawEvent> records_;  // a block's records (reused)
   std::vector<RawEvent> merged_;
   std::vector<MissingRecords> missing_;
+  // Processes a flight recorder's dump cut (host << 32 | vpid): their threads'
+  // streams end at the dump, with calls open and no last block, and lost nothing.
+  std::set<uint64_t> dumped_;
   uint64_t blocks_ = 0;
   uint64_t late_ = 0;
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -161,7 +163,20 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   if (e.stream != t.last_stream) note_stream(t, e.stream);
   if (e.procname != kNoString) t.process->procname = batch.string(e.procname);
   if (t.python_thread_id < 0 && e.python_thread_id >= 0) t.python_thread_id = e.python_thread_id;
-  if (e.kind == EventKind::ProcessInfo) on_process_info(e, batch);
+  if (e.kind == EventKind::ProcessInfo) {
+    // A flight recorder writes it again at each dump, from whichever thread.
+    ++t.mode_changes;
+    on_process_info(e, batch);
+  }
+  if (e.kind == EventKind::OpenFrame) {
+    on_open_frame(t, e, batch);
+    return;
+  }
+  if (e.kind == EventKind::DumpMarker) {
+    ++t.mode_changes;
+    on_dump_marker(*t.process, e, batch);
+    return;
+  }
   if (e.kind == EventKind::ConfigInfo || e.kind == EventKind::LexgionCounts) {
     // Facts of the process; like mode_change, the only events of our control thread.
     ++t.mode_changes;
@@ -182,19 +197,25 @@ void CallStackAnalyzer::consume(const RawEvent &e, const EventBatch &batch) {
   switch (e.kind) {
     case EventKind::FunctionBegin: {
       SymbolId symbol = python_symbol(e, batch);
+      t.recent.add(e.ts_ns, symbol, e.kind, e.transition);
       push(t, symbol, e.ts_ns, e.transition == kStart, nullptr, !visible(symbol));
       break;
     }
-    case EventKind::FunctionEnd:
-      close(t, python_symbol(e, batch), e.ts_ns, frame_exit(e.transition));
+    case EventKind::FunctionEnd: {
+      SymbolId symbol = python_symbol(e, batch);
+      t.recent.add(e.ts_ns, symbol, e.kind, e.transition);
+      close(t, symbol, e.ts_ns, frame_exit(e.transition));
       break;
+    }
     case EventKind::CCallBegin:
       on_c_call_begin(t, e, batch);
       break;
-    case EventKind::CCallEnd:
-      close(t, native_symbol(e, batch), e.ts_ns,
-            e.transition == kCRaise ? FrameExit::Raise : FrameExit::Return);
+    case EventKind::CCallEnd: {
+      SymbolId symbol = native_symbol(e, batch);
+      t.recent.add(e.ts_ns, symbol, e.kind, e.transition);
+      close(t, symbol, e.ts_ns, e.transition == kCRaise ? FrameExit::Raise : FrameExit::Return);
       break;
+    }
     case EventKind::ImportBegin:
       on_import_begin(t, e, batch);
       break;
@@ -248,9 +269,56 @@ SymbolId CallStackAnalyzer::native_symbol(const RawEvent &e, const EventBatch &b
   return symbols_.native_function(batch.string(e.str[2]));
 }
 
+void CallStackAnalyzer::on_open_frame(ThreadState &t, const RawEvent &e, const EventBatch &batch) {
+  std::string_view callee = batch.string(e.str[2]);
+  DumpFrame frame{};
+  frame.depth =
+      static_cast<uint32_t>(std::strtoul(std::string(batch.string(e.str[3])).c_str(), nullptr, 10));
+  frame.line = e.lineno;
+  frame.begin_ns = e.extra;
+  if (callee.empty()) {
+    frame.symbol = symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
+                                            batch.string(e.str[1]), e.lineno);
+    frame.caller = kNoSymbol;
+  } else {
+    frame.symbol = symbols_.native_function(callee);
+    frame.caller =
+        symbols_.caller(e.vpid, e.code_id, batch.string(e.str[0]), batch.string(e.str[1]));
+  }
+  DumpStack &stack = t.process->dump_frames[static_cast<uint32_t>(e.aux)][t.vtid];
+  stack.vtid = t.vtid;
+  stack.python_thread_id = e.python_thread_id;
+  stack.frames.push_back(frame);
+}
+
+void CallStackAnalyzer::on_dump_marker(ProcessState &p, const RawEvent &e,
+                                       const EventBatch &batch) {
+  const auto id = static_cast<uint32_t>(e.aux);
+  DumpState &dump = p.dump;
+  dump = DumpState{};
+  dump.seen = true;
+  dump.id = id;
+  dump.ts_ns = e.ts_ns;
+  dump.reason = std::string(batch.string(e.str[0]));
+  dump.status = e.code_id;
+  dump.threads = static_cast<uint32_t>(e.lineno);
+  dump.frames = static_cast<uint32_t>(e.extra);
+  auto found = p.dump_frames.find(id);
+  if (found != p.dump_frames.end()) {
+    for (auto &[vtid, stack] : found->second) {
+      std::stable_sort(stack.frames.begin(), stack.frames.end(),
+                       [](const DumpFrame &a, const DumpFrame &b) { return a.depth < b.depth; });
+      dump.stacks.push_back(std::move(stack));
+    }
+  }
+  // Earlier dumps' frames (a later dump of the ring holds them too) are done with.
+  p.dump_frames.erase(p.dump_frames.begin(), p.dump_frames.upper_bound(id));
+}
+
 void CallStackAnalyzer::on_c_call_begin(ThreadState &t, const RawEvent &e,
                                         const EventBatch &batch) {
   SymbolId callee = native_symbol(e, batch);
+  t.recent.add(e.ts_ns, callee, e.kind, e.transition);
   // The caller is the Python frame on top of the stack; when its begin is not
   // in the trace, the event's own caller fields (or code_id) name it.
   SymbolId caller = kNoSymbol;
@@ -667,6 +735,20 @@ void CallStackAnalyzer::step_aside(const ProcessState &process, uint64_t ts) {
 }
 
 void CallStackAnalyzer::finish() {
+  // A dump's native regions still open on its threads, before they turn into
+  // unmatched begins.
+  for (auto &[key, p] : processes_) {
+    if (!p.dump.seen) continue;
+    auto native = native_.processes().find(key);
+    if (native == native_.processes().end()) continue;
+    for (DumpStack &stack : p.dump.stacks) {
+      auto open = native->second.open.find(stack.vtid);
+      if (open == native->second.open.end()) continue;
+      for (const NativeOpen &o : open->second) {
+        stack.regions.push_back({native->second.label(o.provider, o.region), o.start_ns});
+      }
+    }
+  }
   native_.finish();
   for (const Damage &d : damages_) {
     for (auto &[key, t] : threads_) t->lower_bound |= damaged_by(*t, d);

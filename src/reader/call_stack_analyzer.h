@@ -111,6 +111,9 @@ class CallStackAnalyzer {
   void on_process_info(const RawEvent &e, const EventBatch &batch);
   // config_info and lexgion_counts: the process's configurations and rate control's counts.
   void on_rate_event(ProcessState &p, const RawEvent &e, const EventBatch &batch);
+  // A flight recorder's dump: its open frames, then its marker.
+  void on_open_frame(ThreadState &t, const RawEvent &e, const EventBatch &batch);
+  void on_dump_marker(ProcessState &p, const RawEvent &e, const EventBatch &batch);
   void on_import_begin(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   void on_import_end(ThreadState &t, const RawEvent &e, const EventBatch &batch);
   // asyncio tasks (task_events.h): the events, and the frames that are steps.

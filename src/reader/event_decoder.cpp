@@ -149,6 +149,15 @@ constexpr EventLayout kLayouts[] = {
      false,
      {"qualname", "filename", "lineno", "executions", "traced", "flags", "max_num_traces",
       "tracing_rate", "trace_starts_at", "section", nullptr}},
+    {"open_frame",
+     EventKind::OpenFrame,
+     false,
+     {"qualname", "filename", "lineno", "code_id", "python_thread_id", "tid", "callee", "depth",
+      "dump_id", "begin_ns", nullptr}},
+    {"dump_marker",
+     EventKind::DumpMarker,
+     false,
+     {"reason", "threads", "frames", "status", "dump_id", nullptr, nullptr, nullptr}},
 };
 
 // Positions in EventLayout::fields of function_*, c_call_*, code_info and
@@ -591,6 +600,34 @@ void EventDecoder::decode_event(const bt_message *message, uint32_t stream, Even
       out.transition = static_cast<uint8_t>(read_integer(payload, slot[kTransition], 0));
       out.extra = static_cast<uint64_t>(read_integer(payload, slot[kCallee], 0));
       out.lineno = out.aux = 0;
+      break;
+    case EventKind::OpenFrame: {
+      out.str[0] = read_string(payload, slot[0], batch);
+      out.str[1] = read_string(payload, slot[1], batch);
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[2], 0));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[3], 0));
+      out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[4], -1));
+      // The frame's thread: the event is written by whichever thread took the dump.
+      int64_t tid = read_integer(payload, slot[5], -1);
+      if (tid > 0) out.vtid = static_cast<int32_t>(tid);
+      out.str[2] = read_string(payload, slot[6], batch);
+      std::string depth = std::to_string(read_integer(payload, slot[7], 0));
+      out.str[3] = batch.add_string(depth.data(), depth.size());
+      out.aux = static_cast<int32_t>(read_integer(payload, slot[8], 0));
+      // On the event's clock, placed on the origin as event_block's base_clock is.
+      auto begin = static_cast<uint64_t>(read_integer(payload, slot[9], 0));
+      out.extra = info.has_clock && begin != 0 ? reading_from_origin(message, ts, begin) : 0;
+      out.transition = 0;
+      break;
+    }
+    case EventKind::DumpMarker:
+      out.str[0] = read_string(payload, slot[0], batch);
+      out.lineno = static_cast<int32_t>(read_integer(payload, slot[1], 0));
+      out.extra = static_cast<uint64_t>(read_integer(payload, slot[2], 0));
+      out.code_id = static_cast<uint64_t>(read_integer(payload, slot[3], 0));
+      out.aux = static_cast<int32_t>(read_integer(payload, slot[4], 0));
+      out.python_thread_id = -1;
+      out.transition = 0;
       break;
     case EventKind::ThreadStart:
       out.python_thread_id = static_cast<int32_t>(read_integer(payload, slot[0], -1));

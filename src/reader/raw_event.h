@@ -63,8 +63,15 @@ enum class EventKind : uint8_t {
   TaskAwait,
   TaskDone,
   TaskHandoff,
+  // A flight recorder's dump (open_frame): one frame open on thread vtid (the
+  // event's tid field), python_thread_id; aux: dump_id; code_id; str[0..1]:
+  // qualname, filename; lineno; str[2]: the native callee ("" for a Python
+  // frame); str[3]: its depth in decimal; extra: begin_ns from origin (0: unknown).
+  OpenFrame,
+  DumpMarker,  // dump_marker: aux: dump_id; str[0]: reason; lineno: threads;
+               // extra: frames; code_id: status (PINSIGHT_DUMP_* bits)
 };
-inline constexpr size_t kEventKinds = static_cast<size_t>(EventKind::TaskHandoff) + 1;
+inline constexpr size_t kEventKinds = static_cast<size_t>(EventKind::DumpMarker) + 1;
 inline bool is_task_event(EventKind kind) {
   return kind >= EventKind::TaskCreate && kind <= EventKind::TaskHandoff;
 }

@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -103,10 +104,30 @@ struct RecordTypes {
              "releases_by_callee", "function_waits"}),
         tree_node(m, "CallTreeNode", "A call path of a thread (node 0: the thread itself).",
                   {"parent", "symbol", "self_ns", "calls"}),
+        recent(m, "RecentEvent",
+               "One of a thread's last frame events: kind is 'call', 'resume', 'return', "
+               "'yield', 'unwind', 'native_call', 'native_return' or 'native_raise'.",
+               {"ts_ns", "kind", "symbol"}),
         thread(m, "ThreadRecord", "One thread of the program and its aggregates.",
                {"vtid", "label", "python_thread_id", "thread_ident", "events", "first_ns",
                 "last_ns", "functions", "native_calls", "anomalies", "imports", "import_chains",
-                "alloc_tree", "gil", "call_tree", "task_tree", "lower_bound"}),
+                "alloc_tree", "gil", "call_tree", "task_tree", "lower_bound", "recent"}),
+        open_frame(m, "OpenFrame",
+                   "A frame open when a flight recorder's dump was taken: a Python function "
+                   "(caller -1, line its first) or a native call (symbol the callee, caller "
+                   "its Python caller, line the call's); begin_ns 0 when not known.",
+                   {"depth", "symbol", "caller", "line", "begin_ns"}),
+        open_region(m, "OpenRegion",
+                    "A native region (PInsight's OpenMP, MPI, CUDA) open at a dump's end.",
+                    {"label", "begin_ns"}),
+        dump_stack(m, "DumpStack",
+                   "One thread's open frames at a dump, outermost first, and the native "
+                   "regions open under them.",
+                   {"vtid", "python_thread_id", "frames", "regions"}),
+        dump(m, "DumpRecord",
+             "A process's part of a flight recorder's dump: its open stacks, and status "
+             "(PINSIGHT_DUMP_* bits) what it could not write.",
+             {"dump_id", "ts_ns", "reason", "status", "threads", "frames", "stacks"}),
         alloc(m, "AllocStats", "Sampled allocations of a process, per allocating function.",
               {"symbol", "samples", "sampled_bytes", "retained_bytes", "native_bytes"}),
         mode_change(m, "ModeChange", "A change of the Python domain's trace mode.",
@@ -133,7 +154,7 @@ struct RecordTypes {
                  "hostname",     "argv",    "python_version",  "backend",
                  "procname",     "events",  "allocations",     "threads",
                  "mode_changes", "configs", "rate_controlled", "tasks",
-                 "task_groups"}),
+                 "task_groups",  "dump"}),
         discard(m, "Discard", "One record of events or packets LTTng discarded.",
                 {"discarded", "begin_ns", "end_ns", "stream_id", "packets"}),
         missing(m, "MissingEvents", "Records of the batched payload that never came.",
@@ -178,9 +199,9 @@ struct RecordTypes {
                 "damaged"}) {}
 
   RecordType function, native_call, anomalies, import_stats, import_chain, alloc_node, gil_release,
-      gil_wait, gil, tree_node, thread, alloc, mode_change, config, lexgion_counts, task_function,
-      task, task_group, process, discard, missing, damage, symbol, native_region, unmatched,
-      progress, result;
+      gil_wait, gil, tree_node, recent, thread, open_frame, open_region, dump_stack, dump, alloc,
+      mode_change, config, lexgion_counts, task_function, task, task_group, process, discard,
+      missing, damage, symbol, native_region, unmatched, progress, result;
 };
 
 // Created at import and never freed: the module, hence its types, lives as long.
@@ -204,6 +225,49 @@ py::object gil_record(const ThreadState &t) {
   const GilStats &g = t.gil;
   return types->gil.make(g.switch_wait_ns, g.take_back_wait_ns, g.released_ns, g.switches,
                          g.releases, std::move(releases), std::move(waits));
+}
+
+const char *recent_kind(const RecentEvent &e) {
+  switch (e.kind) {
+    case EventKind::FunctionBegin:
+      return e.transition == kStart ? "call" : "resume";
+    case EventKind::FunctionEnd:
+      return e.transition == kYield ? "yield" : e.transition == kUnwind ? "unwind" : "return";
+    case EventKind::CCallBegin:
+      return "native_call";
+    default:
+      return e.transition == kCRaise ? "native_raise" : "native_return";
+  }
+}
+
+py::list recent_records(const RecentEvents &recent) {
+  py::list out;
+  const uint64_t n = std::min<uint64_t>(recent.count, RecentEvents::kRecentEvents);
+  for (uint64_t i = recent.count - n; i < recent.count; ++i) {
+    const RecentEvent &e = recent.ring[i % RecentEvents::kRecentEvents];
+    out.append(types->recent.make(e.ts_ns, recent_kind(e), symbol_or_minus_one(e.symbol)));
+  }
+  return out;
+}
+
+py::object dump_record(const DumpState &d) {
+  if (!d.seen) return py::none();
+  py::list stacks;
+  for (const DumpStack &stack : d.stacks) {
+    py::list frames;
+    for (const DumpFrame &f : stack.frames) {
+      frames.append(types->open_frame.make(f.depth, symbol_or_minus_one(f.symbol),
+                                           symbol_or_minus_one(f.caller), f.line, f.begin_ns));
+    }
+    py::list regions;
+    for (const DumpRegion &r : stack.regions) {
+      regions.append(types->open_region.make(r.label, r.begin_ns));
+    }
+    stacks.append(types->dump_stack.make(stack.vtid, stack.python_thread_id, std::move(frames),
+                                         std::move(regions)));
+  }
+  return types->dump.make(d.id, d.ts_ns, d.reason, d.status, d.threads, d.frames,
+                          std::move(stacks));
 }
 
 py::object thread_record(const ThreadState &t, bool with_tree) {
@@ -250,7 +314,7 @@ py::object thread_record(const ThreadState &t, bool with_tree) {
                             t.first_ns, t.last_ns, std::move(functions), std::move(native_calls),
                             std::move(anomalies), std::move(imports), std::move(chains),
                             std::move(alloc_nodes), gil_record(t), std::move(tree),
-                            std::move(task_tree), t.lower_bound);
+                            std::move(task_tree), t.lower_bound, recent_records(t.recent));
 }
 
 py::object process_record(const CallStackAnalyzer &a, const ProcessState &p) {
@@ -292,11 +356,11 @@ py::object process_record(const CallStackAnalyzer &a, const ProcessState &p) {
                                               g.waiting_ns, g.offloaded_ns, g.outcomes[0],
                                               g.outcomes[1], g.outcomes[2]));
   }
-  return types->process.make(p.vpid, p.host_name, p.chrome_pid, p.label, p.has_info, p.pid,
-                             p.mpi_rank, p.mpi_size, p.hostname, p.argv, p.python_version,
-                             p.backend, p.procname, p.events, std::move(allocations),
-                             std::move(threads), std::move(mode_changes), std::move(configs),
-                             std::move(rate_controlled), std::move(tasks), std::move(task_groups));
+  return types->process.make(
+      p.vpid, p.host_name, p.chrome_pid, p.label, p.has_info, p.pid, p.mpi_rank, p.mpi_size,
+      p.hostname, p.argv, p.python_version, p.backend, p.procname, p.events, std::move(allocations),
+      std::move(threads), std::move(mode_changes), std::move(configs), std::move(rate_controlled),
+      std::move(tasks), std::move(task_groups), dump_record(p.dump));
 }
 
 // Native regions per (caller, domain, region) of each process, the begins that
@@ -346,7 +410,8 @@ py::dict event_counts(const CallStackAnalyzer &a) {
       {"config_info", EventKind::ConfigInfo},       {"lexgion_counts", EventKind::LexgionCounts},
       {"task_create", EventKind::TaskCreate},       {"task_name", EventKind::TaskName},
       {"task_step", EventKind::TaskStep},           {"task_await", EventKind::TaskAwait},
-      {"task_done", EventKind::TaskDone},           {"task_handoff", EventKind::TaskHandoff}};
+      {"task_done", EventKind::TaskDone},           {"task_handoff", EventKind::TaskHandoff},
+      {"open_frame", EventKind::OpenFrame},         {"dump_marker", EventKind::DumpMarker}};
   for (const auto &[name, kind] : kind_names) kinds[name] = a.events_of(kind);
   return kinds;
 }

@@ -76,6 +76,24 @@ inline size_t innermost_visible(const std::vector<Frame> &stack) {
 
 struct ProcessState;
 
+// One of a thread's last events (RecentEvents): a frame's begin or end.
+struct RecentEvent {
+  uint64_t ts_ns = 0;
+  SymbolId symbol = kNoSymbol;
+  EventKind kind = EventKind::FunctionBegin;
+  uint8_t transition = 0;
+};
+// A thread's last kRecentEvents frame events, oldest first once unrolled: what
+// a flight recorder's dump shows before the open stack.
+struct RecentEvents {
+  static constexpr size_t kRecentEvents = 8;
+  RecentEvent ring[kRecentEvents];
+  uint64_t count = 0;
+  void add(uint64_t ts, SymbolId symbol, EventKind kind, uint8_t transition) {
+    ring[count++ % kRecentEvents] = {ts, symbol, kind, transition};
+  }
+};
+
 struct ThreadState {
   ProcessState *process;
   bool selected;  // by the thread filter
@@ -114,6 +132,41 @@ struct ThreadState {
   // of the event loop's frames; built once the thread ran a task step.
   CallTree task_tree;
   bool task_tree_started = false;
+  RecentEvents recent;
+};
+
+// A flight recorder's dump: one frame open on a thread when it was taken
+// (open_frame). A Python function's frame: `symbol`, `caller` kNoSymbol, `line`
+// its first line; a native call's: the callee, its Python caller, the call's line.
+struct DumpFrame {
+  uint32_t depth;
+  SymbolId symbol;
+  SymbolId caller;
+  int32_t line;
+  uint64_t begin_ns;  // ns from origin; 0: not known
+};
+// A native region (PInsight's OpenMP, MPI or CUDA) still open on the thread
+// at the end of a dump's trace: under its innermost frame.
+struct DumpRegion {
+  std::string label;  // "[MPI] MPI_Allreduce"
+  uint64_t begin_ns;
+};
+struct DumpStack {
+  int32_t vtid = -1;
+  int32_t python_thread_id = -1;
+  std::vector<DumpFrame> frames;  // outermost first
+  std::vector<DumpRegion> regions;
+};
+// The last dump of a process (dump_marker, and the open_frame events before it).
+struct DumpState {
+  bool seen = false;
+  uint32_t id = 0;
+  uint64_t ts_ns = 0;
+  std::string reason;
+  uint64_t status = 0;  // PINSIGHT_DUMP_* bits
+  uint32_t threads = 0;
+  uint32_t frames = 0;
+  std::vector<DumpStack> stacks;
 };
 
 // A mode_change of the Python domain (activation, reload, window end, API, debugger).
@@ -159,6 +212,9 @@ struct ProcessState {
   std::vector<ConfigRecord> configs;
   std::map<SymbolId, LexgionCountRecord> lexgion_counts;
   TaskTable tasks;  // asyncio tasks
+  // open_frame events by dump id, then vtid, until their dump_marker.
+  std::map<uint32_t, std::map<int32_t, DumpStack>> dump_frames;
+  DumpState dump;
 };
 
 struct DiscardRecord {

@@ -162,6 +162,13 @@ void for_each(const std::function<void(ThreadState &)> &fn) {
   for (ThreadState *state : registry()) fn(*state);
 }
 
+bool try_for_each(void (*fn)(ThreadState &, void *), void *context) {
+  if (!registry_mutex.try_lock()) return false;
+  for (ThreadState *state : registry()) fn(*state, context);
+  registry_mutex.unlock();
+  return true;
+}
+
 void forget_code(const CodeInfo &code, CodeInfo &replacement) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   for (ThreadState *state : registry()) {

@@ -138,6 +138,10 @@ void forget_code(const CodeInfo &code, CodeInfo &replacement);
 void with_thread(int python_thread_id, const std::function<void(ThreadState &)> &fn);
 // Runs `fn` on every live thread's state, under the registry's lock. GIL held.
 void for_each(const std::function<void(ThreadState &)> &fn);
+// The same without allocating, and only if the registry's lock is free (a
+// fatal signal's handler may have interrupted its holder): false when it is
+// not. GIL held.
+bool try_for_each(void (*fn)(ThreadState &, void *), void *context);
 // Called (without the GIL, from the exiting thread) when the last thread that
 // ran Python code exits; activation installs it (its control thread then looks
 // whether the program has any thread left).

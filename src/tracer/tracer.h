@@ -129,6 +129,11 @@ class Tracer {
   uint32_t requested_events() const { return requested_events_; }
   bool imports_possible() const { return imports_possible_.load(); }
   uint64_t events_emitted() const { return events_emitted_; }
+  // The same from a thread without the GIL (a flight recorder's stall watch):
+  // the hot path's plain count, read whole.
+  uint64_t events_emitted_now() const {
+    return __atomic_load_n(&events_emitted_, __ATOMIC_RELAXED);
+  }
   int threads_seen() const { return threads_seen_.load(); }
 
  private:

@@ -322,6 +322,7 @@ SAMPLES: Dict[str, Tuple[str, Any, List[str]]] = {
     "cycle_clock": ("0", False, []),
     "block_writer": ("inline", False, []),
     "trace_dir": ("/traces/run", "/traces/run", []),
+    "flight_recorder": ("30", 30.0, []),
 }
 
 

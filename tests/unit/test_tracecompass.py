@@ -216,7 +216,8 @@ def test_header_parser_sees_the_whole_contract() -> None:
             "process_info thread_start mode_change config_info lexgion_counts "
             "import_begin import_end "
             "alloc_sample free_sample gil_switch gil_released "
-            "task_create task_name task_step task_await task_done task_handoff"
+            "task_create task_name task_step task_await task_done task_handoff "
+            "open_frame dump_marker"
         ).split()
     }
     assert OURS.events[f"{OUR_PROVIDER}:c_call_end"] >= {"callee_name", "caller_qualname"}

@@ -1,5 +1,5 @@
 """The API: :func:`activate`, :func:`deactivate`, :func:`status`, :func:`set_mode`,
-:func:`reload`, :func:`lexgions` and the errors they raise, over the compiled core
+:func:`reload`, :func:`lexgions`, :func:`dump` and the errors they raise, over the compiled core
 (``_pinsight_python``). The package's root shows them as ``pinsight_python.activate()``
 and the rest; the start-up shim and attach's target side call :func:`activate_with`
 with the settings they resolved.
@@ -24,7 +24,7 @@ from . import subinterpreter as _subinterpreter
 
 TYPE_CHECKING = False  # typing only for the checker: every traced process imports us
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 _core: Any
 _IN_SUBINTERPRETER = _subinterpreter.in_subinterpreter()
@@ -61,19 +61,22 @@ _FORK_WARNING = (
 )
 
 
-def _env_int(names: Iterable[str]) -> int:
+def _env_int(names: Iterable[str], environ: Mapping[str, str]) -> int:
     for name in names:
-        value = os.environ.get(name, "").strip()
+        value = environ.get(name, "").strip()
         if value.isdigit():
             return int(value)
     return -1
 
 
-def _mpi_rank_and_size() -> Tuple[int, int]:
-    """(rank, size) from the launcher's environment; -1 for what it does not tell."""
+def _mpi_rank_and_size(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, int]:
+    """(rank, size) from the launcher's environment (this process's, or `environ`:
+    a flight recorder's dump names the rank that asked); -1 for what it does not
+    tell."""
+    environ = os.environ if environ is None else environ
     for rank_variable, size_variables in _MPI_LAUNCHERS:
-        rank = _env_int((rank_variable,))
-        size = _env_int(size_variables)
+        rank = _env_int((rank_variable,), environ)
+        size = _env_int(size_variables, environ)
         if rank < 0 or (rank_variable == "SLURM_PROCID" and size < 0):
             continue
         return rank, size if size > rank else -1
@@ -100,6 +103,30 @@ def _install_process_hooks() -> None:
     # Registered last, run first: CUPTI's last kernel records while every LTTng
     # probe is still there (session.h, flush_device_activity).
     atexit.register(_core._flush_device_activity)
+    # A flight-recorder run dumps at a non-zero exit: after an uncaught exception,
+    # named after it (the interpreter printed it and set sys.last_exc).
+    atexit.register(_note_exit_exception)
+
+
+def _note_exit_exception() -> None:
+    """For a flight recorder's dump at the exit: the uncaught exception, and where
+    it was raised (its traceback's innermost frames), as one line."""
+    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if error is None:
+        return
+    try:
+        message = " ".join(str(error).split())
+    except Exception:
+        message = ""
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        frames.append(f"{code.co_name} ({code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno})")
+        tb = tb.tb_next
+    where = " <- ".join(reversed(frames[-4:]))
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    _core._note_exit_exception(f"{text} in {where}" if where else text)
 
 
 # multiprocessing's helper processes, as their `-c` code starts, and what to call them.
@@ -145,18 +172,24 @@ def _command_line() -> str:
 
 
 def _after_fork_in_child() -> None:
-    # Under `pinsight-python trace`, the child is recorded once the run tracks its pid.
+    # Under `pinsight-python trace`, the child is recorded once the run tracks its pid
+    # (and, in a flight-recorder run, connects its own recorder: _after_fork_child).
     _join.join_run(_core.recording)
     _core._after_fork_child()
 
 
-def _join_run() -> bool:
-    """Under `pinsight-python trace`: have this process recorded by the run's session.
-    True when it could not, and said why."""
-    if os.environ.get(_join.ENV_SOCKET):
+def _join_run(socket: Optional[str] = None) -> bool:
+    """Under `pinsight-python trace` (or `attach --join`, its keeper's `socket`): have
+    this process recorded by the run's session. True when it could not, and said why."""
+    if socket or os.environ.get(_join.ENV_SOCKET):
         _core.lttng_available()  # loads LTTng-UST: the process registers with the daemon
-        return _join.join_run(_core.recording)
+        return _join.join_run(_core.recording, socket)
     return False
+
+
+def _start_recorder(socket: str) -> None:
+    """`attach --join`: this process's side of the run's flight recorder."""
+    _join.start_recorder(_core, socket)
 
 
 def _tell_unregistered(off: bool) -> bool:
@@ -178,8 +211,9 @@ def _tell_unregistered(off: bool) -> bool:
 
 def _threads_not_ours() -> int:
     """OS threads other than LTTng-UST's listeners ("<name>-ust"), our control
-    thread ("pinsight-ctl") and the batched payload's writer (named as the process
-    is, known by its tid); -1 when /proc cannot tell."""
+    thread ("pinsight-ctl"), a flight recorder's ("pinsight-rec") and the batched
+    payload's writer (named as the process is, known by its tid); -1 when /proc
+    cannot tell."""
     count = 0
     writer = str(_core._block_writer_tid())
     try:
@@ -188,7 +222,7 @@ def _threads_not_ours() -> int:
                 continue
             with open(f"/proc/self/task/{tid}/comm", "rb") as f:
                 name = f.read().rstrip(b"\n")
-            if not (name.endswith(b"-ust") or name == b"pinsight-ctl"):
+            if not (name.endswith(b"-ust") or name in (b"pinsight-ctl", b"pinsight-rec")):
                 count += 1
     except OSError:
         return -1
@@ -290,9 +324,8 @@ def activate_with(options: _settings.ActivateOptions) -> None:
     mpi_rank, mpi_size = _mpi_rank_and_size()
 
     def start() -> None:
-        if not _core.status()["active"] and (
-            _join_run() or _tell_unregistered(options.mode is _settings.Mode.OFF)
-        ):
+        joining = not _core.status()["active"]
+        if joining and (_join_run() or _tell_unregistered(options.mode is _settings.Mode.OFF)):
             _core._unrecorded_told()
         _install_process_hooks()
         _core.activate(
@@ -303,6 +336,8 @@ def activate_with(options: _settings.ActivateOptions) -> None:
             argv=_command_line(),
             **options.core_arguments(),
         )
+        if joining and options.flight_stall_s is not None:  # a flight-recorder run's
+            _join.start_recorder(_core)
 
     _serialized(start)
 
@@ -372,3 +407,21 @@ def set_mode(mode: Union[str, _settings.Mode]) -> None:
 def reload() -> None:
     """Re-read the configuration file now, as SIGUSR1 does."""
     _serialized(_core.reload)
+
+
+def dump(reason: str = "requested", *, timeout: float = 30.0) -> Optional[str]:
+    """Under `pinsight-python trace --flight-recorder`: have the run write its
+    flight recorder's buffers now, every process of the run (this one's open
+    stacks and pending records first), as OUTPUT/dump-N-REASON. Returns the dump's
+    folder once it is written (waiting at most `timeout` seconds, the GIL
+    released: other threads run on), or None, with one line on stderr saying
+    why, when no dump was taken (not in such a run, the disk is full...). Never
+    raises for that: a program may call it wherever it suspects trouble."""
+    if not isinstance(reason, str):
+        raise TypeError(f"dump(reason): expected a str, got {type(reason).__name__}")
+    where, problem = ("", _subinterpreter.REASON) if _IN_SUBINTERPRETER else _core._dump(
+        reason, "", float(timeout))
+    if problem:
+        sys.stderr.write(f"pinsight-python: dump({reason!r}): no dump: {problem}\n")
+        return None
+    return where

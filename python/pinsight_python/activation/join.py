@@ -19,7 +19,7 @@ import time
 
 TYPE_CHECKING = False  # typing only for the checker: every traced process imports us
 if TYPE_CHECKING:
-    from typing import Callable, Optional
+    from typing import Any, Callable, Optional
 
 # In the command's environment: the keeper's registration socket.
 ENV_SOCKET = "PINSIGHT_PYTHON_TRACE_SOCKET"
@@ -54,12 +54,13 @@ def _say_once(message: str) -> None:
         say(f"pinsight-python: {message}")
 
 
-def join_run(recording: Optional[Callable[[], bool]] = None) -> bool:
-    """In a process of a ``trace`` run (ENV_SOCKET set): have its pid tracked by the
-    run's session, then wait until our events are enabled. Never raises: a process
-    that cannot join runs untraced, says why once and is named in the run's
-    UNRECORDED file. True when it said so."""
-    path = os.environ.get(ENV_SOCKET)
+def join_run(recording: Optional[Callable[[], bool]] = None, path: Optional[str] = None) -> bool:
+    """In a process of a ``trace`` run (ENV_SOCKET set, or the keeper's socket
+    `path`: attach --join): have its pid tracked by the run's session, then wait
+    until our events are enabled. Never raises: a process that cannot join runs
+    untraced, says why once and is named in the run's UNRECORDED file. True when it
+    said so."""
+    path = path or os.environ.get(ENV_SOCKET)
     if not path:
         return False
     pid = os.getpid()
@@ -97,6 +98,20 @@ def join_run(recording: Optional[Callable[[], bool]] = None) -> bool:
     if problem:
         _note_unrecorded(os.path.dirname(path), pid, problem)
     return bool(problem)
+
+
+def start_recorder(core: Any, socket: Optional[str] = None) -> None:
+    """Starts this process's side of a flight-recorder run (the run's keeper, or the
+    one at `socket`), once tracing is active: the core knows whether the run is one
+    (the flight_recorder setting) and its stall watch. Never raises: a process that
+    cannot reach the keeper says so once and runs on, its events in the buffers but
+    no dump asked by it."""
+    path = socket or os.environ.get(ENV_SOCKET)
+    if not path:
+        return
+    problem = core._start_recorder(path)
+    if problem:
+        _say_once(f"process {os.getpid()}: the flight recorder is off: {problem}")
 
 
 def _version_problem() -> str:

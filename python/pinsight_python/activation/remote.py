@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any, Dict, Iterator, Optional
 
-from .settings import SETTINGS
+from .settings import SETTING, SETTINGS
 
 CLAIMED_SUFFIX = ".claimed"
 RESULT_SUFFIX = ".result"
@@ -66,24 +66,48 @@ def _ust_register_timeout(milliseconds: Optional[int]) -> Iterator[None]:
         del os.environ[name]
 
 
+@contextlib.contextmanager
+def _flight_recorder(joined: Optional[Dict[str, Any]]) -> Iterator[None]:
+    """attach --join: activation reads the run's flight_recorder setting (its stall
+    watch) as the run's own processes do, from their variable; set only meanwhile."""
+    name = SETTING["flight_recorder"].variable
+    if not joined or name in os.environ:
+        yield
+        return
+    os.environ[name] = f"{float(joined['stall']):g}"
+    try:
+        yield
+    finally:
+        del os.environ[name]
+
+
 def _perform(request: Dict[str, Any]) -> Dict[str, Any]:
     from .. import _pinsight_python as core
     from . import api
 
     before = api.status()
+    joined = request.get("join")
     if request["action"] == "activate":
         if before["active"]:
             return {"ok": True, "was_active": True, "status": before}
-        with _ust_register_timeout(request.get("register_timeout_ms")):
+        with _ust_register_timeout(request.get("register_timeout_ms")), \
+                _flight_recorder(joined):
+            if joined:
+                # attach --join: recorded by the flight-recorder run's session, as
+                # its own processes are.
+                api._join_run(joined["socket"])
             # The settings attach was given, each under its name, as activate() takes
             # them: what they leave open is the target's own (its variables, defaults).
             api.activate(**{
                 s.name: request[s.name] for s in SETTINGS
                 if s.api is not None and request.get(s.name)})
+        if joined:
+            api._start_recorder(joined["socket"])
     else:
         api.deactivate()
-        # Detached means gone: the control thread stops and SIGUSR1 goes back to
-        # the handler the program had (by default, it terminates the process).
+        # Detached means gone: the control thread (and a flight recorder's) stops and
+        # SIGUSR1 goes back to the handler the program had (by default, it ends it).
+        core._stop_recorder()
         core._stop_control_thread(True)
     return {"ok": True, "was_active": bool(before["active"]), "status": api.status()}
 

@@ -59,6 +59,7 @@ __all__ = [
     "ENV_CYCLE_CLOCK",
     "ENV_EVENTS",
     "ENV_EXCLUDE",
+    "ENV_FLIGHT_RECORDER",
     "ENV_MODE",
     "ENV_MODULES",
     "ENV_PAYLOAD",
@@ -115,6 +116,7 @@ ENV_CLOCK_PLUGIN = "LTTNG_UST_CLOCK_PLUGIN"  # LTTng-UST's own (lttng-ust(3))
 ENV_CYCLE_CLOCK = "PINSIGHT_PYTHON_CYCLE_CLOCK"
 ENV_BLOCK_WRITER = "PINSIGHT_PYTHON_BLOCK_WRITER"
 ENV_TRACE_DIR = "PINSIGHT_PYTHON_TRACE_DIR"
+ENV_FLIGHT_RECORDER = "PINSIGHT_PYTHON_FLIGHT_RECORDER"
 
 
 # The enums below are str's too (as 3.11's enum.StrEnum, which 3.8 lacks): a member
@@ -308,6 +310,17 @@ def _set(text: str, source: str) -> bool:
 
 def _path(text: str, source: str) -> str:
     return text
+
+
+def _seconds(text: str, source: str) -> float:
+    """A duration in seconds, 0 or more."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 1e9:  # NaN too
+        raise SettingsError(f"{source}={text!r}: expected seconds (0 or more)")
+    return seconds
 
 
 # ---------------------------------------------------------------------------
@@ -555,6 +568,13 @@ SETTINGS: Tuple[Setting, ...] = (
     # Where the trace goes, the first argument of an INTROSPECT window end's script
     # (docs/configuration.md, "Introspection"): trace's output folder, else LTTng's.
     Setting("trace_dir", ENV_TRACE_DIR, _path, default=_lttng_home, core="trace_dir"),
+    # A flight-recorder run's (pinsight-python trace --flight-recorder sets it from
+    # --stall): its stall watch's seconds, 0 for none; unset, no flight recorder. Each
+    # traced process of the run keeps a connection to the run's keeper and takes part
+    # in its dumps (docs/flight_recorder.md).
+    Setting("flight_recorder", ENV_FLIGHT_RECORDER, _seconds, text=lambda s: f"{s:g}",
+            default=None, core="flight_stall_s",
+            to_core=lambda stall: -1.0 if stall is None else float(stall)),
 )
 SETTING: Dict[str, Setting] = {s.name: s for s in SETTINGS}
 

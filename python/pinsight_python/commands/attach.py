@@ -46,6 +46,7 @@ examples:
   pinsight-python attach 4242 -o app-trace --duration 10
   pinsight-python attach $(pgrep -f 'python rank.py') -o ranks-trace    # MPI ranks
   pinsight-python attach 4242 && sleep 5 && pinsight-python detach 4242   # own session
+  pinsight-python attach 4242 --join 4100    # into trace --flight-recorder's run (pid 4100)
 """
 
 
@@ -81,6 +82,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     arguments.add_arguments(parser, SETTINGS, for_target=True)
     add_trace_format_argument(parser)
+    parser.add_argument(
+        "--join", metavar="TRACE_PID", type=int,
+        help="join the flight-recorder run of `pinsight-python trace --flight-recorder` whose "
+        "process is TRACE_PID: the targets trace as its processes do, into its ring, and its "
+        "dumps hold them (not with -o or --duration)",
+    )
     parser.add_argument(
         "--no-summary", action="store_true", help="do not read the trace back for a summary"
     )
@@ -137,9 +144,13 @@ def checked_targets(
 
 
 def run(args: argparse.Namespace) -> int:
-    targets, status, plan = checked_targets(
-        args, PROG, lambda: (_activation_request(args), _output_dir(args))
-    )
+    def check() -> Tuple[Dict[str, Any], Optional[Path]]:
+        request = _activation_request(args)
+        if args.join is not None:
+            return _joined_request(args, request), None
+        return request, _output_dir(args)
+
+    targets, status, plan = checked_targets(args, PROG, check)
     if targets is None:
         return status
     request, output = plan
@@ -150,3 +161,26 @@ def run(args: argparse.Namespace) -> int:
     return attach.record(targets, request, output, how, PROG)
 
 
+def _joined_request(args: argparse.Namespace, request: Dict[str, Any]) -> Dict[str, Any]:
+    """--join TRACE_PID: the run's keeper, and its processes' settings where the
+    options give none (SettingsError when there is no such run)."""
+    from ..recording.run import keeper
+
+    if args.output is not None or args.duration is not None:
+        raise settings.SettingsError("--join records into the run's own session: not with -o "
+                                     "or --duration")
+    found = keeper.find_run(args.join)
+    if found is None:
+        raise settings.SettingsError(
+            f"--join {args.join}: no flight-recorder run of this user has its trace process "
+            "there (pinsight-python trace --flight-recorder ...; its pid is trace's)")
+    env = found["env"]
+    inherited = settings.from_environment(env)
+    joined = dict(request)
+    for name in SETTINGS:
+        if joined.get(name) is None:
+            joined[name] = getattr(inherited, name)
+    joined["payload"] = settings.Payload.BATCHED
+    stall = settings.SETTING["flight_recorder"].read(env) or 0.0
+    joined["join"] = {"socket": found["socket"], "stall": stall}
+    return joined

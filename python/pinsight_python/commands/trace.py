@@ -29,9 +29,10 @@ here, once.
 
 Signals: SIGUSR1 sent to trace reloads the configuration in every traced process of the
 command (kill -USR1 PID, PID being trace's); SIGUSR2 is forwarded the same way, to the
-processes that handle it. SIGTERM, SIGINT, SIGHUP and SIGQUIT are relayed to every
-process of the command (mpirun and its ranks included); what is left of it when the
-command ends is ended too (the same signal, SIGKILL 2 s later), and trace exits 128+N.
+processes that handle it (under --flight-recorder, it takes a dump instead). SIGTERM,
+SIGINT, SIGHUP and SIGQUIT are relayed to every process of the command (mpirun and its
+ranks included); what is left of it when the command ends is ended too (the same
+signal, SIGKILL 2 s later), and trace exits 128+N.
 Ctrl-C in the terminal reaches the command directly. A shell that starts trace in the
 background of a script (cmd &) makes it ignore SIGINT and SIGQUIT: send SIGTERM there.
 The session is destroyed and the trace kept whatever ends the command; if trace itself
@@ -57,6 +58,7 @@ examples:
   pinsight-python trace -- python sim.py & sleep 60; kill -USR1 $!   # reload the config
   pinsight-python trace --relayd collector -- python sim.py
   pinsight-python trace --trace-format ctf-2 -- python sim.py   # LTTng 2.15+
+  pinsight-python trace --flight-recorder=512M --stall 300 -o fr -- mpirun -n 4 python sim.py
 """
 
 
@@ -107,6 +109,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "a warning (default: %(default)s)",
     )
     add_trace_format_argument(parser)
+    parser.add_argument(
+        "--flight-recorder", metavar="SIZE", nargs="?", const=lttng.FLIGHT_RECORDER_SIZE,
+        default=None,
+        help="keep the last events in memory, at most SIZE on this node (default "
+        f"{lttng.FLIGHT_RECORDER_SIZE}), and write nothing until a dump: "
+        "OUTPUT/dump-N-REASON, when a process of the command ends badly (uncaught exception, "
+        "fatal signal, non-zero exit), stalls (--stall), calls pinsight_python.dump(), or "
+        "trace gets SIGUSR2 (docs/flight_recorder.md)",
+    )
+    parser.add_argument(
+        "--stall", metavar="SECONDS", default=None,
+        help="with --flight-recorder: a dump when a traced process makes no Python call or "
+        "return for SECONDS (>= 1) while it runs: a deadlock, an MPI call that never "
+        "returns; one dump per stall",
+    )
     parser.add_argument(
         "--domains", metavar="LIST", default=None,
         help="PInsight's native domains to record beside Python: any of "

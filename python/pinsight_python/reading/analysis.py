@@ -73,6 +73,16 @@ def find_trace_dirs(path: str | os.PathLike[str]) -> List[Path]:
         raise TraceNotFoundError(root, f"no such file or directory ({expected})")
     if not root.is_dir():
         raise TraceNotFoundError(root, f"not a directory ({expected})")
+    from .dump_folders import dump_folders
+
+    dumps = dump_folders(root)
+    if len(dumps) > 1:
+        # A flight recorder's output: each dump is a whole trace of the same ring.
+        names = ", ".join(d.name for d in dumps[:5]) + (", ..." if len(dumps) > 5 else "")
+        raise TraceNotFoundError(root, f"holds {len(dumps)} flight recorder dumps ({names}): "
+                                 "read one of them, e.g. " + str(dumps[-1]))
+    if dumps:
+        root = dumps[0]
     found: List[Path] = []
     seen = set()
     for dirpath, dirs, files in os.walk(root, followlinks=True):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 
 from .analysis import ORIGINS, ReadFilter, Symbol, TraceData, format_ns, missing_events
 from .damage import damage_lines, damaged_files
+from .dumps import dump_lines, dump_section
 from .gil import gil_lines, gil_process_section, gil_thread_section
 from .mpi import mpi_lines, mpi_summary, mpi_warning, rank_row
 from .native import native_lines, native_section
@@ -310,6 +311,7 @@ def build_report(trace: TraceData, top: int = 15) -> Dict[str, Any]:
         "damaged_files": [f.as_json() for f in damaged_files(raw.damaged, raw.missing_events)],
         "lower_bounds": any(t.lower_bound for p in raw.processes for t in p.threads),
         "warnings": warnings,
+        "dump": dump_section(trace),
         "mpi": mpi,
         "processes": processes,
         **native,
@@ -366,7 +368,7 @@ def _generator_lines(rows: List[Dict[str, Any]]) -> List[str]:
                            "location"], cells, [True, True, True, True, True, False, False])
 
 
-def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
+def _activity_lines(section: Dict[str, Any], top: int, ring: bool = False) -> List[str]:
     lines: List[str] = _module_table(section, top)
     functions = section["functions"]
     if functions:
@@ -402,17 +404,23 @@ def _activity_lines(section: Dict[str, Any], top: int) -> List[str]:
             cells.append([f"{e['count']:,}", e["kind"], where])
         lines += table(["count", "kind", "where"], cells, [True, False, False])
     lines += import_lines(section["imports"])
-    return lines + _unbalanced_lines(section["unbalanced"])
+    return lines + _unbalanced_lines(section["unbalanced"], ring)
 
 
-def _unbalanced_lines(unbalanced: Dict[str, int]) -> List[str]:
+def _unbalanced_lines(unbalanced: Dict[str, int], ring: bool = False) -> List[str]:
+    """`ring`: a flight recorder's dump, whose ring overwrote the first begins and
+    whose frames were open when it was taken: expected, and said so."""
     notes = []
     if unbalanced["ends_without_begin"]:
+        why = ("their begins were overwritten in the flight recorder's ring" if ring
+               else "frames already running when tracing started")
         notes.append(plural(unbalanced["ends_without_begin"], "end", "ends")
-                     + " without a begin (frames already running when tracing started)")
+                     + f" without a begin ({why})")
     if unbalanced["open_at_end"]:
+        why = ("open when the dump was taken: see the open stacks above" if ring
+               else "closed at the thread's last event")
         notes.append(plural(unbalanced["open_at_end"], "frame", "frames")
-                     + " open at trace end (closed at the thread's last event)")
+                     + f" open at trace end ({why})")
     if unbalanced["stepped_aside"]:
         notes.append(plural(unbalanced["stepped_aside"], "frame", "frames")
                      + " open when tracing stepped aside for a debugger (closed there)")
@@ -457,7 +465,7 @@ def _filter_text(filters: Dict[str, Any]) -> str:
     return ReadFilter(**fields).describe()
 
 
-def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
+def _process_lines(proc: Dict[str, Any], top: int, ring: bool = False) -> List[str]:
     lines = ["", _process_title(proc)]
     rate = rate_lines(proc)
     if rate:
@@ -468,12 +476,12 @@ def _process_lines(proc: Dict[str, Any], top: int) -> List[str]:
     idle = [t for t in proc["threads"] if not _has_activity(t)]
     if len(active) > 1:
         lines += ["", f"--- all {len(active)} threads ---"]
-        lines += _activity_lines(proc, top)
+        lines += _activity_lines(proc, top, ring)
     for thread in active:
         span = format_ns(thread["end_ns"] - thread["begin_ns"])
         bound = ", totals are lower bounds" if thread.get("lower_bound") else ""
         lines += ["", f"--- {thread['label']}: {thread['events']:,} events over {span}{bound} ---"]
-        lines += _activity_lines(thread, top)
+        lines += _activity_lines(thread, top, ring)
         if thread.get("gil") and len(active) > 1:
             lines += gil_lines(thread["gil"], threads=False)
     if idle:
@@ -501,12 +509,14 @@ def render_text(report: Dict[str, Any]) -> str:
     shown = _filter_text(report["filters"])
     if shown:
         lines.append(f"  showing only: {shown}")
+    if report.get("dump"):  # a flight recorder's: what the user came for, first
+        lines += ["", *dump_lines(report["dump"])]
     for warning in report["warnings"]:
         lines += ["", f"WARNING: {warning}."]
     if report.get("mpi"):
         lines += ["", *mpi_lines(report["mpi"])]
     for proc in report["processes"]:
-        lines += _process_lines(proc, top)
+        lines += _process_lines(proc, top, bool(report.get("dump")))
     native = native_lines(report)
     if native:
         lines += ["", *native]

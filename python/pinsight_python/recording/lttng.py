@@ -61,11 +61,14 @@ def possible_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def fit_channel(subbuf_bytes: int, num_subbuf: int, cpus: int, budget: int) -> Tuple[int, int]:
+def fit_channel(subbuf_bytes: int, num_subbuf: int, cpus: int, budget: int,
+                reader_subbuf: bool = False) -> Tuple[int, int]:
     """The largest channel, at most the one asked for, whose sub-buffers on every CPU
     fit the budget: fewer sub-buffers first (down to 2), then smaller ones (down to a
-    page). The smallest channel when even that does not fit."""
-    while subbuf_bytes * num_subbuf * cpus > budget:
+    page). The smallest channel when even that does not fit. `reader_subbuf`: an
+    overwrite channel (a snapshot session's), for which LTTng allocates one more
+    sub-buffer per CPU, the reader's."""
+    while subbuf_bytes * (num_subbuf + reader_subbuf) * cpus > budget:
         if num_subbuf > 2:
             num_subbuf //= 2
         elif subbuf_bytes > MIN_SUBBUF_BYTES:
@@ -73,6 +76,45 @@ def fit_channel(subbuf_bytes: int, num_subbuf: int, cpus: int, budget: int) -> T
         else:
             break
     return subbuf_bytes, num_subbuf
+
+
+# The flight recorder (trace --flight-recorder[=SIZE]): SIZE bounds the memory of
+# the whole node, and its default is this. What LTTng allocates for a snapshot
+# session, measured in the traced process's mappings: the channel's sub-buffers
+# and one more per CPU (an overwrite channel's reader's), and the metadata
+# channel (16 KiB here), for which METADATA_BYTES is set apart.
+FLIGHT_RECORDER_SIZE = "256M"
+METADATA_BYTES = 64 << 10
+MIN_STALL_SECONDS = 1.0
+# Sub-buffers per CPU the flight recorder prefers: the ring drops a sub-buffer
+# at a time, so more of them lose less of the history at each overwrite.
+FLIGHT_NUM_SUBBUF = 16
+
+
+def flight_channel_budget(size: int) -> int:
+    """The bytes of SIZE left to the channel's sub-buffers."""
+    return max(size - METADATA_BYTES, 0)
+
+
+def flight_minimum_bytes(cpus: int) -> int:
+    """The least SIZE the flight recorder takes on `cpus` possible CPUs."""
+    return (2 + 1) * MIN_SUBBUF_BYTES * cpus + METADATA_BYTES
+
+
+def flight_channel(size: int, cpus: int) -> Tuple[int, int]:
+    """(sub-buffer bytes, sub-buffers per CPU) of the flight recorder's channel in
+    SIZE bytes: the most history ((count) x bytes) whose memory, the reader's
+    sub-buffer included, fits; of equals, the most sub-buffers (up to 16)."""
+    per_cpu = flight_channel_budget(size) // max(cpus, 1)
+    best = (MIN_SUBBUF_BYTES, 2)
+    for count in (FLIGHT_NUM_SUBBUF, 8, 4, 2):
+        room = per_cpu // (count + 1)
+        if room < MIN_SUBBUF_BYTES:
+            continue
+        subbuf = 1 << (room.bit_length() - 1)
+        if subbuf * count > best[0] * best[1]:
+            best = (subbuf, count)
+    return best
 
 
 def default_num_subbuf() -> int:

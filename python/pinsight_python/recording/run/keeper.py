@@ -45,14 +45,39 @@ if TYPE_CHECKING:
     import socket
     import threading
     from pathlib import Path
-    from typing import Dict, List, Optional, Union
+    from typing import Any, Dict, List, Optional, Set, Tuple, Union
+
+    from .flight import Dumps
 
 # In the command's environment: marks the processes of this run, also those
 # re-parented away from the command's tree (daemons, orphans).
 ENV_RUN = "PINSIGHT_PYTHON_TRACE_RUN"
 SOCKET_NAME = "register.sock"
+# Beside the socket in a flight-recorder run: what `attach --join` needs to join it.
+RUN_FILE = "run.json"
+RUN_DIR_PREFIX = "pinsight-python-run-"
 # The keeper's poll interval: how soon it notices that trace died.
 KEEPER_POLL = 0.2
+
+
+def find_run(trace_pid: int) -> Optional[Dict[str, Any]]:
+    """The flight-recorder run whose trace process is `trace_pid` (its keeper's
+    description, Keeper.describe_run), among this user's; None when there is none."""
+    import glob
+    import json
+    import tempfile
+
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), RUN_DIR_PREFIX + "*", RUN_FILE)):
+        try:
+            if os.stat(path).st_uid != os.geteuid():
+                continue
+            with open(path, encoding="utf-8") as f:
+                run = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(run, dict) and run.get("trace_pid") == trace_pid:
+            return run
+    return None
 
 
 def read_unrecorded(run_dir: Union[str, Path], name: str = UNRECORDED) -> List[str]:
@@ -68,9 +93,16 @@ def read_unrecorded(run_dir: Union[str, Path], name: str = UNRECORDED) -> List[s
 # ---------------------------------------------------------------------------- the keeper
 
 
-def _read_pid(conn: _socket.socket) -> int:
-    """The pid line a process of the run sends; OSError or ValueError if it sent none."""
-    return int(read_line(conn).strip())
+def _read_hello(conn: _socket.socket) -> Tuple[str, int]:
+    """The first line a process of the run sends: ("", PID) to join the run, or a
+    flight recorder's connection ("recorder" or "last-words", PID). OSError or
+    ValueError if it sent none."""
+    words = read_line(conn).split()
+    if len(words) == 1:
+        return "", int(words[0])
+    if len(words) == 2 and words[0] in (b"recorder", b"last-words"):
+        return words[0].decode(), int(words[1])
+    raise ValueError("not a line of the keeper's protocol")
 
 
 def abandoned(session: str, run_dir: str, marker: str) -> None:
@@ -111,16 +143,18 @@ class Keeper:
     """The run's keeper, in trace: it tracks the run's processes into the session as
     they ask (a thread, started with :meth:`serve` once the command runs: before it,
     their requests wait in the socket's backlog), and a watchdog process that ends
-    the run and its session if trace dies without doing so."""
+    the run and its session if trace dies without doing so. In a flight-recorder
+    run it also keeps each process's recorder connection and takes the dumps on
+    that thread (`flight`: recording/run/flight.py)."""
 
-    def __init__(self, session: str, marker: str) -> None:
+    def __init__(self, session: str, marker: str, flight: Optional[Dumps] = None) -> None:
         import socket
         import subprocess
         import tempfile
         from pathlib import Path
 
         self.session = session
-        self.dir = Path(tempfile.mkdtemp(prefix="pinsight-python-run-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX))
         self.socket = self.dir / SOCKET_NAME
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(self.socket))
@@ -128,6 +162,10 @@ class Keeper:
         self._wake_r, self._wake_w = os.pipe()
         self._thread: Optional[threading.Thread] = None
         self.problems: List[str] = []  # why processes recorded nothing (finish())
+        self._stopping = False
+        self.flight = flight
+        if flight is not None:
+            flight.wake = self._wake
         # Untraced, and not a process of the run.
         env = {k: v for k, v in os.environ.items()
                if k not in (ENV_RUN, ENV_SOCKET) and not k.startswith("PINSIGHT_")}
@@ -140,6 +178,16 @@ class Keeper:
             start_new_session=True,  # signals to trace's process group are not its
         )
 
+    def describe_run(self, trace_pid: int, env: Dict[str, str]) -> None:
+        """For `attach --join TRACE_PID` (find_run): the run's keeper and the
+        variables its processes trace by."""
+        import json
+
+        variables = {k: v for k, v in env.items() if k.startswith("PINSIGHT_")}
+        text = json.dumps({"trace_pid": trace_pid, "session": self.session,
+                           "socket": str(self.socket), "env": variables})
+        (self.dir / RUN_FILE).write_text(text)
+
     def serve(self) -> None:
         """Starts answering the run's processes. Call it after the command started:
         trace forks the command with no thread of its own running."""
@@ -148,14 +196,36 @@ class Keeper:
         self._thread = threading.Thread(target=self._serve, name="pinsight-keeper", daemon=True)
         self._thread.start()
 
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
     def _serve(self) -> None:
         import select
 
+        poller = select.poll()
+        watched: Set[int] = set()
         while True:
-            readable, _, _ = select.select([self.server, self._wake_r], [], [])
-            if self._wake_r in readable:
-                return
-            self._register_waiting()
+            wanted = {self.server.fileno(), self._wake_r,
+                      *(self.flight.descriptors() if self.flight else ())}
+            for fd in wanted - watched:
+                poller.register(fd, select.POLLIN)
+            for fd in watched - wanted:
+                poller.unregister(fd)
+            watched = wanted
+            ready = {fd for fd, _ in poller.poll()}
+            if self._wake_r in ready:
+                os.read(self._wake_r, 512)
+                if self._stopping:
+                    return
+            if self.server.fileno() in ready:
+                self._register_waiting()
+            if self.flight is not None:
+                for fd in ready - {self.server.fileno(), self._wake_r}:
+                    self.flight.readable(fd)
+                self.flight.run_pending()
 
     def _register_waiting(self) -> None:
         from .. import lttng
@@ -188,17 +258,27 @@ class Keeper:
             conn.setblocking(True)
             conn.settimeout(2.0)
             try:
-                waiting[_read_pid(conn)] = conn
+                kind, pid = _read_hello(conn)
             except (OSError, ValueError):
                 conn.close()
+                continue
+            if not kind:
+                waiting[pid] = conn
+            elif self.flight is not None:
+                self.flight.adopt(conn, kind, pid)
+            else:
+                conn.close()  # no flight recorder in this run: its process runs without
 
     def stop(self) -> None:
         """Stops answering (a process asking later runs untraced and is listed), and
         ends the watchdog."""
         if self._thread is not None:
-            os.write(self._wake_w, b"x")
+            self._stopping = True
+            self._wake()
             self._thread.join()
             self._thread = None
+        if self.flight is not None:
+            self.flight.close()
         self.server.close()
         for fd in (self._wake_r, self._wake_w):
             try:

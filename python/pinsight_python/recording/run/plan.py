@@ -48,6 +48,10 @@ class Plan(NamedTuple):
     domains: Sequence[str] = ()  # PInsight's native domains recorded too
     summary: bool = True  # read the trace back for a summary (not --no-summary)
     trace_format: str = lttng.DEFAULT_TRACE_FORMAT  # --trace-format
+    # --flight-recorder: the bytes the ring may take on this node (None: no flight
+    # recorder), and --stall's seconds (0: no stall watch).
+    flight_bytes: Optional[int] = None
+    stall: float = 0.0
 
 
 class Refused(Exception):
@@ -99,7 +103,11 @@ def make(args: argparse.Namespace) -> Plan:
     chosen = _chosen_settings(args, errors)
     url, output = _destination(args, errors)
     config, warnings = _checked_configuration(chosen, args, errors)
-    subbuf_size, num_subbuf = _channel_size(args, errors, warnings)
+    flight_bytes, stall = _flight_recorder(args, chosen, output, errors)
+    if flight_bytes is None:
+        subbuf_size, num_subbuf = _channel_size(args, errors, warnings)
+    else:
+        subbuf_size, num_subbuf = _flight_channel(args, flight_bytes, errors, warnings)
     preload = _alloc_preload(args, chosen, errors)
     domains = _native_domains(args.domains, os.environ, errors)
     trace_format = _trace_format(getattr(args, "trace_format", lttng.DEFAULT_TRACE_FORMAT), errors)
@@ -121,9 +129,11 @@ def make(args: argparse.Namespace) -> Plan:
     if output is not None:
         chosen.trace_dir = str(output)
     chosen.export(env)
+    if flight_bytes is None:  # a flight recorder's around trace is not this run's
+        env.pop(_settings.ENV_FLIGHT_RECORDER, None)
     return Plan(tuple(command), output, MappingProxyType(env), url, config, tuple(warnings),
                 subbuf_size, num_subbuf, domains, summary=not args.no_summary,
-                trace_format=trace_format)
+                trace_format=trace_format, flight_bytes=flight_bytes, stall=stall)
 
 
 def _trace_format(asked: str, errors: List[str]) -> str:
@@ -288,10 +298,13 @@ def _mib(nbytes: int) -> str:
 
 
 def _channel_size(
-    args: argparse.Namespace, errors: List[str], warnings: List[str]
+    args: argparse.Namespace, errors: List[str], warnings: List[str],
+    reader_subbuf: bool = False,
 ) -> Tuple[str, int]:
     """--subbuf-size and --num-subbuf, checked as LTTng wants them, then fitted to
-    --buffer-budget for the CPUs LTTng makes buffers for (a warning when they shrink)."""
+    --buffer-budget for the CPUs LTTng makes buffers for (a warning when they shrink).
+    `reader_subbuf`: an overwrite channel, which LTTng gives one sub-buffer more per
+    CPU (the reader's)."""
     size = str(args.subbuf_size)
     nbytes = lttng.size_bytes(size)
     if nbytes < lttng.MIN_SUBBUF_BYTES or nbytes & (nbytes - 1):
@@ -313,9 +326,9 @@ def _channel_size(
     if errors:
         return size, count
     cpus = lttng.possible_cpus()
-    fitted_bytes, fitted_count = lttng.fit_channel(nbytes, count, cpus, budget)
+    fitted_bytes, fitted_count = lttng.fit_channel(nbytes, count, cpus, budget, reader_subbuf)
     if (fitted_bytes, fitted_count) != (nbytes, count):
-        total = fitted_bytes * fitted_count * cpus
+        total = fitted_bytes * (fitted_count + reader_subbuf) * cpus
         over = " (the smallest channel LTTng takes, still over it)" if total > budget else ""
         warnings.append(
             f"--buffer-budget {args.buffer_budget}: {cpus} possible CPUs get {fitted_count} x "
@@ -323,6 +336,85 @@ def _channel_size(
             f"{_mib(total)} in all{over}; LTTng may discard events at high rates (every view "
             "counts them): raise --buffer-budget where the node has the memory")
     return _size_text(fitted_bytes), fitted_count
+
+
+def _flight_recorder(
+    args: argparse.Namespace, chosen: _settings.Settings, output: Optional[Path],
+    errors: List[str]
+) -> Tuple[Optional[int], float]:
+    """--flight-recorder's bytes (None without it) and --stall's seconds, checked.
+    The flight recorder records the batched payload: the one that costs least per
+    event, and whose records tell how long each open frame of a dump has run."""
+    stall = _stall_seconds(args.stall, errors)
+    if args.flight_recorder is None:
+        if args.stall is not None:
+            errors.append("--stall watches for stalls in a flight-recorder run: add "
+                          "--flight-recorder")
+        return None, 0.0
+    size = lttng.size_bytes(str(args.flight_recorder))
+    cpus = lttng.possible_cpus()
+    least = lttng.flight_minimum_bytes(cpus)
+    if size <= 0:
+        errors.append(f"--flight-recorder {args.flight_recorder!r}: expected a size with k, M "
+                      "or G, such as 256M or 1G")
+    elif size < least:
+        errors.append(f"--flight-recorder {args.flight_recorder}: LTTng needs at least "
+                      f"{_mib(least)} on this node (2 sub-buffers of 4 KiB and the reader's "
+                      f"one for each of its {cpus} possible CPUs, and its metadata)")
+    if args.buffer_budget != lttng.BUFFER_BUDGET:
+        errors.append("--buffer-budget and --flight-recorder SIZE both bound the channel's "
+                      "memory: give SIZE alone")
+    if chosen.payload not in (None, _settings.Payload.BATCHED):
+        errors.append(f"payload {chosen.payload} (--compact, or {_settings.ENV_PAYLOAD}): the "
+                      "flight recorder records the batched payload (the cheapest per event, "
+                      "and the one that times each open frame)")
+    chosen.payload = _settings.Payload.BATCHED
+    chosen.flight_recorder = stall  # each traced process's part in the run
+    if args.relayd is None:
+        _check_writable(output or Path.cwd(), "--flight-recorder", errors)
+    return size, stall
+
+
+def _stall_seconds(text: Optional[str], errors: List[str]) -> float:
+    """--stall's seconds (0 without it)."""
+    if text is None:
+        return 0.0
+    try:
+        stall = float(text)
+    except ValueError:
+        stall = -1.0
+    if not lttng.MIN_STALL_SECONDS <= stall <= 1e9:  # NaN too
+        errors.append(f"--stall {text!r}: expected seconds, at least "
+                      f"{lttng.MIN_STALL_SECONDS:g} (shorter pauses are how programs wait), "
+                      "such as 60 or 300")
+    return stall
+
+
+def _check_writable(output: Path, option: str, errors: List[str]) -> None:
+    """The dumps go into `output`: a folder that cannot be written is said now,
+    not at the first dump hours later."""
+    existing = output
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        errors.append(f"{option}: the dumps go into {output}, and {existing} cannot be "
+                      "written: choose another -o")
+
+
+def _flight_channel(
+    args: argparse.Namespace, size: int, errors: List[str], warnings: List[str]
+) -> Tuple[str, int]:
+    """The flight recorder's channel: as large as SIZE lets it be on this node's
+    CPUs (--subbuf-size and --num-subbuf, when given, fitted into it)."""
+    if errors:
+        return str(args.subbuf_size), lttng.default_num_subbuf()
+    cpus = lttng.possible_cpus()
+    if args.subbuf_size == lttng.SUBBUF_SIZE and args.num_subbuf is None:
+        subbuf, count = lttng.flight_channel(size, cpus)
+        return _size_text(subbuf), count
+    given = argparse.Namespace(**{**vars(args), "buffer_budget": _size_text(
+        lttng.flight_channel_budget(size))})
+    return _channel_size(given, errors, warnings, reader_subbuf=True)
 
 
 def sanitizer_runtime(ld_preload: str) -> Optional[str]:

@@ -103,9 +103,10 @@ class Recording:
         except lttng.LttngError as e:
             error(self.prog, f"stopping the session {self.session.name}: {e}")
 
-    def discard(self) -> None:
-        """After a destroy that recorded nothing (no target attached): leaves no output
-        directory behind, or the user's empty one as it was."""
+    def discard(self, quiet: bool = False) -> None:
+        """After a destroy that recorded nothing (no target attached, a flight recorder
+        that took no dump): leaves no output directory behind, or the user's empty one
+        as it was."""
         output = self.session.output
         if output is None or not output.is_dir():
             return
@@ -121,8 +122,9 @@ class Recording:
         except OSError as e:
             error(self.prog, f"nothing was recorded, but {output} could not be removed: {e}")
             return
-        what = "emptied" if self.output_existed else "removed"
-        note(self.prog, f"nothing was recorded: {output} {what}")
+        if not quiet:
+            what = "emptied" if self.output_existed else "removed"
+            note(self.prog, f"nothing was recorded: {output} {what}")
 
     def tell_written(self, output: Path, ended: str = "") -> None:
         note(self.prog, f"trace written to {output} (LTTng session {self.session.name}, "

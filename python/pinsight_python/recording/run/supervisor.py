@@ -145,9 +145,13 @@ class Supervisor:
         child_mask: Set[int],
         ignored: Sequence[int],
         started: Callable[[], None] = lambda: None,
+        dump: Optional[Callable[[int], None]] = None,
     ) -> None:
         self.plan = plan
         self.started = started  # called once the command runs
+        # A flight-recorder run: SIGUSR2 asks for a dump (with the sender's pid)
+        # instead of being forwarded.
+        self.dump = dump
         self.env = env  # the plan's, with the run's own variables
         self.marker = marker
         self.child_mask = child_mask
@@ -157,8 +161,15 @@ class Supervisor:
         self.stopped_by: Optional[int] = None  # a stop signal relayed to the command
         self.returncode: Optional[int] = None  # Popen's (negative: killed by a signal)
 
-    def forward(self, signo: int) -> None:
-        """SIGUSR1/SIGUSR2: to every process of the run that handles it."""
+    def forward(self, signo: int, sender: int = 0) -> None:
+        """SIGUSR1/SIGUSR2: to every process of the run that handles it; in a
+        flight-recorder run, SIGUSR2 takes a dump."""
+        if signo == signal.SIGUSR2 and self.dump is not None:
+            self.dump(sender)
+        else:
+            self._forward(signo)
+
+    def _forward(self, signo: int) -> None:
         name = signal.Signals(signo).name
         if self.proc is None:
             _note(f"{name} received before the command started: its processes read the "
@@ -211,7 +222,7 @@ class Supervisor:
     def dispatch(self, info: signal.struct_siginfo) -> None:
         signo = info.si_signo
         if signo in FORWARDED_SIGNALS:
-            self.forward(signo)
+            self.forward(signo, info.si_pid)
         elif signo in RELAYED_SIGNALS:
             self.relay(signo, info.si_code == SI_KERNEL)
 
