@@ -738,7 +738,8 @@ LTTNG_UST_TRACEPOINT_EVENT(python_pinsight_lttng_ust, task_handoff,
  * frame open on every thread of the process when the dump was taken, read from
  * the tracer's own stacks (the ring buffer no longer holds the outer frames'
  * begins), outermost first (depth 0). A Python function's frame names the
- * function (lineno: its first line); a native call's (callee not empty) names
+ * function (lineno: its first line; callee "-", never empty: Babeltrace 2.0.4
+ * reads an empty string as the field's previous value); a native call's names
  * the Python caller, the callee and the call's line. begin_ns: when the frame
  * began, on LTTng-UST's clock (CLOCK_MONOTONIC); 0 when not known (a frame
  * already running when tracing started, or a payload other than batched). tid

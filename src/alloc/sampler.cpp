@@ -137,7 +137,7 @@ void take_sample(void *address, size_t size, int source) {
   }
   taken.fetch_add(1, std::memory_order_relaxed);
   // The allocating thread's own shadow stack: this thread's frames only.
-  // (No empty strings: LTTng-UST 2.13 recorded stale bytes for some.)
+  // (No empty strings: Babeltrace 2.0.4 reads one as the field's previous value.)
   const char *qualname = "<no Python frame>";
   const char *filename = "<none>";
   int lineno = 0;

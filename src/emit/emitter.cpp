@@ -232,11 +232,15 @@ void process_info(int pid, int mpi_rank, int mpi_size, const std::string &hostna
                      python_version.c_str(), backend, procname.c_str());
 }
 
+// open_frame's callee for a Python function's frame. Never an empty string:
+// Babeltrace 2.0.4 (Debian 12's) reads one as the same field's previous value.
+constexpr const char *kPythonFrame = "-";
+
 void open_frame(uint32_t dump_id, int tid, int python_thread_id, uint32_t depth,
                 const NamedCode &code, const char *callee, int line, uint64_t begin_ns) {
   PINSIGHT_TRACEPOINT(open_frame, dump_id, tid, python_thread_id, depth,
                       reinterpret_cast<unsigned long>(code.code), code.names.event_qualname(),
-                      code.names.event_filename(), line, callee ? callee : "", begin_ns);
+                      code.names.event_filename(), line, callee ? callee : kPythonFrame, begin_ns);
 }
 
 void code_info_again(const NamedCode &code) {

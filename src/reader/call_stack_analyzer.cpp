@@ -276,7 +276,7 @@ void CallStackAnalyzer::on_open_frame(ThreadState &t, const RawEvent &e, const E
       static_cast<uint32_t>(std::strtoul(std::string(batch.string(e.str[3])).c_str(), nullptr, 10));
   frame.line = e.lineno;
   frame.begin_ns = e.extra;
-  if (callee.empty()) {
+  if (callee == "-" || callee.empty()) {  // a Python function's frame
     frame.symbol = symbols_.python_function(e.vpid, e.code_id, batch.string(e.str[0]),
                                             batch.string(e.str[1]), e.lineno);
     frame.caller = kNoSymbol;

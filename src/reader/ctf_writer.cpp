@@ -333,8 +333,12 @@ void CtfWriter::put_field(const bt_field *field) {
   } else if (bt_field_class_type_is(type, BT_FIELD_CLASS_TYPE_INTEGER)) {
     put_le(bt_field_integer_unsigned_get_value(field), integer_bytes(fc));
   } else if (type == BT_FIELD_CLASS_TYPE_STRING) {
+    // Its length's bytes, then the NUL: Babeltrace 2.0.4 leaves an empty string's
+    // value at the field's previous one (only its length is right), whose first
+    // byte, copied, ran the string into the next field.
     const char *text = bt_field_string_get_value(field);
-    current_->insert(current_->end(), text, text + bt_field_string_get_length(field) + 1);
+    current_->insert(current_->end(), text, text + bt_field_string_get_length(field));
+    current_->push_back(0);
   } else if (type == BT_FIELD_CLASS_TYPE_SINGLE_PRECISION_REAL) {
     float value = bt_field_real_single_precision_get_value(field);
     uint32_t bits;

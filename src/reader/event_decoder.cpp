@@ -202,10 +202,16 @@ inline int64_t read_integer(const bt_field *structure, const FieldSlot &slot, in
                         : static_cast<int64_t>(bt_field_integer_unsigned_get_value(field));
 }
 
+// A string field as its length says: Babeltrace 2.0.4 leaves an empty string's
+// value at the field's previous one.
+inline std::string_view string_of(const bt_field *field) {
+  return {bt_field_string_get_value(field), bt_field_string_get_length(field)};
+}
+
 inline StringRef read_string(const bt_field *structure, const FieldSlot &slot, EventBatch &batch) {
   if (slot.index < 0) return kNoString;
-  const bt_field *field = member(structure, slot.index);
-  return batch.add_string(bt_field_string_get_value(field), bt_field_string_get_length(field));
+  const std::string_view text = string_of(member(structure, slot.index));
+  return batch.add_string(text.data(), text.size());
 }
 
 // PInsight's CUDA provider: its device activity and clock calibration are single
@@ -496,10 +502,9 @@ void EventDecoder::decode_event(const bt_message *message, uint32_t stream, Even
     }
     case EventKind::DeviceActivity: {
       out.str[0] = batch.add_string(info.provider.data(), info.provider.size());
-      std::string_view name =
-          info.kernel_name.index >= 0
-              ? std::string_view(bt_field_string_get_value(member(payload, info.kernel_name.index)))
-              : memcpy_name(read_integer(payload, info.copy_kind, -1));
+      std::string_view name = info.kernel_name.index >= 0
+                                  ? string_of(member(payload, info.kernel_name.index))
+                                  : memcpy_name(read_integer(payload, info.copy_kind, -1));
       out.str[1] = batch.add_string(name.data(), name.size());
       char stream[16];
       auto written = std::to_chars(stream, stream + sizeof stream,

@@ -93,7 +93,7 @@ def stacks(trace: Trace, pid: int) -> List[Tuple[int, List[str]]]:
     by_thread: Dict[int, List[Event]] = {}
     for e in frames:
         by_thread.setdefault(int(e.fields["tid"]), []).append(e)
-    return [(tid, [f.fields["callee"] or f.fields["qualname"]
+    return [(tid, [f.fields["qualname"] if f.fields["callee"] == "-" else f.fields["callee"]
                    for f in sorted(fs, key=lambda f: int(f.fields["depth"]))])
             for tid, fs in sorted(by_thread.items())]
 
@@ -144,6 +144,10 @@ def test_a_dump_holds_every_threads_open_frames(run: Run, tmp_path: Path) -> Non
     (other,) = [names for tid, names in threads.items() if tid != proc.pid]
     assert other[-3:-1] == ["waiter", "Event.wait"] or "waiter" in other
     assert other[-1].endswith("acquire")  # blocked in native code: its stack all the same
+    # A Python function's frame has callee "-", never an empty string: Babeltrace
+    # 2.0.4 reads one as the field's previous value (here, the native call's name).
+    callees = [e.fields["callee"] for e in trace.named("open_frame")]
+    assert sorted(set(callees)) == ["-", other[-1]], callees
     # Every frame began under tracing, before the program asked for the dump (its
     # own CLOCK_MONOTONIC, LTTng-UST's clock), and says when.
     begins = [int(e.fields["begin_ns"]) for e in trace.named("open_frame")]

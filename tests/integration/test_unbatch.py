@@ -22,6 +22,7 @@ from tests.tracing import (
     cli,
     isolated_session,
     read_trace,
+    report_json,
     run_dying,
     system_lttng_env,
 )
@@ -174,3 +175,32 @@ def test_partial_blocks(tmp_path: Path) -> None:
         for i in ends:
             before = [e for e in events[:i] if e.short == "compact_function_end"]
             assert before and before[-1].fields["code_id"] == events[i].fields["code_id"]
+
+
+EMPTY_FILENAME = """
+import json
+
+def named(i):
+    return json.dumps(i)
+
+for i in range(10):
+    named(i)
+exec(compile("def nameless():\\n    pass\\nfor _ in range(3):\\n    nameless()\\n", "", "exec"))
+"""
+
+
+def test_an_empty_string_after_longer_ones(tmp_path: Path) -> None:
+    # Code compiled from "" names no file: its code_info's filename is the empty
+    # string, after longer ones. Babeltrace 2.0.4 reads it as one of the field's
+    # previous values, its length right (0): the copy follows the length.
+    script = tmp_path / "empty.py"
+    script.write_text(textwrap.dedent(EMPTY_FILENAME))
+    out = tmp_path / "trace"
+    cli("trace", "--batch", "--no-summary", "-o", str(out), "--", sys.executable, str(script))
+    new = tmp_path / "new"
+    cli("unbatch", "--progress", "never", "-o", str(new), str(out))
+    assert read_trace(new).named("compact_function_begin")  # babeltrace2 reads it whole
+    for trace in (out, new):
+        [proc] = report_json(trace, "--top", "0")["processes"]
+        [nameless] = [f for f in proc["functions"] if f["qualname"] == "nameless"]
+        assert nameless["filename"] == "" and nameless["calls"] == 3, nameless
