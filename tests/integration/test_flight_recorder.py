@@ -15,6 +15,7 @@ about 20 s on 2 cores, the others a few seconds each.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -31,20 +32,30 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import pytest
 
 from pinsight_python.recording import lttng
-from tests.integration.test_mpi import MPI_ENV, MPIRUN
+from pinsight_python.recording.relayd import RelayDaemon
 from tests.tracing import (
+    CALLSTACK_ID,
+    CALLSTACK_XML,
     CLI,
+    CROSSDOMAIN_ID,
+    CROSSDOMAIN_XML,
+    MPI_ENV,
     NATIVE,
     PINSIGHT_LIB,
     clean_env,
     read_trace,
+    replay,
     report_json,
     session_exists,
     wait_for,
 )
 
 PY = sys.executable
+MPIRUN = ["mpirun", "-np", "4", "--oversubscribe"]  # as tests/integration/test_mpi.py runs it
 SIZE = "16M"  # small rings: they wrap within the tests' seconds of work
+# Smaller still where a test reads a whole dump back through babeltrace2's bindings and
+# replays it in Trace Compass's analyses (a 16M ring held 1.2 M events: 70 s of Python)
+READ_BACK_SIZE = "2M"
 
 
 class FlightRun:
@@ -52,11 +63,11 @@ class FlightRun:
     `folder`, its dumps in folder/out."""
 
     def __init__(self, folder: Path, command: Sequence[str], *options: str,
-                 env: Optional[Dict[str, str]] = None) -> None:
+                 env: Optional[Dict[str, str]] = None, size: str = SIZE) -> None:
         self.folder = folder
         self.out = folder / "out"
         self.stderr_path = folder / "trace.stderr"
-        args = [*CLI, "trace", f"--flight-recorder={SIZE}", "-o", str(self.out), *options,
+        args = [*CLI, "trace", f"--flight-recorder={size}", "-o", str(self.out), *options,
                 "--", *command]
         with open(self.stderr_path, "w") as stderr:
             self.proc = subprocess.Popen(args, cwd=folder, env=env or clean_env(),
@@ -187,7 +198,7 @@ main()
 def test_dump_on_request_from_the_program_and_by_sigusr2(tmp_path: Path,
                                                          runs: List[FlightRun]) -> None:
     prog = script(tmp_path, "prog.py", ASKING)
-    run = FlightRun(tmp_path, [PY, str(prog)])
+    run = FlightRun(tmp_path, [PY, str(prog)], size=READ_BACK_SIZE)
     runs.append(run)
     wait_file(tmp_path / "asked.txt")
     first = run.wait_dumps(1)[0]
@@ -212,6 +223,7 @@ def test_dump_on_request_from_the_program_and_by_sigusr2(tmp_path: Path,
     report = dump_of(second)
     section = report["dump"]
     assert section["reason"] == "usr2"
+    assert section["processes"][0]["status"] == [], section["processes"][0]["status"]
     waiter = next(t for t in thread_stacks(report) if "waiter" in frames(t))
     # The waiting thread, blocked outside Python when the dump came: its whole stack,
     # read from the tracer's own stacks, the native call in progress on top.
@@ -223,6 +235,34 @@ def test_dump_on_request_from_the_program_and_by_sigusr2(tmp_path: Path,
     # long as the program had run.
     assert all(f["open_ns"] is not None and f["open_ns"] > 0 for f in main["stack"])
     assert main["recent"], "the thread's last events"
+
+    # A dump is a whole trace: the other views read it, and Trace Compass's analyses
+    # take it (through unbatch, as any batched trace). What they meet that a whole
+    # run's trace lacks: ends of frames whose begins the ring lost, which pop an empty
+    # stack, as at the start of any trace that began mid-run (Trace Compass passes
+    # over them). Each CPU's ring loses its own span (a thread that moved between
+    # CPUs can lose begins in one and keep ends in the other), so there can be more of
+    # them than the thread's deepest stack: no more than our reader finds in the same
+    # events (its ends without a begin, per thread).
+    unbatched = tmp_path / "unbatched"
+    for command in (["flamegraph", "--folded", str(second)], ["export", str(second), "-o", "-"],
+                    ["unbatch", str(second), "-o", str(unbatched)]):
+        done = subprocess.run([*CLI, *command], capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 0, (command, done.stderr)
+    events = read_trace(unbatched).events
+    assert [e for e in events if e.short == "open_frame"]
+    ours = {f"Processes/{p['vpid']}/Threads/{t['vtid']}":
+            t["unbalanced"]["ends_without_begin"]
+            for p in report_json(unbatched)["processes"] for t in p["threads"]}
+    for path, callstack_id in ((CALLSTACK_XML, CALLSTACK_ID), (CROSSDOMAIN_XML, CROSSDOMAIN_ID)):
+        result = replay(path, callstack_id, events)[1]
+        assert not result.diagnostics.missing_fields, result.diagnostics.missing_fields
+        assert not result.diagnostics.dropped_changes, result.diagnostics.dropped_changes
+        popped = collections.Counter(where for _, where in result.ss.empty_pops)
+        # (the call-stack analysis's CallStack, the cross-domain one's PythonStack)
+        assert all(n <= ours.get(where.rsplit("/", 1)[0], 0)
+                   for where, n in popped.items()), (popped, ours)
 
 
 # ---------------------------------------------------------------------------- a stall
@@ -726,7 +766,7 @@ def test_an_attached_process_joins_a_flight_recorder_run(tmp_path: Path,
 
 def test_relayd_streams_the_dumps(tmp_path: Path, runs: List[FlightRun]) -> None:
     prog = script(tmp_path, "prog.py", ASKING)
-    with lttng.RelayDaemon(tmp_path / "relayd-output") as relayd:
+    with RelayDaemon(tmp_path / "relayd-output") as relayd:
         env = clean_env()
         args = [*CLI, "trace", "--flight-recorder=16M", "--relayd", relayd.spec, "--", PY,
                 str(prog)]
@@ -808,3 +848,20 @@ def test_no_dump_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     session = re.search(r"LTTng session (pinsight-python-\d+-[0-9a-f]{8})", proc.stderr)
     assert session is not None and not session_exists(session.group(1))
+
+
+def test_a_run_without_the_flight_recorder_has_none(tmp_path: Path) -> None:
+    # Every run has a keeper; only --flight-recorder's processes start a recorder
+    # (a thread and a connection each): the others say nothing of one.
+    code = ("import os, threading\n"
+            "def f(): pass\n"
+            "for _ in range(1000): f()\n"
+            "names = [open(f'/proc/self/task/{t}/comm').read().strip()\n"
+            "         for t in os.listdir('/proc/self/task')]\n"
+            "open('threads', 'w').write(' '.join(names))\n")
+    proc = subprocess.run([*CLI, "trace", "-o", "t", "--", PY, "-c", code], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "flight recorder" not in proc.stderr, proc.stderr
+    assert "pinsight-rec" not in (tmp_path / "threads").read_text()
