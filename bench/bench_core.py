@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import importlib.util
 import os
 import random
@@ -63,7 +64,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -175,6 +176,7 @@ def reftracer_setup(suffix: str) -> str:
                             preamble="_reftracer.load_provider(PROVIDER)")
 
 
+FLIGHT = "flight-recorder"
 SETUP = {
     "untraced": "",
     "cProfile": "import cProfile; _p = cProfile.Profile(); start = _p.enable; stop = _p.disable",
@@ -228,9 +230,26 @@ os.environ["PINSIGHT_PYTHON_BLOCK_WRITER"] = "inline"
 start = lambda: pinsight_python.activate(("function",), payload="batched")
 stop = pinsight_python.deactivate
 """,
+    # A flight-recorder run's process (trace --flight-recorder --stall 30): batched into a
+    # snapshot session of its own (flight_run), its recorder connected to the run's keeper,
+    # the stall watch on.
+    FLIGHT: """
+import pinsight_python
+start = lambda: pinsight_python.activate(payload="batched")
+def stop():
+    pinsight_python.deactivate()
+    # The run's ring as this process maps it: the flight session's buffers alone.
+    mapped = 0
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "shm-ust-consumer" in line:
+                low, high = (int(x, 16) for x in line.split()[0].split("-"))
+                mapped += high - low
+    print("bench-mapped", mapped)
+""",
 }
 PAYLOADS = ("full", "compact", "batched")
-OURS = (*PAYLOADS, "batched-function", "batched-function-inline")
+OURS = (*PAYLOADS, "batched-function", "batched-function-inline", FLIGHT)
 # Configurations that see Python begins and ends only: their ns per event are
 # over batched-function's events.
 FUNCTION_ONLY = ("empty-function", "clock-function", "trace0", "batched-function",
@@ -268,6 +287,61 @@ if WHOLE:
     t1 = CLOCK()
 print("bench-result", t1 - t0, events)
 """
+
+
+FLIGHT_STALL = 30.0
+
+
+@contextlib.contextmanager
+def flight_run(tmp: Path, gid: Optional[int]) -> Iterator[Dict[str, str]]:
+    """A flight recorder's run as `trace --flight-recorder` makes it (a snapshot session of
+    the default SIZE on this node's CPUs, recording group `gid` only, its keeper): the
+    variables its processes join it with."""
+    from pinsight_python.activation.join import ENV_SOCKET
+    from pinsight_python.activation.settings import ENV_FLIGHT_RECORDER
+    from pinsight_python.recording import lttng
+    from pinsight_python.recording.run.flight import Dumps
+    from pinsight_python.recording.run.keeper import Keeper
+
+    size = lttng.size_bytes(lttng.FLIGHT_RECORDER_SIZE)
+    subbuf, count = lttng.flight_channel(size, lttng.possible_cpus())
+    session = lttng.Session(tmp / "flight", track_vgid=gid, snapshot=True,
+                            subbuf_size=str(subbuf), num_subbuf=count)
+    session.create()
+    try:
+        session.start()
+        keeper = Keeper(session.name, f"PINSIGHT_BENCH_RUN={session.name}",
+                        Dumps(session, tmp / "flight", size, lambda line: None))
+        keeper.serve()
+        try:
+            yield {ENV_SOCKET: str(keeper.socket), ENV_FLIGHT_RECORDER: f"{FLIGHT_STALL:g}"}
+        finally:
+            keeper.stop()
+    finally:
+        session.destroy()
+
+
+def daemons_memory() -> Dict[str, Tuple[int, int]]:
+    """(RSS, of which shared memory) in bytes of this user's LTTng session and consumer
+    daemons, by name, summed over their processes."""
+    out: Dict[str, Tuple[int, int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = (entry / "comm").read_text().strip()
+            if (name not in ("lttng-sessiond", "lttng-consumerd")
+                    or entry.stat().st_uid != os.geteuid()):
+                continue
+            status = (entry / "status").read_text().splitlines()
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except OSError:
+            continue
+        rss = int(fields.get("VmRSS", "0 kB").split()[0]) << 10
+        shared = int(fields.get("RssShmem", "0 kB").split()[0]) << 10
+        total = out.get(name, (0, 0))
+        out[name] = (total[0] + rss, total[1] + shared)
+    return out
 
 
 def build_reftracer(out: Path) -> Path:
@@ -352,7 +426,8 @@ def round_order(configs: List[str], round_: int) -> List[str]:
     return list(configs) if round_ % 2 == 0 else list(reversed(configs))
 
 
-def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
+def run_one(workload: str, config: str, tmp: Path,
+            env: Optional[Dict[str, str]] = None) -> Tuple[float, int]:
     code = RUNNER.format(
         clock=CLOCK,
         provider=provider_path(),
@@ -369,44 +444,53 @@ def run_one(workload: str, config: str, tmp: Path) -> Tuple[float, int]:
             "-o", str(tmp / "sampled.stacks"), str(script),
         ])
     if not WHOLE:
-        return run_code(code, tmp)
+        return run_code(code, tmp, env=env)
     consumed = consumer_cpu_seconds()
-    seconds, events = run_code(code, tmp)
+    seconds, events = run_code(code, tmp, env=env)
     return seconds + consumer_cpu_seconds() - consumed, events
 
 
 # The group the traced children run in, the only one the sessions record (as
-# root): other users' programs stay out of the buffers and the trace.
+# root): other users' programs stay out of the buffers and the trace. The flight
+# recorder's children run in a group of their own, which only its session records.
 GID = random.randrange(200_000, 2**31 - 1) if os.geteuid() == 0 else None
+FLIGHT_GID = GID + 1 if GID is not None else None
 
 
-def in_group() -> None:
-    if GID is not None:
-        os.setgid(GID)
+def in_group(gid: Optional[int] = GID) -> None:
+    if gid is not None:
+        os.setgid(gid)
 
 
 # The issue's targets: what each of ours is measured against.
 TARGET_PAIRS = [("batched", "empty-callback"), ("batched-function", "trace0"),
-                ("batched-function-inline", "trace0"), ("batched", "cProfile")]
+                ("batched-function-inline", "trace0"), ("batched", "cProfile"),
+                (FLIGHT, "batched")]
 # The floor of any tracer that timestamps its records: what is left of ours over it.
 FLOOR_PAIRS = [("batched", "clock-callback"), ("batched-function", "clock-function"),
                ("trace0", "clock-function")]
 
 
-def run_code(code: str, tmp: Path, launcher: Optional[List[str]] = None) -> Tuple[float, int]:
+def run_code(code: str, tmp: Path, launcher: Optional[List[str]] = None,
+             env: Optional[Dict[str, str]] = None) -> Tuple[float, int]:
     """(the workload's seconds, the events it emitted), as the child measured them;
-    `launcher`: the interpreter's arguments that run it instead of `-c code`."""
-    env = dict(os.environ, PYTHONPATH=f"{tmp}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    `launcher`: the interpreter's arguments that run it instead of `-c code`; `env`: a
+    flight recorder's variables (the child then runs in its group)."""
+    child_env = dict(os.environ, **(env or {}),
+                     PYTHONPATH=f"{tmp}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    gid = FLIGHT_GID if env else GID
     proc = subprocess.run(
         [sys.executable, *(launcher or ["-c", code])],
         capture_output=True,
         text=True,
-        env=env,
+        env=child_env,
         check=False,
-        preexec_fn=in_group,
+        preexec_fn=lambda: in_group(gid),
     )
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child failed:\n{proc.stderr}")
+    MAPPED.extend(int(line.split()[1]) for line in proc.stdout.splitlines()
+                  if line.startswith("bench-mapped "))
     result = [line for line in proc.stdout.splitlines() if line.startswith("bench-result ")]
     if not result:
         raise RuntimeError(f"benchmark child printed no result:\n{proc.stdout}{proc.stderr}")
@@ -589,6 +673,8 @@ def main() -> int:
         if not args.bytes_only:
             build_reftracer(tmp)
             runs, events = time_rounds(workloads, configs, args.repeat, tmp)
+            if FLIGHT in configs:
+                measure_flight_memory(workloads[0], tmp)
         sizes: Dict[Tuple[str, str], Tuple[int, int, int, int]] = {}
         discards: Dict[str, int] = {}
         rows = [(w, w, "") for w in workloads]
@@ -606,6 +692,7 @@ def main() -> int:
     if not args.bytes_only:
         best = {key: min(values) for key, values in runs.items()}
         print_costs(workloads, configs[1:], best, events, args.repeat)
+        print_memory()
         for workload in workloads:
             print_paired(f"{workload}, time added over untraced, ours / theirs, median of the "
                          f"{args.repeat} rounds' ratios (each round's own untraced)",
@@ -654,16 +741,58 @@ def time_rounds(
     for round_ in range(repeat):
         # One session per round: the traced runs' data is dropped after it.
         trace = tmp / f"trace-{round_}"
-        with lttng.Session(trace, track_vgid=GID):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(lttng.Session(trace, track_vgid=GID))
+            flight = (stack.enter_context(flight_run(tmp, FLIGHT_GID)) if FLIGHT in configs
+                      else None)
             for workload in workloads:
                 for config in round_order(configs, round_):
                     settle()
-                    seconds, n = run_one(workload, config, tmp)
+                    seconds, n = run_one(workload, config, tmp,
+                                         flight if config == FLIGHT else None)
                     runs[(workload, config)].append(seconds)
                     if config in OURS:
                         events[(workload, config)] = n
         shutil.rmtree(trace, ignore_errors=True)
     return dict(runs), events
+
+
+# LTTng's daemons' memory before the rounds, and with a flight recorder's session alone,
+# once a workload ran into it (measure_flight_memory).
+MEMORY: Dict[str, Dict[str, Tuple[int, int]]] = {}
+
+
+MAPPED: List[int] = []  # what the flight recorder's process mapped of the ring
+
+
+def measure_flight_memory(workload: str, tmp: Path) -> None:
+    settle()
+    MEMORY["before"] = daemons_memory()
+    with flight_run(tmp, FLIGHT_GID) as env:
+        run_one(workload, FLIGHT, tmp, env)
+        MEMORY["with"] = daemons_memory()
+
+
+def print_memory() -> None:
+    from pinsight_python.recording import lttng
+
+    if "with" not in MEMORY:
+        return
+    size = lttng.size_bytes(lttng.FLIGHT_RECORDER_SIZE)
+    subbuf, count = lttng.flight_channel(size, lttng.possible_cpus())
+    print(f"\nLTTng's daemons (RSS, of which shared memory), without a session of ours and "
+          f"with a flight recorder's alone ({lttng.FLIGHT_RECORDER_SIZE} on "
+          f"{lttng.possible_cpus()} possible CPUs: {count} x {subbuf >> 10} KiB sub-buffers "
+          "per CPU, and the reader's), after one run of the first workload into it (its ring "
+          "fills as it is written, up to SIZE):")
+    for name in ("lttng-sessiond", "lttng-consumerd"):
+        (rss0, shm0), (rss1, shm1) = (MEMORY[k].get(name, (0, 0)) for k in ("before", "with"))
+        print(f"{name}: {rss0 / (1 << 20):,.1f} MiB ({shm0 / (1 << 20):,.1f}) -> "
+              f"{rss1 / (1 << 20):,.1f} MiB ({shm1 / (1 << 20):,.1f})")
+    print("(the daemons serve every session of the user: others' sessions count in)")
+    if MAPPED:
+        print(f"the ring, as the flight recorder's traced process maps it: "
+              f"{max(MAPPED) / (1 << 20):,.1f} MiB of {lttng.FLIGHT_RECORDER_SIZE}")
 
 
 def print_costs(
