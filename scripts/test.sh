@@ -49,15 +49,16 @@ stage "mypy (strict)" .venv/bin/python -m mypy
 stage "layers" .venv/bin/python scripts/check_layers.py
 # The integration tests about reading traces back and the command line around them
 # (report, unbatch, damaged traces, the CLI's signals and isolation, relay daemons, MPI
-# ranks' labels, the site install another user runs, every child of a run under load: the
-# write guard is C++, and tests/core/test_children.py kills children on every
+# ranks' labels, the flight recorder's runs and dumps (its process side, in C++, is checked
+# on every interpreter by tests/core/test_flight_recorder.py), the site install another
+# user runs, every child of a run under load: the write guard is C++, and tests/core/test_children.py kills children on every
 # interpreter): what they check does not change with the traced interpreter, whose
 # tracing tests/core and the rest of tests/integration check on each one. They run on .venv, .venv-3.14 and .venv-3.15; the 3.11 stage leaves them out,
 # which keeps CI within its time.
 reading_tests=(test_report.py test_report_trust.py test_report_rate.py test_trace_cli.py
   test_trace_isolation.py test_relayd.py test_mpi.py test_discards.py test_process_labels.py
   test_any_user.py test_native_correlation.py test_unbatch.py test_trace_children.py
-  test_damaged.py)
+  test_damaged.py test_flight_recorder.py)
 not_reading=()
 for t in "${reading_tests[@]}"; do
   [[ -f tests/integration/$t ]] || { echo "test: tests/integration/$t is gone: update reading_tests" >&2; exit 1; }
