@@ -25,6 +25,7 @@
 #include "activation/activation.h"
 #include "activation/control_thread.h"
 #include "common/compat.h"
+#include "common/signal_chain.h"
 #include "emit/cycle_clock.h"
 #include "emit/emitter.h"
 #include "tracer/thread_state.h"
@@ -523,19 +524,7 @@ void on_fatal_signal(int signo, siginfo_t *info, void *context) {
   errno = saved_errno;
   for (size_t i = 0; i < kFatalCount; ++i) {
     if (kFatalSignals[i] != signo) continue;
-    const struct sigaction &previous = previous_actions[i];
-    if (previous.sa_flags & SA_SIGINFO) {
-      if (previous.sa_sigaction) previous.sa_sigaction(signo, info, context);
-      return;
-    }
-    if (previous.sa_handler == SIG_IGN) return;
-    if (previous.sa_handler != SIG_DFL && previous.sa_handler != nullptr) {
-      previous.sa_handler(signo);
-      return;
-    }
-    // The default action, as if we were never there.
-    sigaction(signo, &previous, nullptr);
-    raise(signo);
+    chain_signal(signo, previous_actions[i], info, context);
     return;
   }
 }

@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #endif
 
+#include "common/signal_chain.h"
 #include "emit/block_state.h"
 #include "emit/block_writer.h"
 #include "emit/cycle_clock.h"
@@ -350,19 +351,7 @@ void on_fatal_signal(int signo, siginfo_t *info, void *context) {
   flush_from_signal(false);
   for (size_t i = 0; i < sizeof kFatalSignals / sizeof kFatalSignals[0]; ++i) {
     if (kFatalSignals[i] != signo) continue;
-    const struct sigaction &previous = previous_actions[i];
-    if (previous.sa_flags & SA_SIGINFO) {
-      if (previous.sa_sigaction) previous.sa_sigaction(signo, info, context);
-      return;
-    }
-    if (previous.sa_handler == SIG_IGN) return;
-    if (previous.sa_handler != SIG_DFL && previous.sa_handler != nullptr) {
-      previous.sa_handler(signo);
-      return;
-    }
-    // The default action: as if we were never there.
-    sigaction(signo, &previous, nullptr);
-    raise(signo);
+    chain_signal(signo, previous_actions[i], info, context);
     return;
   }
 }

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from .dump_folders import DUMP_FILE, dump_folders
+from .mpi import rank_list
 
 if TYPE_CHECKING:
     from .._pinsight_reader import DumpRecord, ProcessRecord, ThreadRecord
@@ -188,20 +189,9 @@ def _rank_lines(processes: List[Dict[str, Any]]) -> List[str]:
         elif len(groups) == 1 and len(numbers) > 1:
             who = "every rank"
         else:
-            who = ("rank " if len(numbers) == 1 else "ranks ") + _rank_list(numbers)
+            who = ("rank " if len(numbers) == 1 else "ranks ") + rank_list(numbers)
         lines.append(f"{who}: {where}{span}")
     return lines
-
-
-def _rank_list(ranks: List[int], limit: int = 8) -> str:
-    runs: List[List[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    text = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit]]
-    return ", ".join(text + (["..."] if len(runs) > limit else []))
 
 
 def dump_section(trace: TraceData) -> Optional[Dict[str, Any]]:
