@@ -84,14 +84,19 @@ struct NamedCallable {
 constexpr unsigned kNamedCallableBits = 10;
 extern NamedCallable named_callables[1u << kNamedCallableBits];
 
-inline void ensure_named(NamedCode &code, uint32_t epoch) {
-  if (code.named_epoch != epoch) name_code(code, epoch);
+// True when it wrote the names now (the first record of this epoch to need them).
+inline bool ensure_named(NamedCode &code, uint32_t epoch) {
+  if (__builtin_expect(code.named_epoch == epoch, 1)) return false;
+  name_code(code, epoch);
+  return true;
 }
 
-inline void ensure_named(const char *callee, uint32_t epoch) {
+inline bool ensure_named(const char *callee, uint32_t epoch) {
   uintptr_t hash = reinterpret_cast<uintptr_t>(callee) * UINT64_C(0x9e3779b97f4a7c15);
   const NamedCallable &slot = named_callables[hash >> (64 - kNamedCallableBits)];
-  if (slot.name != callee || slot.epoch != epoch) name_callable(callee, epoch);
+  if (__builtin_expect(slot.name == callee && slot.epoch == epoch, 1)) return false;
+  name_callable(callee, epoch);
+  return true;
 }
 
 // The compact and full payloads' function events (out of line: the batched
@@ -141,8 +146,10 @@ __attribute__((noinline)) inline void function_other(uint64_t ticks, bool begin,
 // A frame's begin or end at `ticks` (record_ticks()).
 inline void function(uint64_t ticks, bool begin, NamedCode &code, int python_thread_id,
                      int transition) {
-  // Every payload names the code object's file in code_info only.
-  ensure_named(code, naming_epoch.load(std::memory_order_relaxed));
+  // Every payload names the code object's file in code_info only. A record that
+  // names it takes its time again after: no reader meets a batched record before
+  // its code's code_info (the frame's shadow-stack entry keeps the earlier time).
+  if (ensure_named(code, naming_epoch.load(std::memory_order_relaxed))) ticks = record_ticks();
   if (__builtin_expect(batched_counted, 1)) {
     // One test for the payload and the clock: the counter was read directly.
     blocks::stage_at(
@@ -160,11 +167,12 @@ inline void c_call(uint64_t ticks, bool begin, NamedCode &caller, const char *ca
                    int python_thread_id, int transition) {
   auto code_id = reinterpret_cast<unsigned long>(caller.code);
   uint32_t epoch = naming_epoch.load(std::memory_order_relaxed);
-  ensure_named(caller, epoch);
+  bool named_now = ensure_named(caller, epoch);
   if (compact_payload) {
-    ensure_named(callee, epoch);
+    named_now |= ensure_named(callee, epoch);
     auto callable_id = reinterpret_cast<unsigned long>(callee);
     if (batched_payload) {
+      if (named_now) ticks = record_ticks();  // after the names, as function()'s
       blocks::append_at(ticks, begin ? PINSIGHT_RECORD_C_CALL_BEGIN : PINSIGHT_RECORD_C_CALL_END,
                         transition, code_id, callable_id, line, python_thread_id);
       return;

@@ -338,7 +338,7 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
   }
   uint8_t flags = lex.start_flags;
   if (__builtin_expect(step.ends_window, 0)) flags |= kEndsWindow;
-  const uint64_t ticks = emitter::record_ticks();
+  uint64_t ticks = emitter::record_ticks();
   state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags, ticks);
   ++code.open_records;
   ++open_records_;
@@ -347,7 +347,10 @@ inline Verdict Tracer::begin_execution(CodeInfo &code, ThreadState &state, const
     ++events_emitted_;
     if (code.generator) {
       state.stack.back().started_ns = lifetime_clock_ns();
-      if (code.coroutine) begin_task_step(state, frame, wire::kStart);
+      if (code.coroutine) {
+        begin_task_step(state, frame, wire::kStart);
+        ticks = emitter::record_ticks();  // the record after its task's step, as readers expect
+      }
     }
     emitter::function(ticks, true, code, state.python_thread_id, wire::kStart);
   }
@@ -388,13 +391,16 @@ inline Verdict Tracer::begin_resume(CodeInfo &code, ThreadState &state, const vo
     return Verdict::Continue;
   }
   flags |= kGeneratorEntry;
-  const uint64_t ticks = emitter::record_ticks();
+  uint64_t ticks = emitter::record_ticks();
   state.stack.emplace_back(frame, &code, nullptr, nullptr, 0, RecordKind::Function, flags, ticks);
   ++code.open_records;
   ++open_records_;
   if (flags & kBeginEmitted) {
     ++events_emitted_;
-    if (code.coroutine) begin_task_step(state, frame, transition);
+    if (code.coroutine) {
+      begin_task_step(state, frame, transition);
+      ticks = emitter::record_ticks();  // the record after its task's step
+    }
     emitter::function(ticks, true, code, state.python_thread_id, transition);
   }
   return Verdict::Continue;
