@@ -38,6 +38,10 @@ namespace {
 // holds it in native code for ever must not hold up the dump (the keeper waits
 // for every process's answer, itself bounded).
 constexpr auto kGilWait = std::chrono::milliseconds(1000);
+// The longest a dump holds this process's blocks back (emitter::blocks::hold_blocks)
+// when the keeper's "resume" does not come: its wait for the flushes and the
+// snapshot's copy, with room for a loaded node.
+constexpr uint64_t kHoldMaxNs = 10ull * 1000 * 1000 * 1000;
 // How long a fatal signal's handler or the exit waits for the keeper's dump.
 constexpr int kLastWordsWaitMs = 30000;
 // A thread's open frames written at a dump: the outermost and the innermost,
@@ -369,6 +373,7 @@ void answer_flush(const std::string &n, const std::string &reason) {
     status |= PINSIGHT_DUMP_BUSY;
   }
   emitter::dump_marker(id, reason.c_str(), written.threads, written.frames, status);
+  emitter::blocks::hold_blocks(kHoldMaxNs);  // until the snapshot: "resume"
   send_line("flushed " + n + " " + std::to_string(status) + "\n");
 }
 
@@ -385,11 +390,13 @@ void deliver_answer(uint64_t tag, const std::string &line) {
 
 // One line from the keeper.
 void on_line(const std::string &line) {
-  // "flush N REASON" | "dumped TAG N WHERE" | "failed TAG WHY"
+  // "flush N REASON" | "resume N" | "dumped TAG N WHERE" | "failed TAG WHY"
   size_t space = line.find(' ');
   std::string verb = line.substr(0, space);
   std::string rest = space == std::string::npos ? "" : line.substr(space + 1);
-  if (verb == "flush") {
+  if (verb == "resume") {  // the dump's snapshot is recorded (or failed)
+    emitter::blocks::resume_blocks();
+  } else if (verb == "flush") {
     size_t cut = rest.find(' ');
     answer_flush(rest.substr(0, cut), cut == std::string::npos ? "dump" : rest.substr(cut + 1));
   } else if (verb == "dumped" || verb == "failed") {
@@ -519,6 +526,7 @@ void on_fatal_signal(int signo, siginfo_t *info, void *context) {
     }
     const char *reason = signal_reason(signo);
     emitter::dump_marker(id, reason, written.threads, written.frames, status);
+    emitter::blocks::hold_blocks(kHoldMaxNs);
     last_words(reason, "-");
   }
   errno = saved_errno;
@@ -694,6 +702,7 @@ std::string dump(const std::string &reason, const std::string &detail, double ti
   const uint32_t id = local_dumps.fetch_add(1) + 1;
   Written written = write_contents(id, false);
   emitter::dump_marker(id, name.c_str(), written.threads, written.frames, 0);
+  emitter::blocks::hold_blocks(kHoldMaxNs);
   std::string answer;
   Py_BEGIN_ALLOW_THREADS;
   {

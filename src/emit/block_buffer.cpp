@@ -135,14 +135,23 @@ uint64_t zigzag(uint64_t delta) {
   return (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
 }
 
+// A dump's hold (hold_blocks): until when, 0 when none; and what it dropped.
+std::atomic<uint64_t> hold_until_ns{0};  // 0: no dump in progress
+std::atomic<uint64_t> held_count{0};
+
 // The encoded records as one event_block. PINSIGHT_BLOCK_PARTIAL when records
 // of the thread staged before this moment may still be on their way (in the
 // open segment, or closed and not yet encoded): readers then take the
 // thread's stream as complete up to the block's last record, not up to the
 // block's own time.
 void emit(Block &b, int flags) {
-  PINSIGHT_TRACEPOINT(event_block, b.python_thread_id, b.tid, b.sequence, b.count, b.base_clock,
-                      flags, b.bytes, static_cast<uint16_t>(b.used));
+  const uint64_t hold = hold_until_ns.load(std::memory_order_relaxed);
+  if (__builtin_expect(hold != 0, 0) && clock_ns() < hold) {
+    held_count.fetch_add(b.count, std::memory_order_relaxed);
+  } else {
+    PINSIGHT_TRACEPOINT(event_block, b.python_thread_id, b.tid, b.sequence, b.count, b.base_clock,
+                        flags, b.bytes, static_cast<uint16_t>(b.used));
+  }
   b.sequence += b.count;
   b.count = 0;
   b.used = 0;
@@ -472,6 +481,14 @@ void flush_current() {
   Block *b = current_block();
   if (b && b->opened) flush_block(*b, 0, true);
 }
+
+void hold_blocks(uint64_t max_ns) {
+  hold_until_ns.store(clock_ns() + max_ns, std::memory_order_relaxed);
+}
+
+void resume_blocks() { hold_until_ns.store(0, std::memory_order_relaxed); }
+
+uint64_t held_records() { return held_count.load(std::memory_order_relaxed); }
 
 void flush_encoded() {
   std::lock_guard<std::mutex> lock(*registry_mutex);

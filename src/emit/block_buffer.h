@@ -189,6 +189,15 @@ void flush_current();
 // its open segment stays there (a flush under the GIL writes it). A block
 // whose encoder stays held for 10 ms is left as it is.
 void flush_encoded();
+// A flight recorder's dump (activation/flight_recorder.cpp): from this process's
+// part of it until the snapshot is recorded (resume_blocks) or `max_ns` has
+// passed, blocks are dropped, not written: in the overwriting ring they would
+// push out what the dump just wrote (its open stacks first) before the snapshot
+// copies it. Readers see the dropped records as missing, as LTTng's own drops.
+void hold_blocks(uint64_t max_ns);
+void resume_blocks();
+// Records dropped by holds so far.
+uint64_t held_records();
 // From a fatal signal's handler (async-signal-safe): the calling thread's
 // records, unless the signal interrupted one being staged or encoded. With
 // `others` (the thread holds the GIL: no other thread stages now), every other

@@ -240,7 +240,10 @@ class Dumps:
         flushes = self._flush_all(number, first.reason,
                                   {r.pid for r in joined if r.flushed and r.pid})
         try:
-            where = self._record(name)
+            try:
+                where = self._record(name)
+            finally:
+                self._resume_all(number)
         except (lttng.LttngError, OSError) as e:
             self.note(f"dump {number} ({first.reason}) could not be written: {e}")
             self._answer(joined, None, str(e))
@@ -288,6 +291,18 @@ class Dumps:
                         answers[peer.pid] = answer[1]
                         waiting.pop(fd, None)
         return answers
+
+    def _resume_all(self, number: int) -> None:
+        """Tells every recorder that the snapshot is taken: from its flush until
+        now each held its blocks back, which would have overwritten in the ring what
+        it wrote for the dump."""
+        for peer in list(self.peers.values()):
+            if peer.kind != "recorder":
+                continue
+            try:
+                peer.conn.sendall(f"resume {number}\n".encode())
+            except OSError:
+                self._forget(peer)
 
     def _record(self, name: str) -> str:
         """The snapshot, as OUTPUT/NAME (written into a hidden folder, then moved:
