@@ -541,17 +541,7 @@ void install_signal_handlers() {
   if (handlers_installed) return;
   handlers_installed = true;
   for (size_t i = 0; i < kFatalCount; ++i) {
-    struct sigaction current = {};
-    if (sigaction(kFatalSignals[i], nullptr, &current) != 0) continue;
-    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
-    previous_actions[i] = current;
-    struct sigaction action = {};
-    action.sa_sigaction = on_fatal_signal;
-    // As block_buffer.cpp's: the default action re-raised inside the handler is
-    // delivered at once; a stack overflow's SIGSEGV runs on faulthandler's stack.
-    action.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    sigaction(kFatalSignals[i], &action, nullptr);
+    chain_in(kFatalSignals[i], on_fatal_signal, &previous_actions[i]);
   }
 }
 

@@ -23,4 +23,22 @@ inline void chain_signal(int signo, const struct sigaction &previous, siginfo_t 
   raise(signo);
 }
 
+// Installs `handler` for `signo` in front of its current action, kept in
+// `previous` for chain_signal. A signal the process ignores stays ignored (it
+// ends nothing). SA_NODEFER: the default action re-raised inside the handler is
+// delivered at once; SA_ONSTACK: a stack overflow's SIGSEGV runs on the
+// alternate stack faulthandler sets up. False when nothing was installed.
+inline bool chain_in(int signo, void (*handler)(int, siginfo_t *, void *),
+                     struct sigaction *previous) {
+  struct sigaction current = {};
+  if (sigaction(signo, nullptr, &current) != 0) return false;
+  if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) return false;
+  *previous = current;
+  struct sigaction action = {};
+  action.sa_sigaction = handler;
+  action.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  return sigaction(signo, &action, nullptr) == 0;
+}
+
 }  // namespace pinsight

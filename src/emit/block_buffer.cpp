@@ -367,19 +367,7 @@ void on_fatal_signal(int signo, siginfo_t *info, void *context) {
 
 void install_signal_handlers() {
   for (size_t i = 0; i < sizeof kFatalSignals / sizeof kFatalSignals[0]; ++i) {
-    struct sigaction current = {};
-    if (sigaction(kFatalSignals[i], nullptr, &current) != 0) continue;
-    // SIG_IGN stays: the signal does not end the process.
-    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
-    previous_actions[i] = current;
-    struct sigaction action = {};
-    action.sa_sigaction = on_fatal_signal;
-    // SA_NODEFER: the default action re-raised from inside the handler is
-    // delivered at once. SA_ONSTACK: a stack overflow's SIGSEGV (faulthandler
-    // sets up an alternate stack).
-    action.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    sigaction(kFatalSignals[i], &action, nullptr);
+    chain_in(kFatalSignals[i], on_fatal_signal, &previous_actions[i]);
   }
 }
 
