@@ -135,9 +135,8 @@ uint64_t zigzag(uint64_t delta) {
   return (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
 }
 
-// A dump's hold (hold_blocks): until when, 0 when none; and what it dropped.
-std::atomic<uint64_t> hold_until_ns{0};  // 0: no dump in progress
-std::atomic<uint64_t> held_count{0};
+// A dump's hold (hold_blocks): until when, 0 when none.
+std::atomic<uint64_t> hold_until_ns{0};
 
 // The encoded records as one event_block. PINSIGHT_BLOCK_PARTIAL when records
 // of the thread staged before this moment may still be on their way (in the
@@ -146,9 +145,8 @@ std::atomic<uint64_t> held_count{0};
 // block's own time.
 void emit(Block &b, int flags) {
   const uint64_t hold = hold_until_ns.load(std::memory_order_relaxed);
-  if (__builtin_expect(hold != 0, 0) && clock_ns() < hold) {
-    held_count.fetch_add(b.count, std::memory_order_relaxed);
-  } else {
+  // Held: dropped; the sequence numbers still advance, so readers count them missing.
+  if (__builtin_expect(hold == 0, 1) || clock_ns() >= hold) {
     PINSIGHT_TRACEPOINT(event_block, b.python_thread_id, b.tid, b.sequence, b.count, b.base_clock,
                         flags, b.bytes, static_cast<uint16_t>(b.used));
   }
@@ -475,8 +473,6 @@ void hold_blocks(uint64_t max_ns) {
 }
 
 void resume_blocks() { hold_until_ns.store(0, std::memory_order_relaxed); }
-
-uint64_t held_records() { return held_count.load(std::memory_order_relaxed); }
 
 void flush_encoded() {
   std::lock_guard<std::mutex> lock(*registry_mutex);

@@ -196,8 +196,6 @@ void flush_encoded();
 // copies it. Readers see the dropped records as missing, as LTTng's own drops.
 void hold_blocks(uint64_t max_ns);
 void resume_blocks();
-// Records dropped by holds so far.
-uint64_t held_records();
 // From a fatal signal's handler (async-signal-safe): the calling thread's
 // records, unless the signal interrupted one being staged or encoded. With
 // `others` (the thread holds the GIL: no other thread stages now), every other
